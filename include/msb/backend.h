@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * msb/backend.h - the backend-author tier (checklist section 4).
+ *
+ * A backend is a provider that declares itself once - a name, an isolation
+ * rung, one msb_declarations value - and hands out sandboxes get-or-create per
+ * (key, kind). It enforces what it is told and decides no policy: the router
+ * does that before a backend is ever called.
+ *
+ * Every vtable slot is mandatory (a NULL slot is refused by msb_backend_new
+ * and msb_sandbox_new). An operation a backend cannot serve returns
+ * MSB_E_NOT_IMPLEMENTED with a message naming the backend and the reason.
+ */
+#ifndef MSB_BACKEND_H
+#define MSB_BACKEND_H
+
+#include <msb/common.h>
+#include <msb/error.h>
+#include <msb/key.h>
+#include <msb/sandbox.h>
+#include <msb/spec.h>
+#include <msb/vocab.h>
+
+MSB_BEGIN_DECLS
+
+/* ---- BackendDeclarations (4.2-4.9, DESIGN 9.2). ---------------------------
+ *
+ * One value. Each field's default is its own silence rule:
+ *   capabilities       DEFAULT_CAPABILITIES (a functionality claim)
+ *   limits             DEFAULT_SANDBOX_LIMITS (a safety claim)
+ *   egress_modes       empty: enforces nothing, every spec refused
+ *   os_families        empty: refuses a spec that names a family
+ *   isolation_scopes   {conversation}
+ *   egress_method_tokens  empty: serves no method-scoped rule (23.3);
+ *                      egress_method_tokens_all = true serves every token
+ *   observes_egress    false
+ */
+typedef struct msb_declarations {
+	unsigned version;
+	msb_capset capabilities;
+	msb_sandbox_limits limits;
+	msb_egress_set egress_modes;
+	msb_os_family_set os_families;
+	msb_scope_set isolation_scopes;
+	const char *const *egress_method_tokens; /* may be NULL when n == 0 */
+	size_t n_egress_method_tokens;
+	bool egress_method_tokens_all;
+	bool observes_egress;
+} msb_declarations;
+#define MSB_DECLARATIONS_VERSION 1
+#define MSB_DECLARATIONS_INIT                                                                      \
+	{MSB_DECLARATIONS_VERSION, MSB_DEFAULT_CAPABILITIES, MSB_DEFAULT_SANDBOX_LIMITS_INIT, 0, 0, \
+	 MSB_SCOPE_CONVERSATION, NULL, 0, false, false}
+MSB_EXTERN const msb_declarations MSB_DEFAULT_BACKEND_DECLARATIONS;
+
+/* true iff `token` is enforceable under these declarations. */
+MSB_EXTERN bool msb_declarations_has_method_token(const msb_declarations *d, const char *token);
+
+/*
+ * Declarations from JSON (strict). Keys: capabilities, limits {files_in,
+ * files_out}, egress_modes, os_families, isolation_scopes,
+ * egress_method_tokens (array, or the string "*" for every token),
+ * observes_egress. A set given as a string is refused naming the field
+ * (4.11); limits given as one TransferLimits is refused with
+ * MSB_E_TRANSFER_LIMITS_NOT_PERMITTED (4.12). The result is owned by an
+ * internal arena freed with msb_declarations_free().
+ */
+MSB_EXTERN int msb_declarations_from_json(const char *json, size_t len, msb_declarations **out,
+					  msb_error **err);
+MSB_EXTERN int msb_declarations_to_json(const msb_declarations *d, char **out, msb_error **err);
+MSB_EXTERN void msb_declarations_free(msb_declarations *d);
+
+/* ---- Disposal results (4.16-4.19). ------------------------------------ */
+
+typedef struct msb_disposal_failure {
+	msb_disposal_code code;
+	char *detail; /* log only; never parsed */
+} msb_disposal_failure;
+
+MSB_EXTERN int msb_disposal_failure_new(msb_disposal_code code, const char *detail,
+					msb_disposal_failure **out, msb_error **err);
+MSB_EXTERN void msb_disposal_failure_free(msb_disposal_failure *f);
+/* One failure with the most actionable code and every detail kept ("; "-joined). */
+MSB_EXTERN int msb_fold_disposal_failures(const msb_disposal_failure *const *failures, size_t n,
+					  msb_disposal_failure **out, msb_error **err);
+
+/* ScopePurge: read .disposed; there is no truthiness in C (4.19, 23.19). */
+typedef struct msb_scope_purge {
+	uint64_t disposed;
+	uint64_t undisposed;
+} msb_scope_purge;
+
+/* ---- The egress reporter (4.22). ----------------------------------------- */
+
+typedef struct msb_egress_record msb_egress_record; /* see msb/observer.h */
+typedef struct msb_egress_reporter {
+	void (*report)(void *userdata, const msb_key *key, const msb_egress_record *record);
+	void *userdata;
+} msb_egress_reporter;
+
+/* ---- Sandboxes made by a backend. ----------------------------------------- */
+
+typedef struct msb_sandbox_ops {
+	unsigned version;
+	int (*exec)(void *impl, const msb_exec_request *req, msb_exec_result *out, msb_error **err);
+	int (*exec_bounded)(void *impl, const msb_exec_request *req, msb_exec_result *out,
+			    msb_error **err);
+	int (*run_code)(void *impl, const char *code, double timeout, msb_cancel *cancel,
+			msb_exec_result *out, msb_error **err);
+	int (*write_file)(void *impl, const char *path, const uint8_t *data, size_t len,
+			  const char *working_directory, msb_error **err);
+	int (*stat_file)(void *impl, const char *path, const char *working_directory,
+			 bool *present, msb_entry *out, msb_error **err);
+	int (*read_file)(void *impl, const char *path, const char *working_directory,
+			 uint64_t max_bytes, uint8_t **data, size_t *len, msb_error **err);
+	int (*list_dir)(void *impl, const char *path, const char *working_directory,
+			msb_entry **entries, size_t *n, msb_error **err);
+	int (*remove)(void *impl, const char *path, const char *working_directory, bool recursive,
+		      msb_error **err);
+	int (*reclaim)(void *impl, const char *directory, const char *working_directory,
+		       double timeout, msb_error **err);
+	int (*reset)(void *impl, double timeout, msb_error **err);
+	int (*fingerprint)(void *impl, bool *supported, msb_fingerprint *out, msb_error **err);
+	/* Stable for the life of the instance. */
+	const char *(*instance_id)(void *impl);
+	/* Drop the handle's reference to impl. */
+	void (*release)(void *impl);
+} msb_sandbox_ops;
+#define MSB_SANDBOX_OPS_VERSION 1
+
+/* Wrap a backend's sandbox. Takes ownership of impl (released via ops->release
+ * on failure too). `backend_name` is copied. */
+MSB_EXTERN int msb_sandbox_new(const msb_sandbox_ops *ops, void *impl, const char *backend_name,
+			       msb_sandbox **out, msb_error **err);
+
+/* ---- Backends. ------------------------------------------------------------ */
+
+typedef struct msb_backend msb_backend;
+
+typedef struct msb_backend_ops {
+	unsigned version;
+	/* Get-or-create the sandbox for (key, kind of spec). Serialised per
+	 * (key, kind) by the backend so that racing acquires give one (4.15). */
+	int (*acquire)(void *impl, const msb_key *key, const msb_spec *spec, msb_sandbox **out,
+		       msb_error **err);
+	/* Best effort. 0 with *failure NULL: nothing reported (not proof);
+	 * 0 with *failure set: the delete is known not to have landed;
+	 * < 0: the backend "raised" - the router treats it as an unknown failure. */
+	int (*dispose)(void *impl, const msb_key *key, const char *kind, const char *instance_id,
+		       msb_disposal_failure **failure, msb_error **err);
+	/* Select from the provider's durable record, never from memory (4.18). */
+	int (*dispose_scope)(void *impl, const char *scope, const char *thread_id,
+			     msb_scope_purge *out, msb_error **err);
+	/* The router hands each backend its reporter once, at registration. */
+	void (*set_egress_reporter)(void *impl, const msb_egress_reporter *reporter);
+	void (*free)(void *impl);
+} msb_backend_ops;
+#define MSB_BACKEND_OPS_VERSION 1
+
+typedef struct msb_backend_info {
+	unsigned version;
+	const char *name;      /* short id, e.g. "ns" */
+	const char *isolation; /* a rung's spelling; judged by the router (1.4, 4.13) */
+	const msb_declarations *declarations; /* NULL = DEFAULT_BACKEND_DECLARATIONS (4.9) */
+} msb_backend_info;
+#define MSB_BACKEND_INFO_VERSION 1
+
+/*
+ * Make a backend. Copies info (name, isolation string, a deep copy of the
+ * declarations). Takes ownership of impl: ops->free(impl) runs when the last
+ * reference goes, and on failure here. Refuses a NULL slot or NULL name with
+ * MSB_E_VALUE, a NULL isolation with MSB_E_BACKEND_NOT_PERMITTED (4.1).
+ */
+MSB_EXTERN int msb_backend_new(const msb_backend_ops *ops, const msb_backend_info *info,
+			       void *impl, msb_backend **out, msb_error **err);
+MSB_EXTERN msb_backend *msb_backend_ref(msb_backend *b);
+MSB_EXTERN void msb_backend_unref(msb_backend *b);
+MSB_EXTERN const char *msb_backend_name(const msb_backend *b);
+/* The declared spelling, unparsed. */
+MSB_EXTERN const char *msb_backend_isolation(const msb_backend *b);
+MSB_EXTERN const msb_declarations *msb_backend_declarations(const msb_backend *b);
+/* Direct calls, bypassing the router (tests, conformance). */
+MSB_EXTERN int msb_backend_acquire(msb_backend *b, const msb_key *key, const msb_spec *spec,
+				   msb_sandbox **out, msb_error **err);
+MSB_EXTERN int msb_backend_dispose(msb_backend *b, const msb_key *key, const char *kind,
+				   const char *instance_id, msb_disposal_failure **failure,
+				   msb_error **err);
+MSB_EXTERN int msb_backend_dispose_scope(msb_backend *b, const char *scope,
+					 const char *thread_id, msb_scope_purge *out,
+					 msb_error **err);
+
+/*
+ * A backend that only declares (type "declared" in router JSON): it answers
+ * every policy question from its declarations and refuses acquire with
+ * MSB_E_NOT_IMPLEMENTED. For wiring tests of a third-party backend whose
+ * declarations are known (msb check).
+ */
+MSB_EXTERN int msb_declared_backend_new(const msb_backend_info *info, msb_backend **out,
+					msb_error **err);
+
+MSB_END_DECLS
+
+#endif

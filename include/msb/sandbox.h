@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * msb/sandbox.h - the guest handle (checklist section 9).
+ *
+ * An msb_sandbox is what acquire hands out: commands, a confined file plane
+ * relative to a working directory, and cleanup primitives. Every operation
+ * exists on every sandbox; one a backend cannot serve fails with
+ * MSB_E_NOT_IMPLEMENTED and a message naming the backend and the reason.
+ *
+ * The msb_sandbox_* functions validate their arguments (timeouts finite and
+ * positive, paths non-NULL) before the backend sees them.
+ *
+ * Working directories: NULL or "." is the storage base; a relative path is a
+ * child of it; an absolute path is accepted only inside the base (legacy
+ * addressing, 10.8).
+ *
+ * Thread-safety: a sandbox handle may be used from several threads at once
+ * when its backend says so (every backend shipped here does).
+ */
+#ifndef MSB_SANDBOX_H
+#define MSB_SANDBOX_H
+
+#include <msb/common.h>
+#include <msb/error.h>
+#include <msb/vocab.h>
+
+MSB_BEGIN_DECLS
+
+typedef struct msb_sandbox msb_sandbox;
+typedef struct msb_cancel msb_cancel;
+
+/* ---- Cancellation token (checklist 24.2). -------------------------------- */
+
+MSB_EXTERN int msb_cancel_new(msb_cancel **out, msb_error **err);
+/* Request cancellation; wakes every wait that watches the token. Idempotent. */
+MSB_EXTERN void msb_cancel_trigger(msb_cancel *c);
+MSB_EXTERN bool msb_cancel_requested(const msb_cancel *c);
+/* An fd that becomes readable once the token is triggered (for poll loops). */
+MSB_EXTERN int msb_cancel_fd(const msb_cancel *c);
+MSB_EXTERN void msb_cancel_free(msb_cancel *c);
+
+/* ---- exec ---------------------------------------------------------------- */
+
+typedef struct msb_exec_request {
+	unsigned version;
+	/* Exactly one of argv (NULL-terminated, passed natively, never
+	 * shell-split) and shell (a command line for the guest shell). */
+	const char *const *argv;
+	const char *shell;
+	const char *working_directory; /* NULL = "." (the storage base) */
+	const char *const *env;        /* extra "KEY=VALUE", NULL-terminated, may be NULL */
+	const uint8_t *stdin_data;     /* may be NULL */
+	size_t stdin_len;
+	double timeout;           /* seconds; finite and > 0 */
+	uint64_t max_output_bytes; /* exec_bounded only: combined stdout+stderr budget */
+	msb_cancel *cancel;       /* may be NULL */
+} msb_exec_request;
+#define MSB_EXEC_REQUEST_VERSION 1
+#define MSB_EXEC_REQUEST_INIT {MSB_EXEC_REQUEST_VERSION, NULL, NULL, NULL, NULL, NULL, 0, 30.0, 0, NULL}
+
+typedef struct msb_exec_result {
+	uint8_t *stdout_bytes; /* exact program bytes, NUL-terminated for convenience */
+	size_t stdout_len;
+	uint8_t *stderr_bytes;
+	size_t stderr_len;
+	int exit_code;   /* the guest's status; 128+N when killed by signal N */
+	int term_signal; /* N when killed by a signal, else 0 */
+	bool truncated;  /* exec_bounded: output stopped at the budget */
+} msb_exec_result;
+
+/* Free the buffers and zero the struct. */
+MSB_EXTERN void msb_exec_result_clear(msb_exec_result *r);
+/* UTF-8 decode with U+FFFD for invalid sequences (9.6). Newly allocated. */
+MSB_EXTERN char *msb_text_from_bytes(const uint8_t *bytes, size_t len);
+
+/*
+ * Run a command. On the caller's bound expiring: MSB_E_TIMEOUT, and only then
+ * (9.4). On cancel: MSB_E_CANCELLED.
+ */
+MSB_EXTERN int msb_sandbox_exec(msb_sandbox *sb, const msb_exec_request *req,
+				msb_exec_result *out, msb_error **err);
+/* exec with req->max_output_bytes (> 0) enforced by the backend before
+ * buffering; output beyond it is dropped and result.truncated set (23.24). */
+MSB_EXTERN int msb_sandbox_exec_bounded(msb_sandbox *sb, const msb_exec_request *req,
+					msb_exec_result *out, msb_error **err);
+/* RUN_CODE (9.9, 9.10). */
+MSB_EXTERN int msb_sandbox_run_code(msb_sandbox *sb, const char *code, double timeout,
+				    msb_cancel *cancel, msb_exec_result *out, msb_error **err);
+
+/* ---- the file plane ------------------------------------------------------ */
+
+typedef struct msb_entry {
+	char *path;          /* relative to the working directory */
+	msb_entry_kind kind;
+	bool size_known;     /* false for links and unknown sizes (9.20) */
+	uint64_t size_bytes;
+} msb_entry;
+MSB_EXTERN void msb_entry_clear(msb_entry *e);
+MSB_EXTERN void msb_entries_free(msb_entry *entries, size_t n);
+
+MSB_EXTERN int msb_sandbox_write_file(msb_sandbox *sb, const char *path, const uint8_t *data,
+				      size_t len, const char *working_directory, msb_error **err);
+/* *present = false when the path is absent (then *out is untouched). */
+MSB_EXTERN int msb_sandbox_stat_file(msb_sandbox *sb, const char *path,
+				     const char *working_directory, bool *present, msb_entry *out,
+				     msb_error **err);
+/* Regular files only; a file larger than max_bytes is refused with
+ * MSB_E_TRANSFER_CAP_EXCEEDED, never truncated (9.23). *data is malloc()ed. */
+MSB_EXTERN int msb_sandbox_read_file(msb_sandbox *sb, const char *path,
+				     const char *working_directory, uint64_t max_bytes,
+				     uint8_t **data, size_t *len, msb_error **err);
+MSB_EXTERN int msb_sandbox_list_dir(msb_sandbox *sb, const char *path,
+				    const char *working_directory, msb_entry **entries, size_t *n,
+				    msb_error **err);
+MSB_EXTERN int msb_sandbox_remove(msb_sandbox *sb, const char *path,
+				  const char *working_directory, bool recursive, msb_error **err);
+
+/* ---- cleanup primitives -------------------------------------------------- */
+
+MSB_EXTERN int msb_sandbox_reclaim(msb_sandbox *sb, const char *directory,
+				   const char *working_directory, double timeout, msb_error **err);
+MSB_EXTERN int msb_sandbox_reset(msb_sandbox *sb, double timeout, msb_error **err);
+/* Stable id of the physical instance (9.29). Never NULL. */
+MSB_EXTERN const char *msb_sandbox_instance_id(const msb_sandbox *sb);
+/* The serving backend's name. */
+MSB_EXTERN const char *msb_sandbox_backend_name(const msb_sandbox *sb);
+
+/* SandboxFingerprint (18.12, 18.13): changed paths since creation and running
+ * program identities. */
+typedef struct msb_fingerprint {
+	char **changed_paths;    /* msb_strv, sorted */
+	char **running_programs; /* msb_strv, sorted */
+} msb_fingerprint;
+MSB_EXTERN void msb_fingerprint_clear(msb_fingerprint *fp);
+/* *supported = false when the backend cannot fingerprint (then *out untouched). */
+MSB_EXTERN int msb_sandbox_fingerprint(msb_sandbox *sb, bool *supported, msb_fingerprint *out,
+				       msb_error **err);
+
+/* Drop this handle. Does not dispose the sandbox (use the router). NULL ok. */
+MSB_EXTERN void msb_sandbox_release(msb_sandbox *sb);
+
+MSB_END_DECLS
+
+#endif

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Library-internal declarations shared across src/core files. Functions are
+ * named msb_<module>__<fn>.
+ */
+#ifndef MSB_CORE_CORE_H
+#define MSB_CORE_CORE_H
+
+#include <msb/backend.h>
+#include <msb/observer.h>
+#include <msb/router.h>
+
+#include "util/util.h"
+
+/* ---- observer emission (observer.c) ---------------------------------------
+ * `o` may be NULL (no observer). Each emit calls the slot if set, contains a
+ * non-zero return by logging one line through `lg`, and never fails. Callers
+ * test msb_observer__wants() before building an event (17.18). */
+#define msb_observer__wants(o, slot) ((o) != NULL && (o)->slot != NULL)
+
+void msb_observer__sandbox_acquired(const msb_observer *o, const msb_logger *lg,
+				    const msb_ev_sandbox_acquired *ev);
+void msb_observer__sandbox_disposed(const msb_observer *o, const msb_logger *lg,
+				    const msb_ev_sandbox_disposed *ev);
+void msb_observer__scope_disposed(const msb_observer *o, const msb_logger *lg,
+				  const msb_ev_scope_disposed *ev);
+void msb_observer__egress_observed(const msb_observer *o, const msb_logger *lg,
+				   const msb_ev_egress_observed *ev);
+void msb_observer__host_tool_called(const msb_observer *o, const msb_logger *lg,
+				    const msb_ev_host_tool_called *ev);
+void msb_observer__processes_observed(const msb_observer *o, const msb_logger *lg,
+				      const msb_ev_processes_observed *ev);
+void msb_observer__process_cleanup(const msb_observer *o, const msb_logger *lg,
+				   const msb_ev_process_cleanup *ev);
+void msb_observer__store_file_read(const msb_observer *o, const msb_logger *lg,
+				   const msb_ev_store_file_read *ev);
+void msb_observer__outputs_collected(const msb_observer *o, const msb_logger *lg,
+				     const msb_ev_outputs_collected *ev);
+void msb_observer__tool_call_ended(const msb_observer *o, const msb_logger *lg,
+				   const msb_ev_tool_call_ended *ev);
+
+/* ---- declarations (declarations.c) ----------------------------------------
+ * Deep copy into one allocation (token strings included); free with free(). */
+msb_declarations *msb_declarations__dup(const msb_declarations *d);
+
+/* ---- vocab (vocab.c) ------------------------------------------------------- */
+/* Parse a JSON/CLI list of names into a set; `what` names the field. */
+int msb_vocab__capset_parse(const char *const *names, size_t n, const char *what,
+			    msb_capset *out, msb_error **err);
+
+#endif
