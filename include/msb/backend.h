@@ -49,9 +49,12 @@ typedef struct msb_declarations {
 } msb_declarations;
 #define MSB_DECLARATIONS_VERSION 1
 #define MSB_DECLARATIONS_INIT                                                                      \
-	{MSB_DECLARATIONS_VERSION, MSB_DEFAULT_CAPABILITIES, MSB_DEFAULT_SANDBOX_LIMITS_INIT, 0, 0, \
-	 MSB_SCOPE_CONVERSATION, NULL, 0, false, false}
-MSB_EXTERN const msb_declarations MSB_DEFAULT_BACKEND_DECLARATIONS;
+	{                                                                                          \
+		MSB_DECLARATIONS_VERSION, MSB_DEFAULT_CAPABILITIES,                                \
+			MSB_DEFAULT_SANDBOX_LIMITS_INIT, 0, 0, MSB_SCOPE_CONVERSATION, NULL, 0,    \
+			false, false                                                               \
+	}
+MSB_EXTERN extern const msb_declarations MSB_DEFAULT_BACKEND_DECLARATIONS;
 
 /* true iff `token` is enforceable under these declarations. */
 MSB_EXTERN bool msb_declarations_has_method_token(const msb_declarations *d, const char *token);
@@ -109,8 +112,8 @@ typedef struct msb_sandbox_ops {
 			msb_exec_result *out, msb_error **err);
 	int (*write_file)(void *impl, const char *path, const uint8_t *data, size_t len,
 			  const char *working_directory, msb_error **err);
-	int (*stat_file)(void *impl, const char *path, const char *working_directory,
-			 bool *present, msb_entry *out, msb_error **err);
+	int (*stat_file)(void *impl, const char *path, const char *working_directory, bool *present,
+			 msb_entry *out, msb_error **err);
 	int (*read_file)(void *impl, const char *path, const char *working_directory,
 			 uint64_t max_bytes, uint8_t **data, size_t *len, msb_error **err);
 	int (*list_dir)(void *impl, const char *path, const char *working_directory,
@@ -129,7 +132,10 @@ typedef struct msb_sandbox_ops {
 #define MSB_SANDBOX_OPS_VERSION 1
 
 /* Wrap a backend's sandbox. Takes ownership of impl (released via ops->release
- * on failure too). `backend_name` is copied. */
+ * on failure too, except when ops or ops->release is NULL). Refuses with
+ * MSB_E_VALUE a NULL slot (the message names it), a version other than
+ * MSB_SANDBOX_OPS_VERSION, or a NULL backend_name. `backend_name` is copied;
+ * *ops is copied too. */
 MSB_EXTERN int msb_sandbox_new(const msb_sandbox_ops *ops, void *impl, const char *backend_name,
 			       msb_sandbox **out, msb_error **err);
 
@@ -171,8 +177,8 @@ typedef struct msb_backend_info {
  * reference goes, and on failure here. Refuses a NULL slot or NULL name with
  * MSB_E_VALUE, a NULL isolation with MSB_E_BACKEND_NOT_PERMITTED (4.1).
  */
-MSB_EXTERN int msb_backend_new(const msb_backend_ops *ops, const msb_backend_info *info,
-			       void *impl, msb_backend **out, msb_error **err);
+MSB_EXTERN int msb_backend_new(const msb_backend_ops *ops, const msb_backend_info *info, void *impl,
+			       msb_backend **out, msb_error **err);
 MSB_EXTERN msb_backend *msb_backend_ref(msb_backend *b);
 MSB_EXTERN void msb_backend_unref(msb_backend *b);
 MSB_EXTERN const char *msb_backend_name(const msb_backend *b);
@@ -185,9 +191,8 @@ MSB_EXTERN int msb_backend_acquire(msb_backend *b, const msb_key *key, const msb
 MSB_EXTERN int msb_backend_dispose(msb_backend *b, const msb_key *key, const char *kind,
 				   const char *instance_id, msb_disposal_failure **failure,
 				   msb_error **err);
-MSB_EXTERN int msb_backend_dispose_scope(msb_backend *b, const char *scope,
-					 const char *thread_id, msb_scope_purge *out,
-					 msb_error **err);
+MSB_EXTERN int msb_backend_dispose_scope(msb_backend *b, const char *scope, const char *thread_id,
+					 msb_scope_purge *out, msb_error **err);
 
 /*
  * A backend that only declares (type "declared" in router JSON): it answers

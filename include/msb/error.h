@@ -35,71 +35,71 @@ typedef enum msb_code {
 	MSB_OK = 0,
 
 	/* Python built-in classes the seed raises by name. */
-	MSB_E_VALUE = -1001,             /* ValueError */
-	MSB_E_TYPE = -1002,              /* TypeError */
-	MSB_E_RUNTIME = -1003,           /* RuntimeError */
-	MSB_E_NOT_IMPLEMENTED = -1004,   /* NotImplementedError */
-	MSB_E_OS = -1005,                /* OSError */
-	MSB_E_NOT_FOUND = -1006,         /* FileNotFoundError */
-	MSB_E_IS_DIRECTORY = -1007,      /* IsADirectoryError */
-	MSB_E_NOT_DIRECTORY = -1008,     /* NotADirectoryError */
-	MSB_E_PERMISSION = -1009,        /* PermissionError */
-	MSB_E_TIMEOUT = -1010,           /* TimeoutError */
-	MSB_E_CANCELLED = -1011,         /* CancelledError */
-	MSB_E_LOOKUP = -1012,            /* LookupError */
-	MSB_E_NOMEM = -1013,             /* MemoryError */
-	MSB_E_PROTOCOL = -1014,          /* a peer broke the wire protocol (msb only) */
+	MSB_E_VALUE = -1001,	       /* ValueError */
+	MSB_E_TYPE = -1002,	       /* TypeError */
+	MSB_E_RUNTIME = -1003,	       /* RuntimeError */
+	MSB_E_NOT_IMPLEMENTED = -1004, /* NotImplementedError */
+	MSB_E_OS = -1005,	       /* OSError */
+	MSB_E_NOT_FOUND = -1006,       /* FileNotFoundError */
+	MSB_E_IS_DIRECTORY = -1007,    /* IsADirectoryError */
+	MSB_E_NOT_DIRECTORY = -1008,   /* NotADirectoryError */
+	MSB_E_PERMISSION = -1009,      /* PermissionError */
+	MSB_E_TIMEOUT = -1010,	       /* TimeoutError */
+	MSB_E_CANCELLED = -1011,       /* CancelledError */
+	MSB_E_LOOKUP = -1012,	       /* LookupError */
+	MSB_E_NOMEM = -1013,	       /* MemoryError */
+	MSB_E_PROTOCOL = -1014,	       /* a peer broke the wire protocol (msb only) */
 
 	/* Router policy refusals. */
-	MSB_E_NO_BACKEND = -1100,              /* NoSandboxBackend */
-	MSB_E_BACKEND_NOT_PERMITTED = -1101,   /* SandboxBackendNotPermitted */
-	MSB_E_CAPABILITY_DENIED = -1102,       /* SandboxCapabilityDenied */
-	MSB_E_IDENTITY_DENIED = -1103,         /* SandboxIdentityDenied */
-	MSB_E_CAPABILITY_NOT_SUPPORTED = -1104, /* SandboxCapabilityNotSupported */
-	MSB_E_OS_FAMILY_NOT_SUPPORTED = -1105, /* SandboxOsFamilyNotSupported */
+	MSB_E_NO_BACKEND = -1100,		     /* NoSandboxBackend */
+	MSB_E_BACKEND_NOT_PERMITTED = -1101,	     /* SandboxBackendNotPermitted */
+	MSB_E_CAPABILITY_DENIED = -1102,	     /* SandboxCapabilityDenied */
+	MSB_E_IDENTITY_DENIED = -1103,		     /* SandboxIdentityDenied */
+	MSB_E_CAPABILITY_NOT_SUPPORTED = -1104,	     /* SandboxCapabilityNotSupported */
+	MSB_E_OS_FAMILY_NOT_SUPPORTED = -1105,	     /* SandboxOsFamilyNotSupported */
 	MSB_E_TRANSFER_LIMITS_NOT_PERMITTED = -1106, /* SandboxTransferLimitsNotPermitted */
-	MSB_E_EGRESS_NOT_ENFORCED = -1107,     /* SandboxEgressNotEnforced */
-	MSB_E_SCOPE_NOT_ENFORCED = -1108,      /* SandboxScopeNotEnforced */
-	MSB_E_UNCLEAN = -1109,                 /* SandboxUnclean */
+	MSB_E_EGRESS_NOT_ENFORCED = -1107,	     /* SandboxEgressNotEnforced */
+	MSB_E_SCOPE_NOT_ENFORCED = -1108,	     /* SandboxScopeNotEnforced */
+	MSB_E_UNCLEAN = -1109,			     /* SandboxUnclean */
 
 	/* Transfers and outputs. */
-	MSB_E_TRANSFER_CAP_EXCEEDED = -1200,   /* SandboxTransferCapExceeded */
-	MSB_E_OUTPUT = -1201,                  /* SandboxOutputError (family base) */
-	MSB_E_OUTPUT_MISSING = -1202,          /* SandboxOutputMissing */
-	MSB_E_OUTPUT_SIZE_UNKNOWN = -1203,     /* SandboxOutputSizeUnknown */
-	MSB_E_OUTPUT_UNREACHABLE = -1204,      /* SandboxOutputUnreachable */
-	MSB_E_OUTPUT_NOT_REGULAR = -1205,      /* SandboxOutputNotRegular */
-	MSB_E_OUTPUT_NOT_CONFINED = -1206,     /* SandboxOutputNotConfined */
-	MSB_E_OUTPUT_SINK_REQUIRED = -1207,    /* SandboxOutputSinkRequired */
-	MSB_E_ARTIFACT_NAME_INVALID = -1208,   /* SandboxArtifactNameInvalid */
-	MSB_E_ARTIFACT_NAME_COLLISION = -1209, /* SandboxArtifactNameCollision */
-	MSB_E_LANDING_EXISTS = -1210,          /* SandboxLandingExists */
-	MSB_E_LANDING_NOT_CONFINED = -1211,    /* SandboxLandingNotConfined */
-	MSB_E_LANDING_NOT_TEXT = -1212,        /* SandboxLandingNotText */
-	MSB_E_FILE_REFUSED = -1213,            /* SandboxFileRefused */
+	MSB_E_TRANSFER_CAP_EXCEEDED = -1200,	 /* SandboxTransferCapExceeded */
+	MSB_E_OUTPUT = -1201,			 /* SandboxOutputError (family base) */
+	MSB_E_OUTPUT_MISSING = -1202,		 /* SandboxOutputMissing */
+	MSB_E_OUTPUT_SIZE_UNKNOWN = -1203,	 /* SandboxOutputSizeUnknown */
+	MSB_E_OUTPUT_UNREACHABLE = -1204,	 /* SandboxOutputUnreachable */
+	MSB_E_OUTPUT_NOT_REGULAR = -1205,	 /* SandboxOutputNotRegular */
+	MSB_E_OUTPUT_NOT_CONFINED = -1206,	 /* SandboxOutputNotConfined */
+	MSB_E_OUTPUT_SINK_REQUIRED = -1207,	 /* SandboxOutputSinkRequired */
+	MSB_E_ARTIFACT_NAME_INVALID = -1208,	 /* SandboxArtifactNameInvalid */
+	MSB_E_ARTIFACT_NAME_COLLISION = -1209,	 /* SandboxArtifactNameCollision */
+	MSB_E_LANDING_EXISTS = -1210,		 /* SandboxLandingExists */
+	MSB_E_LANDING_NOT_CONFINED = -1211,	 /* SandboxLandingNotConfined */
+	MSB_E_LANDING_NOT_TEXT = -1212,		 /* SandboxLandingNotText */
+	MSB_E_FILE_REFUSED = -1213,		 /* SandboxFileRefused */
 	MSB_E_SHELL_TRANSFER_UNFINISHED = -1214, /* SandboxShellTransferUnfinished */
 
 	/* Programs. */
-	MSB_E_PROGRAM_TIMEOUT = -1300,         /* SandboxProgramTimeout (a TimeoutError) */
-	MSB_E_QUEUED_TIMEOUT = -1301,          /* SandboxQueuedTimeout (a TimeoutError) */
+	MSB_E_PROGRAM_TIMEOUT = -1300, /* SandboxProgramTimeout (a TimeoutError) */
+	MSB_E_QUEUED_TIMEOUT = -1301,  /* SandboxQueuedTimeout (a TimeoutError) */
 
 	/* Conformance. */
-	MSB_E_CONFORMANCE_FAILURE = -1400,     /* ConformanceFailure (assertion class) */
+	MSB_E_CONFORMANCE_FAILURE = -1400, /* ConformanceFailure (assertion class) */
 } msb_code;
 
 /* Categories: the seed's exception families. A code may be in several. */
 typedef enum msb_category {
-	MSB_CAT_PERMISSION = 1u << 0,      /* PermissionError family: safety refusals */
-	MSB_CAT_RUNTIME = 1u << 1,         /* RuntimeError family: functionality refusals */
-	MSB_CAT_LOOKUP = 1u << 2,          /* LookupError family */
-	MSB_CAT_VALUE = 1u << 3,           /* ValueError family: bad arguments, wiring errors */
-	MSB_CAT_TYPE = 1u << 4,            /* TypeError family */
-	MSB_CAT_OS = 1u << 5,              /* OSError family (file plane) */
-	MSB_CAT_TIMEOUT = 1u << 6,         /* TimeoutError family */
-	MSB_CAT_OUTPUT = 1u << 7,          /* SandboxOutputError family */
+	MSB_CAT_PERMISSION = 1u << 0,	   /* PermissionError family: safety refusals */
+	MSB_CAT_RUNTIME = 1u << 1,	   /* RuntimeError family: functionality refusals */
+	MSB_CAT_LOOKUP = 1u << 2,	   /* LookupError family */
+	MSB_CAT_VALUE = 1u << 3,	   /* ValueError family: bad arguments, wiring errors */
+	MSB_CAT_TYPE = 1u << 4,		   /* TypeError family */
+	MSB_CAT_OS = 1u << 5,		   /* OSError family (file plane) */
+	MSB_CAT_TIMEOUT = 1u << 6,	   /* TimeoutError family */
+	MSB_CAT_OUTPUT = 1u << 7,	   /* SandboxOutputError family */
 	MSB_CAT_NOT_IMPLEMENTED = 1u << 8, /* an operation the backend cannot serve */
-	MSB_CAT_ASSERTION = 1u << 9,       /* conformance verdicts */
-	MSB_CAT_CANCELLED = 1u << 10,      /* cancellation: cleanup paths re-raise it */
+	MSB_CAT_ASSERTION = 1u << 9,	   /* conformance verdicts */
+	MSB_CAT_CANCELLED = 1u << 10,	   /* cancellation: cleanup paths re-raise it */
 } msb_category;
 
 /* The seed's exception name for a code ("ValueError", "SandboxUnclean", ...);

@@ -55,13 +55,16 @@ typedef struct msb_caller_context {
 	void *userdata;
 } msb_caller_context;
 #define MSB_CALLER_CONTEXT_VERSION 1
-#define MSB_CALLER_CONTEXT_INIT {MSB_CALLER_CONTEXT_VERSION, NULL, NULL, NULL, NULL}
+#define MSB_CALLER_CONTEXT_INIT                                                                    \
+	{                                                                                          \
+		MSB_CALLER_CONTEXT_VERSION, NULL, NULL, NULL, NULL                                 \
+	}
 
 /* make_caller_context(list_files, scope, thread): argument order as the seed. */
-MSB_EXTERN msb_caller_context msb_make_caller_context(
-	int (*list_files)(void *, const char *, char ***, msb_error **),
-	int (*current_scope)(void *, char **, msb_error **),
-	int (*current_thread_id)(void *, char **, msb_error **), void *userdata);
+MSB_EXTERN msb_caller_context
+msb_make_caller_context(int (*list_files)(void *, const char *, char ***, msb_error **),
+			int (*current_scope)(void *, char **, msb_error **),
+			int (*current_thread_id)(void *, char **, msb_error **), void *userdata);
 
 /*
  * Build a key from the context at this moment. agent_dir is fixed by the

@@ -30,9 +30,9 @@ MSB_BEGIN_DECLS
 typedef struct msb_ev_sandbox_acquired {
 	const msb_key *key;
 	const msb_spec *spec;
-	const char *refusal;     /* error name, NULL when served */
-	const char *call;        /* NULL outside a call */
-	const char *backend;     /* serving backend, NULL when refused */
+	const char *refusal;	 /* error name, NULL when served */
+	const char *call;	 /* NULL outside a call */
+	const char *backend;	 /* serving backend, NULL when refused */
 	const char *instance_id; /* NULL when refused */
 } msb_ev_sandbox_acquired;
 
@@ -46,9 +46,9 @@ typedef struct msb_ev_disposal_result {
 /* SandboxDisposed (17.7). */
 typedef struct msb_ev_sandbox_disposed {
 	const msb_key *key;
-	const char *kind;        /* NULL = every kind */
+	const char *kind;	 /* NULL = every kind */
 	const char *instance_id; /* NULL = every instance */
-	bool disposed;           /* every backend reported success */
+	bool disposed;		 /* every backend reported success */
 	const msb_ev_disposal_result *results;
 	size_t n_results;
 	const char *origin; /* "host" or "framework" */
@@ -87,13 +87,13 @@ typedef struct msb_ev_egress_observed {
 
 /* HostToolCalled (17.10). */
 typedef struct msb_ev_host_tool_called {
-	const char *tool;        /* bounded to 120 bytes when guest-supplied */
+	const char *tool; /* bounded to 120 bytes when guest-supplied */
 	bool tool_guest_influenced;
-	const char *sink;        /* the declaration's sink leg, NULL = none */
-	const char *outcome;     /* "result", "refused", "error" */
+	const char *sink;    /* the declaration's sink leg, NULL = none */
+	const char *outcome; /* "result", "refused", "error" */
 	uint64_t response_bytes;
-	const char *refusal;     /* the sanitised sentence the guest got; guest-influenced */
-	const msb_key *key;      /* may be NULL */
+	const char *refusal; /* the sanitised sentence the guest got; guest-influenced */
+	const msb_key *key;  /* may be NULL */
 	const char *call;
 } msb_ev_host_tool_called;
 
@@ -154,7 +154,7 @@ typedef struct msb_ev_tool_call_ended {
 	const msb_key *const *keys;
 	size_t n_keys;
 	const char *outcome; /* "result", "refusal", an error name, or "cancelled" */
-	bool fed;            /* false: the call read nothing that carried text */
+	bool fed;	     /* false: the call read nothing that carried text */
 	msb_integrity fed_weakest;
 	size_t fed_count;
 } msb_ev_tool_call_ended;
@@ -174,7 +174,11 @@ typedef struct msb_observer {
 	int (*tool_call_ended)(void *ud, const msb_ev_tool_call_ended *ev);
 } msb_observer;
 #define MSB_OBSERVER_VERSION 1
-#define MSB_OBSERVER_INIT {MSB_OBSERVER_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL}
+#define MSB_OBSERVER_INIT                                                                          \
+	{                                                                                          \
+		MSB_OBSERVER_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,  \
+			NULL                                                                       \
+	}
 
 /*
  * A JSON-lines recorder: every event becomes one line {"event": "...", ...}

@@ -32,26 +32,32 @@ typedef struct msb_reclaim_config {
 	double timeout; /* seconds, finite and > 0; default 30 (23.28) */
 	msb_failed_reclaim_policy failed_reclaim_policy;
 } msb_reclaim_config;
-#define MSB_RECLAIM_CONFIG_INIT {30.0, MSB_FAILED_RECLAIM_DISPOSE}
+#define MSB_RECLAIM_CONFIG_INIT                                                                    \
+	{                                                                                          \
+		30.0, MSB_FAILED_RECLAIM_DISPOSE                                                   \
+	}
 
 typedef struct msb_router_options {
 	unsigned version;
-	msb_isolation min_isolation;         /* default MICROVM (5.1) */
-	const char *selected;                /* NULL = first registered (5.5) */
-	msb_selection selection;             /* default FIXED */
-	msb_capset denied_capabilities;      /* unknown bits refused (5.3) */
-	msb_identity_set denied_identities;  /* unknown bits refused (5.3) */
+	msb_isolation min_isolation;		 /* default MICROVM (5.1) */
+	const char *selected;			 /* NULL = first registered (5.5) */
+	msb_selection selection;		 /* default FIXED */
+	msb_capset denied_capabilities;		 /* unknown bits refused (5.3) */
+	msb_identity_set denied_identities;	 /* unknown bits refused (5.3) */
 	msb_isolation_scope min_isolation_scope; /* default CONVERSATION */
-	msb_cleanup min_cleanup;             /* default DISPOSE (8.1) */
+	msb_cleanup min_cleanup;		 /* default DISPOSE (8.1) */
 	msb_reclaim_config reclaim;
-	const msb_observer *observer;        /* copied; NULL = none */
-	msb_log_fn log;                      /* NULL = silent */
+	const msb_observer *observer; /* copied; NULL = none */
+	msb_log_fn log;		      /* NULL = silent */
 	void *log_userdata;
 } msb_router_options;
 #define MSB_ROUTER_OPTIONS_VERSION 1
 #define MSB_ROUTER_OPTIONS_INIT                                                                    \
-	{MSB_ROUTER_OPTIONS_VERSION, MSB_ISOLATION_MICROVM, NULL, MSB_SELECTION_FIXED, 0, 0,          \
-	 MSB_SCOPE_CONVERSATION, MSB_CLEANUP_DISPOSE, MSB_RECLAIM_CONFIG_INIT, NULL, NULL, NULL}
+	{                                                                                          \
+		MSB_ROUTER_OPTIONS_VERSION, MSB_ISOLATION_MICROVM, NULL, MSB_SELECTION_FIXED, 0,   \
+			0, MSB_SCOPE_CONVERSATION, MSB_CLEANUP_DISPOSE, MSB_RECLAIM_CONFIG_INIT,   \
+			NULL, NULL, NULL                                                           \
+	}
 
 typedef struct msb_router msb_router;
 
@@ -97,7 +103,10 @@ typedef struct msb_acquire_options {
 	msb_cancel *cancel; /* may be NULL */
 } msb_acquire_options;
 #define MSB_ACQUIRE_OPTIONS_VERSION 1
-#define MSB_ACQUIRE_OPTIONS_INIT {MSB_ACQUIRE_OPTIONS_VERSION, NULL, NULL}
+#define MSB_ACQUIRE_OPTIONS_INIT                                                                   \
+	{                                                                                          \
+		MSB_ACQUIRE_OPTIONS_VERSION, NULL, NULL                                            \
+	}
 
 /*
  * acquire (7.1): the checks, then the serving backend's get-or-create.
@@ -129,9 +138,8 @@ MSB_EXTERN int msb_router_dispose_scope(msb_router *r, const char *scope, const 
  * failed_reclaim_policy}. The string "process" is never a rung (1.4).
  * *selected_out receives an owned copy of "selected" (or NULL).
  */
-MSB_EXTERN int msb_router_options_from_json(const char *json, size_t len,
-					    msb_router_options *out, char **selected_out,
-					    msb_error **err);
+MSB_EXTERN int msb_router_options_from_json(const char *json, size_t len, msb_router_options *out,
+					    char **selected_out, msb_error **err);
 /* Rung strings, never ranks (1.5). */
 MSB_EXTERN int msb_router_options_to_json(const msb_router_options *opts, char **out,
 					  msb_error **err);

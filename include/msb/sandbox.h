@@ -48,37 +48,49 @@ typedef struct msb_exec_request {
 	const char *const *argv;
 	const char *shell;
 	const char *working_directory; /* NULL = "." (the storage base) */
-	const char *const *env;        /* extra "KEY=VALUE", NULL-terminated, may be NULL */
+	const char *const *env;	       /* extra "KEY=VALUE", NULL-terminated, may be NULL */
 	const uint8_t *stdin_data;     /* may be NULL */
 	size_t stdin_len;
-	double timeout;           /* seconds; finite and > 0 */
+	double timeout;		   /* seconds; finite and > 0 */
 	uint64_t max_output_bytes; /* exec_bounded only: combined stdout+stderr budget */
-	msb_cancel *cancel;       /* may be NULL */
+	msb_cancel *cancel;	   /* may be NULL */
 } msb_exec_request;
 #define MSB_EXEC_REQUEST_VERSION 1
-#define MSB_EXEC_REQUEST_INIT {MSB_EXEC_REQUEST_VERSION, NULL, NULL, NULL, NULL, NULL, 0, 30.0, 0, NULL}
+#define MSB_EXEC_REQUEST_INIT                                                                      \
+	{                                                                                          \
+		MSB_EXEC_REQUEST_VERSION, NULL, NULL, NULL, NULL, NULL, 0, 30.0, 0, NULL           \
+	}
 
 typedef struct msb_exec_result {
 	uint8_t *stdout_bytes; /* exact program bytes, NUL-terminated for convenience */
 	size_t stdout_len;
 	uint8_t *stderr_bytes;
 	size_t stderr_len;
-	int exit_code;   /* the guest's status; 128+N when killed by signal N */
+	int exit_code;	 /* the guest's status; 128+N when killed by signal N */
 	int term_signal; /* N when killed by a signal, else 0 */
-	bool truncated;  /* exec_bounded: output stopped at the budget */
+	bool truncated;	 /* exec_bounded: output stopped at the budget */
 } msb_exec_result;
 
 /* Free the buffers and zero the struct. */
 MSB_EXTERN void msb_exec_result_clear(msb_exec_result *r);
-/* UTF-8 decode with U+FFFD for invalid sequences (9.6). Newly allocated. */
+/*
+ * UTF-8 decode with one U+FFFD per maximal invalid subpart, like Python's
+ * errors="replace" (9.6): b"\xff\x00ok" -> "\xef\xbf\xbd" "\x00ok". Newly
+ * allocated and NUL-terminated, but the text may itself contain NUL bytes
+ * (every NUL of the input is kept): use msb_text_from_bytes_len() when the
+ * bytes may hold a NUL. NULL on allocation failure or when bytes is NULL
+ * with len > 0.
+ */
 MSB_EXTERN char *msb_text_from_bytes(const uint8_t *bytes, size_t len);
+/* The same, and *text_len (may be NULL) receives the text's length in bytes. */
+MSB_EXTERN char *msb_text_from_bytes_len(const uint8_t *bytes, size_t len, size_t *text_len);
 
 /*
  * Run a command. On the caller's bound expiring: MSB_E_TIMEOUT, and only then
  * (9.4). On cancel: MSB_E_CANCELLED.
  */
-MSB_EXTERN int msb_sandbox_exec(msb_sandbox *sb, const msb_exec_request *req,
-				msb_exec_result *out, msb_error **err);
+MSB_EXTERN int msb_sandbox_exec(msb_sandbox *sb, const msb_exec_request *req, msb_exec_result *out,
+				msb_error **err);
 /* exec with req->max_output_bytes (> 0) enforced by the backend before
  * buffering; output beyond it is dropped and result.truncated set (23.24). */
 MSB_EXTERN int msb_sandbox_exec_bounded(msb_sandbox *sb, const msb_exec_request *req,
@@ -90,9 +102,9 @@ MSB_EXTERN int msb_sandbox_run_code(msb_sandbox *sb, const char *code, double ti
 /* ---- the file plane ------------------------------------------------------ */
 
 typedef struct msb_entry {
-	char *path;          /* relative to the working directory */
+	char *path; /* relative to the working directory */
 	msb_entry_kind kind;
-	bool size_known;     /* false for links and unknown sizes (9.20) */
+	bool size_known; /* false for links and unknown sizes (9.20) */
 	uint64_t size_bytes;
 } msb_entry;
 MSB_EXTERN void msb_entry_clear(msb_entry *e);
@@ -112,8 +124,8 @@ MSB_EXTERN int msb_sandbox_read_file(msb_sandbox *sb, const char *path,
 MSB_EXTERN int msb_sandbox_list_dir(msb_sandbox *sb, const char *path,
 				    const char *working_directory, msb_entry **entries, size_t *n,
 				    msb_error **err);
-MSB_EXTERN int msb_sandbox_remove(msb_sandbox *sb, const char *path,
-				  const char *working_directory, bool recursive, msb_error **err);
+MSB_EXTERN int msb_sandbox_remove(msb_sandbox *sb, const char *path, const char *working_directory,
+				  bool recursive, msb_error **err);
 
 /* ---- cleanup primitives -------------------------------------------------- */
 
@@ -128,7 +140,7 @@ MSB_EXTERN const char *msb_sandbox_backend_name(const msb_sandbox *sb);
 /* SandboxFingerprint (18.12, 18.13): changed paths since creation and running
  * program identities. */
 typedef struct msb_fingerprint {
-	char **changed_paths;    /* msb_strv, sorted */
+	char **changed_paths;	 /* msb_strv, sorted */
 	char **running_programs; /* msb_strv, sorted */
 } msb_fingerprint;
 MSB_EXTERN void msb_fingerprint_clear(msb_fingerprint *fp);

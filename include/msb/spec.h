@@ -33,15 +33,17 @@ MSB_BEGIN_DECLS
 /* A declared output (12.1). Strings are borrowed by the builder (copied). */
 typedef struct msb_declared_output {
 	unsigned version;
-	const char *path;       /* literal, relative to the storage base */
-	const char *media_type; /* declared, never sniffed; NULL = none */
-	bool required;          /* default true */
-	const char *name;       /* landing name; NULL = path */
+	const char *path;		    /* literal, relative to the storage base */
+	const char *media_type;		    /* declared, never sniffed; NULL = none */
+	bool required;			    /* default true */
+	const char *name;		    /* landing name; NULL = path */
 	msb_output_disposition disposition; /* default LAND */
 } msb_declared_output;
 #define MSB_DECLARED_OUTPUT_VERSION 1
 #define MSB_DECLARED_OUTPUT_INIT                                                                   \
-	{MSB_DECLARED_OUTPUT_VERSION, NULL, NULL, true, NULL, MSB_DISPOSITION_LAND}
+	{                                                                                          \
+		MSB_DECLARED_OUTPUT_VERSION, NULL, NULL, true, NULL, MSB_DISPOSITION_LAND          \
+	}
 
 typedef struct msb_spec msb_spec;
 typedef struct msb_spec_builder msb_spec_builder;
@@ -69,8 +71,7 @@ MSB_EXTERN void msb_spec_builder_add_egress_rule(msb_spec_builder *b, const char
 						 const char *const *methods, size_t n_methods);
 /* NULL = the backend allocates the storage base (3.17). */
 MSB_EXTERN void msb_spec_builder_set_work_dir(msb_spec_builder *b, const char *work_dir);
-MSB_EXTERN void msb_spec_builder_set_label(msb_spec_builder *b, const char *key,
-					   const char *value);
+MSB_EXTERN void msb_spec_builder_set_label(msb_spec_builder *b, const char *key, const char *value);
 MSB_EXTERN void msb_spec_builder_clear_labels(msb_spec_builder *b);
 MSB_EXTERN void msb_spec_builder_set_requires(msb_spec_builder *b, msb_capset requires);
 MSB_EXTERN void msb_spec_builder_set_min_isolation(msb_spec_builder *b, msb_isolation floor);
@@ -83,8 +84,7 @@ MSB_EXTERN void msb_spec_builder_set_files_out(msb_spec_builder *b, msb_transfer
 MSB_EXTERN void msb_spec_builder_set_outputs_named_at_call_time(msb_spec_builder *b, bool on);
 MSB_EXTERN void msb_spec_builder_set_identities(msb_spec_builder *b, msb_identity_set ids);
 MSB_EXTERN void msb_spec_builder_set_egress(msb_spec_builder *b, msb_egress mode);
-MSB_EXTERN void msb_spec_builder_set_requires_os_family(msb_spec_builder *b,
-							msb_os_family family);
+MSB_EXTERN void msb_spec_builder_set_requires_os_family(msb_spec_builder *b, msb_os_family family);
 MSB_EXTERN void msb_spec_builder_clear_requires_os_family(msb_spec_builder *b);
 MSB_EXTERN void msb_spec_builder_set_isolation_scope(msb_spec_builder *b,
 						     msb_isolation_scope scope);

@@ -11,7 +11,20 @@
  * InProcessSandbox: a bytes-backed store keyed by normalised absolute guest
  * paths, with the same confinement rules as section 9 (seeded links have no
  * target: shape only, not safety). exec and run_code never run anything:
- * they record and answer from scripted outputs.
+ * they record and answer from scripted outputs (exit code 0, no stderr).
+ *
+ * Working directories: NULL or "." is the storage base MSB_DEFAULT_WORK_DIR
+ * (which exists from creation, with its ancestors); a relative one resolves
+ * beneath it and may not climb out; an absolute one is used as given, so
+ * tests can address seeded trees such as "/w" directly. Every ancestor of a
+ * seed is created as a directory.
+ *
+ * fingerprint() (19.12, 18.16) compares the store with its state at
+ * creation: changed_paths lists every path added, removed, or changed in
+ * kind or bytes; running_programs is always empty. Bytes changed and then
+ * restored leave no trace. instance_id is stable for the fake's life, and
+ * every handle onto one fake shares it (so dispose-then-acquire through the
+ * fake backend does not change it).
  *
  * Thread-safety: every function here may be called from any thread.
  */
@@ -30,7 +43,7 @@ MSB_BEGIN_DECLS
 /* FAKE_BACKEND_DECLARATIONS (19.2, 23.37): DEFAULT_CAPABILITIES | {RECLAIM},
  * egress {allowlist, closed}, default limits, no OS family. Replacing the
  * capabilities must re-add RECLAIM. */
-MSB_EXTERN const msb_declarations MSB_FAKE_BACKEND_DECLARATIONS;
+MSB_EXTERN extern const msb_declarations MSB_FAKE_BACKEND_DECLARATIONS;
 
 typedef struct msb_fake_sandbox msb_fake_sandbox;
 typedef struct msb_fake_backend msb_fake_backend;
@@ -61,14 +74,18 @@ typedef struct msb_fake_sandbox_options {
 	unsigned version;
 	const msb_fake_output *outputs;
 	size_t n_outputs;
-	int raises;                 /* non-zero: every exec fails with this code */
+	int raises;		    /* non-zero: every exec/exec_bounded fails with this MSB_E_*
+				     * code, after being recorded (run_code is not affected) */
 	const char *default_stdout; /* NULL = "" */
 	const msb_fake_seed *seed_files;
 	size_t n_seed_files;
 	const char *instance_id; /* NULL = generated */
 } msb_fake_sandbox_options;
 #define MSB_FAKE_SANDBOX_OPTIONS_VERSION 1
-#define MSB_FAKE_SANDBOX_OPTIONS_INIT {MSB_FAKE_SANDBOX_OPTIONS_VERSION, NULL, 0, 0, NULL, NULL, 0, NULL}
+#define MSB_FAKE_SANDBOX_OPTIONS_INIT                                                              \
+	{                                                                                          \
+		MSB_FAKE_SANDBOX_OPTIONS_VERSION, NULL, 0, 0, NULL, NULL, 0, NULL                  \
+	}
 
 /* opts may be NULL for the defaults. Free with msb_fake_sandbox_unref(). */
 MSB_EXTERN int msb_fake_sandbox_new(const msb_fake_sandbox_options *opts, msb_fake_sandbox **out,
@@ -81,10 +98,15 @@ MSB_EXTERN int msb_fake_sandbox_handle(msb_fake_sandbox *fs, msb_sandbox **out, 
 /* Records. Each returns a newly allocated msb_strv (free with msb_strv_free). */
 /* exec: the POSIX-quoted command lines, in order (19.6). */
 MSB_EXTERN char **msb_fake_sandbox_commands(msb_fake_sandbox *fs);
-/* exec: the working directory of command i (NULL entry = base). */
+/* exec: the working directory of each command as the caller gave it, "."
+ * when it gave NULL (the base). */
 MSB_EXTERN char **msb_fake_sandbox_command_dirs(msb_fake_sandbox *fs);
+/* exec: the timeout of command i; NAN when there is no command i. */
+MSB_EXTERN double msb_fake_sandbox_command_timeout(msb_fake_sandbox *fs, size_t i);
 /* run_code: the programs, in order (19.7). */
 MSB_EXTERN char **msb_fake_sandbox_programs(msb_fake_sandbox *fs);
+/* run_code: the timeout of program i; NAN when there is no program i. */
+MSB_EXTERN double msb_fake_sandbox_program_timeout(msb_fake_sandbox *fs, size_t i);
 /* reclaim: the absolute directories reclaimed, in order (19.11). */
 MSB_EXTERN char **msb_fake_sandbox_reclaims(msb_fake_sandbox *fs);
 /* The stored paths (sorted). */
@@ -92,24 +114,28 @@ MSB_EXTERN char **msb_fake_sandbox_paths(msb_fake_sandbox *fs);
 
 /* Raw content of a stored regular file. MSB_E_NOT_FOUND when absent or not
  * a regular file. *data is malloc()ed. */
-MSB_EXTERN int msb_fake_sandbox_contents(msb_fake_sandbox *fs, const char *abs_path,
-					 uint8_t **data, size_t *len, msb_error **err);
+MSB_EXTERN int msb_fake_sandbox_contents(msb_fake_sandbox *fs, const char *abs_path, uint8_t **data,
+					 size_t *len, msb_error **err);
 /* The `files` text view (19.10): refuses non-UTF-8 content with MSB_E_VALUE
- * ("decode error"). *text is malloc()ed. */
-MSB_EXTERN int msb_fake_sandbox_file_text(msb_fake_sandbox *fs, const char *abs_path,
-					  char **text, msb_error **err);
+ * ("decode error"). *text is malloc()ed and NUL-terminated; a NUL byte in
+ * the content is valid UTF-8 and ends the C string early (use _contents). */
+MSB_EXTERN int msb_fake_sandbox_file_text(msb_fake_sandbox *fs, const char *abs_path, char **text,
+					  msb_error **err);
 
 typedef struct msb_fake_backend_options {
 	unsigned version;
-	msb_fake_sandbox *sandbox;  /* NULL = a fresh default fake sandbox */
-	const char *name;           /* NULL = "in-process" */
-	const char *isolation;      /* NULL = "none" */
+	msb_fake_sandbox *sandbox;	      /* NULL = a fresh default fake sandbox */
+	const char *name;		      /* NULL = "in-process" */
+	const char *isolation;		      /* NULL = "none" */
 	const msb_declarations *declarations; /* NULL = MSB_FAKE_BACKEND_DECLARATIONS */
-	int acquire_error;          /* non-zero: every acquire fails with this code */
+	int acquire_error;		      /* non-zero: every acquire fails with this code */
 	const char *acquire_error_message;
 } msb_fake_backend_options;
 #define MSB_FAKE_BACKEND_OPTIONS_VERSION 1
-#define MSB_FAKE_BACKEND_OPTIONS_INIT {MSB_FAKE_BACKEND_OPTIONS_VERSION, NULL, NULL, NULL, NULL, 0, NULL}
+#define MSB_FAKE_BACKEND_OPTIONS_INIT                                                              \
+	{                                                                                          \
+		MSB_FAKE_BACKEND_OPTIONS_VERSION, NULL, NULL, NULL, NULL, 0, NULL                  \
+	}
 
 /*
  * Make the fake backend. *backend is the msb_backend to register (owned by

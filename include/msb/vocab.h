@@ -102,7 +102,7 @@ typedef uint32_t msb_scope_set;
 MSB_EXTERN int msb_isolation_scope_parse(const char *s, msb_isolation_scope *out, msb_error **err);
 MSB_EXTERN const char *msb_isolation_scope_name(msb_isolation_scope v);
 MSB_EXTERN msb_isolation_scope msb_isolation_scope_stricter(msb_isolation_scope a,
-							     msb_isolation_scope b);
+							    msb_isolation_scope b);
 MSB_EXTERN char *msb_scope_set_format(msb_scope_set set);
 
 /* ---- Identities (1.11). ------------------------------------------------ */
@@ -267,8 +267,11 @@ typedef struct msb_transfer_limits {
 	uint64_t max_files;
 } msb_transfer_limits;
 
-#define MSB_DEFAULT_TRANSFER_LIMITS_INIT {8u * 1048576u, 32u * 1048576u, 64u}
-MSB_EXTERN const msb_transfer_limits MSB_DEFAULT_TRANSFER_LIMITS;
+#define MSB_DEFAULT_TRANSFER_LIMITS_INIT                                                           \
+	{                                                                                          \
+		8u * 1048576u, 32u * 1048576u, 64u                                                 \
+	}
+MSB_EXTERN extern const msb_transfer_limits MSB_DEFAULT_TRANSFER_LIMITS;
 
 /* true iff every field of `ask` is <= the same field of `ceiling`. */
 MSB_EXTERN bool msb_transfer_limits_within(const msb_transfer_limits *ask,
@@ -280,8 +283,10 @@ typedef struct msb_sandbox_limits {
 } msb_sandbox_limits;
 
 #define MSB_DEFAULT_SANDBOX_LIMITS_INIT                                                            \
-	{MSB_DEFAULT_TRANSFER_LIMITS_INIT, MSB_DEFAULT_TRANSFER_LIMITS_INIT}
-MSB_EXTERN const msb_sandbox_limits MSB_DEFAULT_SANDBOX_LIMITS;
+	{                                                                                          \
+		MSB_DEFAULT_TRANSFER_LIMITS_INIT, MSB_DEFAULT_TRANSFER_LIMITS_INIT                 \
+	}
+MSB_EXTERN extern const msb_sandbox_limits MSB_DEFAULT_SANDBOX_LIMITS;
 
 MSB_END_DECLS
 

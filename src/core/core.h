@@ -45,7 +45,7 @@ msb_declarations *msb_declarations__dup(const msb_declarations *d);
 
 /* ---- vocab (vocab.c) ------------------------------------------------------- */
 /* Parse a JSON/CLI list of names into a set; `what` names the field. */
-int msb_vocab__capset_parse(const char *const *names, size_t n, const char *what,
-			    msb_capset *out, msb_error **err);
+int msb_vocab__capset_parse(const char *const *names, size_t n, const char *what, msb_capset *out,
+			    msb_error **err);
 
 #endif

@@ -1,2 +1,1104 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* placeholder: being written */
+/*
+ * SandboxSpec, EgressRule and DeclaredOutput (checklist section 3).
+ *
+ * The builder records what the caller said, raw; msb_spec_build() validates
+ * and normalises it into an immutable, reference-counted spec. Setters never
+ * fail: a bad value is kept as given and refused at build, an allocation
+ * failure or a NULL where a string is required is latched. Because every rule
+ * runs at build, msb_spec_builder_from() + setters + build is the
+ * copy-with-changes constructor that re-derives everything (3.14, 3.28).
+ */
+#include <msb/spec.h>
+
+#include "util/util.h"
+
+/* An allowlist entry. In a built spec `scoped` is false and `methods` NULL
+ * for a bare host; in a builder a scoped entry may still be empty or hold a
+ * NULL token, both refused at build. */
+struct egress_entry {
+	char *host;
+	bool scoped;
+	char **methods;
+	size_t n_methods;
+};
+
+struct label {
+	char *key;
+	char *value;
+};
+
+/* Everything but the allowlist, shared by builder and spec. */
+struct spec_fields {
+	char *kind;
+	char *image;
+	char *image_id;
+	char *work_dir;
+	struct label *labels; /* sorted by key (bytewise), keys unique */
+	size_t n_labels;
+	msb_capset requires;
+	bool has_min_isolation;
+	msb_isolation min_isolation;
+	msb_declared_output *outputs; /* strings owned */
+	size_t n_outputs;
+	msb_transfer_limits files_in;
+	msb_transfer_limits files_out;
+	bool outputs_named_at_call_time;
+	msb_identity_set identities;
+	msb_egress egress;
+	bool has_os_family;
+	msb_os_family os_family;
+	msb_isolation_scope scope;
+	bool confined;
+	bool exclusive;
+	bool has_min_cleanup;
+	msb_cleanup min_cleanup;
+};
+
+struct msb_spec_builder {
+	bool oom;
+	char *misuse; /* first latched misuse, reported by build */
+	struct spec_fields f;
+	struct egress_entry *egress;
+	size_t n_egress;
+};
+
+struct msb_spec {
+	unsigned refs;
+	struct spec_fields f;
+	struct egress_entry *egress;
+	size_t n_egress;
+	msb_capset required; /* requires ∪ derived */
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+/* ASCII case-insensitive equality: hosts compare this way (3.9), without
+ * depending on the process locale. */
+static bool host_eq(const char *a, const char *b)
+{
+	for (;; a++, b++) {
+		unsigned char ca = (unsigned char)*a, cb = (unsigned char)*b;
+		if (ca >= 'A' && ca <= 'Z')
+			ca = (unsigned char)(ca - 'A' + 'a');
+		if (cb >= 'A' && cb <= 'Z')
+			cb = (unsigned char)(cb - 'A' + 'a');
+		if (ca != cb)
+			return false;
+		if (!ca)
+			return true;
+	}
+}
+
+static void entries_free(struct egress_entry *e, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(e[i].host);
+		for (size_t j = 0; j < e[i].n_methods; j++)
+			free(e[i].methods[j]);
+		free(e[i].methods);
+	}
+	free(e);
+}
+
+static void outputs_free(msb_declared_output *o, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free((char *)o[i].path);
+		free((char *)o[i].media_type);
+		free((char *)o[i].name);
+	}
+	free(o);
+}
+
+static void labels_free(struct label *l, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(l[i].key);
+		free(l[i].value);
+	}
+	free(l);
+}
+
+static void fields_free(struct spec_fields *f)
+{
+	free(f->kind);
+	free(f->image);
+	free(f->image_id);
+	free(f->work_dir);
+	labels_free(f->labels, f->n_labels);
+	outputs_free(f->outputs, f->n_outputs);
+	memset(f, 0, sizeof(*f));
+}
+
+/* strdup that tells a NULL input (fine) from an allocation failure. */
+static int dup_str(const char *s, char **out)
+{
+	*out = NULL;
+	if (!s)
+		return 0;
+	*out = strdup(s);
+	return *out ? 0 : -ENOMEM;
+}
+
+static int output_copy(msb_declared_output *dst, const msb_declared_output *src)
+{
+	char *path = NULL, *media = NULL, *name = NULL;
+	if (dup_str(src->path, &path) < 0 || dup_str(src->media_type, &media) < 0 ||
+	    dup_str(src->name, &name) < 0) {
+		free(path);
+		free(media);
+		free(name);
+		return -ENOMEM;
+	}
+	*dst = *src;
+	dst->path = path;
+	dst->media_type = media;
+	dst->name = name;
+	return 0;
+}
+
+static int entry_copy(struct egress_entry *dst, const struct egress_entry *src)
+{
+	memset(dst, 0, sizeof(*dst));
+	dst->scoped = src->scoped;
+	if (dup_str(src->host, &dst->host) < 0)
+		return -ENOMEM;
+	if (src->n_methods > 0) {
+		dst->methods = calloc(src->n_methods, sizeof(char *));
+		if (!dst->methods)
+			goto fail;
+		/* n_methods counts copies made, so a partial copy frees cleanly. */
+		for (size_t i = 0; i < src->n_methods; i++) {
+			if (dup_str(src->methods[i], &dst->methods[i]) < 0)
+				goto fail;
+			dst->n_methods = i + 1;
+		}
+	}
+	return 0;
+fail:
+	free(dst->host);
+	for (size_t i = 0; i < dst->n_methods; i++)
+		free(dst->methods[i]);
+	free(dst->methods);
+	memset(dst, 0, sizeof(*dst));
+	return -ENOMEM;
+}
+
+static int entries_copy(const struct egress_entry *src, size_t n, struct egress_entry **out)
+{
+	*out = NULL;
+	if (n == 0)
+		return 0;
+	struct egress_entry *e = calloc(n, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if (entry_copy(&e[i], &src[i]) < 0) {
+			entries_free(e, i);
+			return -ENOMEM;
+		}
+	}
+	*out = e;
+	return 0;
+}
+
+/* Deep copy of every field. On failure dst holds what was copied so far and
+ * the caller frees it with fields_free(). */
+static int fields_copy(struct spec_fields *dst, const struct spec_fields *src)
+{
+	*dst = *src;
+	dst->kind = dst->image = dst->image_id = dst->work_dir = NULL;
+	dst->labels = NULL;
+	dst->n_labels = 0;
+	dst->outputs = NULL;
+	dst->n_outputs = 0;
+	if (dup_str(src->kind, &dst->kind) < 0 || dup_str(src->image, &dst->image) < 0 ||
+	    dup_str(src->image_id, &dst->image_id) < 0 ||
+	    dup_str(src->work_dir, &dst->work_dir) < 0)
+		return -ENOMEM;
+	if (src->n_labels > 0) {
+		dst->labels = calloc(src->n_labels, sizeof(struct label));
+		if (!dst->labels)
+			return -ENOMEM;
+		for (size_t i = 0; i < src->n_labels; i++) {
+			if (dup_str(src->labels[i].key, &dst->labels[i].key) < 0 ||
+			    dup_str(src->labels[i].value, &dst->labels[i].value) < 0) {
+				dst->n_labels = i + 1;
+				return -ENOMEM;
+			}
+			dst->n_labels = i + 1;
+		}
+	}
+	if (src->n_outputs > 0) {
+		dst->outputs = calloc(src->n_outputs, sizeof(msb_declared_output));
+		if (!dst->outputs)
+			return -ENOMEM;
+		for (size_t i = 0; i < src->n_outputs; i++) {
+			if (output_copy(&dst->outputs[i], &src->outputs[i]) < 0)
+				return -ENOMEM;
+			dst->n_outputs = i + 1;
+		}
+	}
+	return 0;
+}
+
+/* ---- builder ------------------------------------------------------------- */
+
+static void latch_misuse(msb_spec_builder *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void latch_misuse(msb_spec_builder *b, const char *fmt, ...)
+{
+	if (b->misuse)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	b->misuse = msb__vasprintf(fmt, ap);
+	va_end(ap);
+	if (!b->misuse)
+		b->oom = true;
+}
+
+static void set_str(msb_spec_builder *b, char **field, const char *value)
+{
+	char *copy;
+	if (dup_str(value, &copy) < 0) {
+		b->oom = true;
+		return;
+	}
+	free(*field);
+	*field = copy;
+}
+
+msb_spec_builder *msb_spec_builder_new(const char *kind)
+{
+	msb_spec_builder *b = calloc(1, sizeof(*b));
+	if (!b)
+		return NULL;
+	const msb_transfer_limits def = MSB_DEFAULT_TRANSFER_LIMITS_INIT;
+	b->f.requires = MSB_DEFAULT_CAPABILITIES;
+	b->f.files_in = def;
+	b->f.files_out = def;
+	b->f.egress = MSB_EGRESS_CLOSED;
+	b->f.scope = MSB_SCOPE_CONVERSATION;
+	if (dup_str(kind, &b->f.kind) < 0 || dup_str(MSB_DEFAULT_WORK_DIR, &b->f.work_dir) < 0) {
+		msb_spec_builder_free(b);
+		return NULL;
+	}
+	return b;
+}
+
+msb_spec_builder *msb_spec_builder_from(const msb_spec *spec)
+{
+	if (!spec)
+		return NULL;
+	msb_spec_builder *b = calloc(1, sizeof(*b));
+	if (!b)
+		return NULL;
+	if (fields_copy(&b->f, &spec->f) < 0 ||
+	    entries_copy(spec->egress, spec->n_egress, &b->egress) < 0) {
+		msb_spec_builder_free(b);
+		return NULL;
+	}
+	b->n_egress = spec->n_egress;
+	return b;
+}
+
+void msb_spec_builder_free(msb_spec_builder *b)
+{
+	if (!b)
+		return;
+	fields_free(&b->f);
+	entries_free(b->egress, b->n_egress);
+	free(b->misuse);
+	free(b);
+}
+
+void msb_spec_builder_set_kind(msb_spec_builder *b, const char *kind)
+{
+	if (b)
+		set_str(b, &b->f.kind, kind);
+}
+
+void msb_spec_builder_set_image(msb_spec_builder *b, const char *image)
+{
+	if (b)
+		set_str(b, &b->f.image, image);
+}
+
+void msb_spec_builder_set_image_id(msb_spec_builder *b, const char *image_id)
+{
+	if (b)
+		set_str(b, &b->f.image_id, image_id);
+}
+
+void msb_spec_builder_clear_egress_allow(msb_spec_builder *b)
+{
+	if (!b)
+		return;
+	entries_free(b->egress, b->n_egress);
+	b->egress = NULL;
+	b->n_egress = 0;
+}
+
+static void add_entry(msb_spec_builder *b, const char *host, const char *const *methods,
+		      size_t n_methods)
+{
+	if (!b)
+		return;
+	struct egress_entry src = {
+		.host = (char *)host,
+		.scoped = methods != NULL,
+		.methods = (char **)methods,
+		.n_methods = methods ? n_methods : 0,
+	};
+	struct egress_entry *grown =
+		msb__reallocarray(b->egress, b->n_egress + 1, sizeof(struct egress_entry));
+	if (!grown) {
+		b->oom = true;
+		return;
+	}
+	b->egress = grown;
+	if (entry_copy(&b->egress[b->n_egress], &src) < 0) {
+		b->oom = true;
+		return;
+	}
+	b->n_egress++;
+}
+
+void msb_spec_builder_add_egress_host(msb_spec_builder *b, const char *host)
+{
+	add_entry(b, host, NULL, 0);
+}
+
+void msb_spec_builder_add_egress_rule(msb_spec_builder *b, const char *host,
+				      const char *const *methods, size_t n_methods)
+{
+	add_entry(b, host, methods, n_methods);
+}
+
+void msb_spec_builder_set_work_dir(msb_spec_builder *b, const char *work_dir)
+{
+	if (b)
+		set_str(b, &b->f.work_dir, work_dir);
+}
+
+void msb_spec_builder_set_label(msb_spec_builder *b, const char *key, const char *value)
+{
+	if (!b)
+		return;
+	if (!key) {
+		latch_misuse(b, "labels: a label needs a key");
+		return;
+	}
+	if (!value) {
+		latch_misuse(b, "labels: label `%s` has no value", key);
+		return;
+	}
+	/* Keep the array sorted by key: lookups, equality and JSON agree. */
+	size_t pos = 0;
+	while (pos < b->f.n_labels && strcmp(b->f.labels[pos].key, key) < 0)
+		pos++;
+	char *v;
+	if (dup_str(value, &v) < 0) {
+		b->oom = true;
+		return;
+	}
+	if (pos < b->f.n_labels && strcmp(b->f.labels[pos].key, key) == 0) {
+		free(b->f.labels[pos].value);
+		b->f.labels[pos].value = v;
+		return;
+	}
+	char *k;
+	if (dup_str(key, &k) < 0) {
+		free(v);
+		b->oom = true;
+		return;
+	}
+	struct label *grown =
+		msb__reallocarray(b->f.labels, b->f.n_labels + 1, sizeof(struct label));
+	if (!grown) {
+		free(k);
+		free(v);
+		b->oom = true;
+		return;
+	}
+	b->f.labels = grown;
+	memmove(&grown[pos + 1], &grown[pos], (b->f.n_labels - pos) * sizeof(struct label));
+	grown[pos].key = k;
+	grown[pos].value = v;
+	b->f.n_labels++;
+}
+
+void msb_spec_builder_clear_labels(msb_spec_builder *b)
+{
+	if (!b)
+		return;
+	labels_free(b->f.labels, b->f.n_labels);
+	b->f.labels = NULL;
+	b->f.n_labels = 0;
+}
+
+void msb_spec_builder_set_requires(msb_spec_builder *b, msb_capset requires)
+{
+	if (b)
+	b->f.requires = requires;
+}
+
+void msb_spec_builder_set_min_isolation(msb_spec_builder *b, msb_isolation floor)
+{
+	if (!b)
+		return;
+	b->f.has_min_isolation = true;
+	b->f.min_isolation = floor;
+}
+
+void msb_spec_builder_clear_min_isolation(msb_spec_builder *b)
+{
+	if (b)
+		b->f.has_min_isolation = false;
+}
+
+void msb_spec_builder_add_declared_output(msb_spec_builder *b, const msb_declared_output *out)
+{
+	if (!b)
+		return;
+	if (!out) {
+		latch_misuse(b, "declared_outputs: a declared output was missing");
+		return;
+	}
+	msb_declared_output *grown =
+		msb__reallocarray(b->f.outputs, b->f.n_outputs + 1, sizeof(msb_declared_output));
+	if (!grown) {
+		b->oom = true;
+		return;
+	}
+	b->f.outputs = grown;
+	if (output_copy(&grown[b->f.n_outputs], out) < 0) {
+		b->oom = true;
+		return;
+	}
+	b->f.n_outputs++;
+}
+
+void msb_spec_builder_clear_declared_outputs(msb_spec_builder *b)
+{
+	if (!b)
+		return;
+	outputs_free(b->f.outputs, b->f.n_outputs);
+	b->f.outputs = NULL;
+	b->f.n_outputs = 0;
+}
+
+void msb_spec_builder_set_files_in(msb_spec_builder *b, msb_transfer_limits limits)
+{
+	if (b)
+		b->f.files_in = limits;
+}
+
+void msb_spec_builder_set_files_out(msb_spec_builder *b, msb_transfer_limits limits)
+{
+	if (b)
+		b->f.files_out = limits;
+}
+
+void msb_spec_builder_set_outputs_named_at_call_time(msb_spec_builder *b, bool on)
+{
+	if (b)
+		b->f.outputs_named_at_call_time = on;
+}
+
+void msb_spec_builder_set_identities(msb_spec_builder *b, msb_identity_set ids)
+{
+	if (b)
+		b->f.identities = ids;
+}
+
+void msb_spec_builder_set_egress(msb_spec_builder *b, msb_egress mode)
+{
+	if (b)
+		b->f.egress = mode;
+}
+
+void msb_spec_builder_set_requires_os_family(msb_spec_builder *b, msb_os_family family)
+{
+	if (!b)
+		return;
+	b->f.has_os_family = true;
+	b->f.os_family = family;
+}
+
+void msb_spec_builder_clear_requires_os_family(msb_spec_builder *b)
+{
+	if (b)
+		b->f.has_os_family = false;
+}
+
+void msb_spec_builder_set_isolation_scope(msb_spec_builder *b, msb_isolation_scope scope)
+{
+	if (b)
+		b->f.scope = scope;
+}
+
+void msb_spec_builder_set_confined_to_guest_call_path(msb_spec_builder *b, bool on)
+{
+	if (b)
+		b->f.confined = on;
+}
+
+void msb_spec_builder_set_exclusive_admission(msb_spec_builder *b, bool on)
+{
+	if (b)
+		b->f.exclusive = on;
+}
+
+void msb_spec_builder_set_min_cleanup(msb_spec_builder *b, msb_cleanup rung)
+{
+	if (!b)
+		return;
+	b->f.has_min_cleanup = true;
+	b->f.min_cleanup = rung;
+}
+
+void msb_spec_builder_clear_min_cleanup(msb_spec_builder *b)
+{
+	if (b)
+		b->f.has_min_cleanup = false;
+}
+
+/* ---- build: validation and normalisation --------------------------------- */
+
+/* Scalar fields and declared outputs: every value a setter kept as given. */
+static int validate_fields(const struct spec_fields *f, msb_error **err)
+{
+	if (!f->kind)
+		return msb_error_set(err, MSB_E_VALUE,
+				     "a spec needs a kind: it names the workload and is part of "
+				     "the sandbox's identity");
+	if (!*f->kind)
+		return msb_error_set(err, MSB_E_VALUE, "a spec's kind must not be empty");
+	if (!msb_egress_name(f->egress))
+		return msb_error_set(err, MSB_E_VALUE,
+				     "egress: %d is not an egress mode: expected one of "
+				     "unrestricted, allowlist, closed",
+				     (int)f->egress);
+	if (f->has_min_isolation && msb_isolation_rank(f->min_isolation) < 0)
+		return msb_error_set(err, MSB_E_VALUE,
+				     "min_isolation: %d is not a rung: the ladder is %s",
+				     (int)f->min_isolation, msb_isolation_ladder());
+	if (f->requires & ~(msb_capset)MSB_CAP_ALL)
+		return msb_error_set(err, MSB_E_VALUE, "requires: bits 0x%x name no capability",
+				     (unsigned)(f->requires & ~(msb_capset)MSB_CAP_ALL));
+	if (f->identities & ~(msb_identity_set)(MSB_IDENTITY_APP | MSB_IDENTITY_USER))
+		return msb_error_set(
+			err, MSB_E_VALUE, "identities: bits 0x%x name no identity",
+			(unsigned)(f->identities &
+				   ~(msb_identity_set)(MSB_IDENTITY_APP | MSB_IDENTITY_USER)));
+	if (f->has_os_family && !msb_os_family_name(f->os_family))
+		return msb_error_set(err, MSB_E_VALUE,
+				     "requires_os_family: %d is not an os family: expected one "
+				     "of posix, windows",
+				     (int)f->os_family);
+	if (!msb_isolation_scope_name(f->scope))
+		return msb_error_set(err, MSB_E_VALUE,
+				     "isolation_scope: %d is not an isolation scope: expected one "
+				     "of conversation, call",
+				     (int)f->scope);
+	if (f->has_min_cleanup && !msb_cleanup_name(f->min_cleanup))
+		return msb_error_set(err, MSB_E_VALUE,
+				     "min_cleanup: %d is not a cleanup rung: expected one of "
+				     "reclaim, reset, dispose",
+				     (int)f->min_cleanup);
+	for (size_t i = 0; i < f->n_outputs; i++) {
+		const msb_declared_output *o = &f->outputs[i];
+		if (o->version != MSB_DECLARED_OUTPUT_VERSION)
+			return msb_error_set(err, MSB_E_VALUE,
+					     "declared_outputs[%zu]: version %u is not supported "
+					     "(use MSB_DECLARED_OUTPUT_INIT)",
+					     i, o->version);
+		if (!o->path)
+			return msb_error_set(
+				err, MSB_E_VALUE,
+				"declared_outputs[%zu]: a declared output needs a path", i);
+		if (!msb_output_disposition_name(o->disposition))
+			return msb_error_set(err, MSB_E_VALUE,
+					     "declared_outputs[%zu]: %d is not an output "
+					     "disposition: expected one of land, consume",
+					     i, (int)o->disposition);
+	}
+	return 0;
+}
+
+/* A lowercase letter is the one way a tchar string fails the method check
+ * while still being a token: say which rule it broke. */
+static bool token_but_lowercase(const char *m)
+{
+	bool lower = false;
+	for (const unsigned char *p = (const unsigned char *)m; *p; p++) {
+		if (*p >= 'a' && *p <= 'z') {
+			lower = true;
+			continue;
+		}
+		char up[2] = {(char)*p, '\0'};
+		if (!msb_http_method_valid(up))
+			return false;
+	}
+	return lower;
+}
+
+/* One rule's shape: host present, methods non-empty, uppercase tokens, no
+ * repeats (3.6-3.8). */
+static int validate_entry(const struct egress_entry *e, size_t i, msb_error **err)
+{
+	if (!e->host)
+		return msb_error_set(err, MSB_E_VALUE, "egress_allow[%zu]: an entry needs a host",
+				     i);
+	if (!e->scoped)
+		return 0;
+	if (e->n_methods == 0)
+		return msb_error_set(err, MSB_E_VALUE,
+				     "egress_allow[%zu]: the rule for `%s` names no methods: omit "
+				     "methods to allow every method",
+				     i, e->host);
+	for (size_t j = 0; j < e->n_methods; j++) {
+		const char *m = e->methods[j];
+		if (!m)
+			return msb_error_set(err, MSB_E_VALUE,
+					     "egress_allow[%zu]: the rule for `%s` has a missing "
+					     "method",
+					     i, e->host);
+		if (!msb_http_method_valid(m)) {
+			if (token_but_lowercase(m))
+				return msb_error_set(err, MSB_E_VALUE,
+						     "egress_allow[%zu]: method `%s` in the rule "
+						     "for `%s` is not uppercase: a rule names a "
+						     "verb, not a spelling",
+						     i, m, e->host);
+			return msb_error_set(err, MSB_E_VALUE,
+					     "egress_allow[%zu]: method `%s` in the rule for `%s` "
+					     "is not an HTTP token",
+					     i, m, e->host);
+		}
+		for (size_t k = 0; k < j; k++)
+			if (strcmp(e->methods[k], m) == 0)
+				return msb_error_set(err, MSB_E_VALUE,
+						     "egress_allow[%zu]: the rule for `%s` repeats "
+						     "the method `%s`",
+						     i, e->host, m);
+	}
+	return 0;
+}
+
+/* Order-insensitive; each side has no repeats once validated. */
+static bool same_methods(const struct egress_entry *a, const struct egress_entry *b)
+{
+	if (a->n_methods != b->n_methods)
+		return false;
+	for (size_t i = 0; i < a->n_methods; i++) {
+		bool found = false;
+		for (size_t j = 0; j < b->n_methods && !found; j++)
+			found = strcmp(a->methods[i], b->methods[j]) == 0;
+		if (!found)
+			return false;
+	}
+	return true;
+}
+
+/* "`h`" for a bare host, "`h (GET, POST)`" for a method-scoped rule. */
+static void render_entry(msb_buf *buf, const struct egress_entry *e)
+{
+	msb__buf_printf(buf, "`%s", e->host);
+	if (e->scoped) {
+		msb__buf_puts(buf, " (");
+		for (size_t i = 0; i < e->n_methods; i++) {
+			if (i > 0)
+				msb__buf_puts(buf, ", ");
+			msb__buf_puts(buf, e->methods[i]);
+		}
+		msb__buf_puts(buf, ")");
+	}
+	msb__buf_puts(buf, "`");
+}
+
+static int conflict_error(const struct egress_entry *first, const struct egress_entry *second,
+			  msb_error **err)
+{
+	msb_buf buf = MSB_BUF_INIT;
+	render_entry(&buf, first);
+	msb__buf_puts(&buf, " and ");
+	render_entry(&buf, second);
+	_cleanup_free_ char *both = msb__buf_steal_str(&buf);
+	if (!both)
+		return msb__error_nomem(err);
+	return msb_error_set(err, MSB_E_VALUE,
+			     "egress_allow names conflicting policies for one host: %s", both);
+}
+
+/*
+ * Validate each entry, rewrite all-methods rules to bare hosts (3.10),
+ * collapse equivalent entries onto the first spelling (3.11) and refuse
+ * conflicting ones (3.12). The result is owned by the caller.
+ */
+static int normalise_egress(const struct egress_entry *in, size_t n, struct egress_entry **out,
+			    size_t *n_out, msb_error **err)
+{
+	*out = NULL;
+	*n_out = 0;
+	for (size_t i = 0; i < n; i++) {
+		int r = validate_entry(&in[i], i, err);
+		if (r < 0)
+			return r;
+	}
+	if (n == 0)
+		return 0;
+	struct egress_entry *kept = calloc(n, sizeof(*kept));
+	if (!kept)
+		return msb__error_nomem(err);
+	size_t n_kept = 0;
+	int r = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct egress_entry *e = &in[i];
+		const struct egress_entry *same_host = NULL;
+		for (size_t j = 0; j < n_kept && !same_host; j++)
+			if (host_eq(kept[j].host, e->host))
+				same_host = &kept[j];
+		if (same_host) {
+			/* At most one kept entry per host: any other either
+			 * collapsed into it or was refused. */
+			if (!same_host->scoped && !e->scoped)
+				continue;
+			if (same_host->scoped && e->scoped && same_methods(same_host, e))
+				continue;
+			r = conflict_error(same_host, e, err);
+			goto fail;
+		}
+		if (entry_copy(&kept[n_kept], e) < 0) {
+			r = msb__error_nomem(err);
+			goto fail;
+		}
+		n_kept++;
+	}
+	*out = kept;
+	*n_out = n_kept;
+	return 0;
+fail:
+	entries_free(kept, n_kept);
+	return r;
+}
+
+/* egress_allow is the payload of an allowlist run (3.5). */
+static int egress_mode_error(msb_egress mode, const struct egress_entry *e, size_t n,
+			     msb_error **err)
+{
+	msb_buf buf = MSB_BUF_INIT;
+	for (size_t i = 0; i < n; i++) {
+		if (i > 0)
+			msb__buf_puts(&buf, ", ");
+		render_entry(&buf, &e[i]);
+	}
+	_cleanup_free_ char *hosts = msb__buf_steal_str(&buf);
+	if (!hosts)
+		return msb__error_nomem(err);
+	return msb_error_set(err, MSB_E_VALUE,
+			     "egress_allow without egress `allowlist` is refused: egress is `%s` "
+			     "but the spec names %s",
+			     msb_egress_name(mode), hosts);
+}
+
+int msb_spec_build(const msb_spec_builder *b, msb_spec **out, msb_error **err)
+{
+	if (!b)
+		return msb_error_set(err, MSB_E_VALUE, "no spec builder given");
+	if (b->oom)
+		return msb__error_nomem(err);
+	if (b->misuse)
+		return msb_error_set(err, MSB_E_VALUE, "%s", b->misuse);
+	int r = validate_fields(&b->f, err);
+	if (r < 0)
+		return r;
+
+	struct egress_entry *egress = NULL;
+	size_t n_egress = 0;
+	r = normalise_egress(b->egress, b->n_egress, &egress, &n_egress, err);
+	if (r < 0)
+		return r;
+	if (n_egress > 0 && b->f.egress != MSB_EGRESS_ALLOWLIST) {
+		r = egress_mode_error(b->f.egress, egress, n_egress, err);
+		entries_free(egress, n_egress);
+		return r;
+	}
+
+	msb_spec *s = calloc(1, sizeof(*s));
+	if (!s) {
+		entries_free(egress, n_egress);
+		return msb__error_nomem(err);
+	}
+	s->refs = 1;
+	s->egress = egress;
+	s->n_egress = n_egress;
+	if (fields_copy(&s->f, &b->f) < 0) {
+		msb_spec_unref(s);
+		return msb__error_nomem(err);
+	}
+	/* Derived, never stored by the caller: recomputed on every build (3.13, 3.14). */
+	s->required = s->f.requires;
+	for (size_t i = 0; i < n_egress; i++)
+		if (egress[i].scoped)
+			s->required |= MSB_CAP_EGRESS_METHODS;
+	*out = s;
+	return 0;
+}
+
+/* ---- refcount ------------------------------------------------------------ */
+
+msb_spec *msb_spec_ref(msb_spec *spec)
+{
+	if (spec)
+		__atomic_add_fetch(&spec->refs, 1, __ATOMIC_RELAXED);
+	return spec;
+}
+
+void msb_spec_unref(msb_spec *spec)
+{
+	if (!spec)
+		return;
+	if (__atomic_sub_fetch(&spec->refs, 1, __ATOMIC_ACQ_REL) != 0)
+		return;
+	fields_free(&spec->f);
+	entries_free(spec->egress, spec->n_egress);
+	free(spec);
+}
+
+/* ---- getters ------------------------------------------------------------- */
+
+const char *msb_spec_kind(const msb_spec *s)
+{
+	return s ? s->f.kind : NULL;
+}
+
+const char *msb_spec_image(const msb_spec *s)
+{
+	return s ? s->f.image : NULL;
+}
+
+const char *msb_spec_image_id(const msb_spec *s)
+{
+	return s ? s->f.image_id : NULL;
+}
+
+size_t msb_spec_egress_allow_count(const msb_spec *s)
+{
+	return s ? s->n_egress : 0;
+}
+
+void msb_spec_egress_entry(const msb_spec *s, size_t i, const char **host,
+			   const char *const **methods, size_t *n_methods)
+{
+	const struct egress_entry *e = s && i < s->n_egress ? &s->egress[i] : NULL;
+	if (host)
+		*host = e ? e->host : NULL;
+	if (methods)
+		*methods = e && e->scoped ? (const char *const *)e->methods : NULL;
+	if (n_methods)
+		*n_methods = e && e->scoped ? e->n_methods : 0;
+}
+
+const char *msb_spec_work_dir(const msb_spec *s)
+{
+	return s ? s->f.work_dir : NULL;
+}
+
+size_t msb_spec_label_count(const msb_spec *s)
+{
+	return s ? s->f.n_labels : 0;
+}
+
+void msb_spec_label(const msb_spec *s, size_t i, const char **key, const char **value)
+{
+	const struct label *l = s && i < s->f.n_labels ? &s->f.labels[i] : NULL;
+	if (key)
+		*key = l ? l->key : NULL;
+	if (value)
+		*value = l ? l->value : NULL;
+}
+
+const char *msb_spec_label_get(const msb_spec *s, const char *key)
+{
+	if (!s || !key)
+		return NULL;
+	size_t lo = 0, hi = s->f.n_labels;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(s->f.labels[mid].key, key);
+		if (c == 0)
+			return s->f.labels[mid].value;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+msb_capset msb_spec_requires(const msb_spec *s)
+{
+	return s ? s->f.requires : 0;
+}
+
+msb_capset msb_spec_required_capabilities(const msb_spec *s)
+{
+	return s ? s->required : 0;
+}
+
+bool msb_spec_min_isolation(const msb_spec *s, msb_isolation *out)
+{
+	if (!s || !s->f.has_min_isolation)
+		return false;
+	if (out)
+		*out = s->f.min_isolation;
+	return true;
+}
+
+size_t msb_spec_declared_output_count(const msb_spec *s)
+{
+	return s ? s->f.n_outputs : 0;
+}
+
+const msb_declared_output *msb_spec_declared_output(const msb_spec *s, size_t i)
+{
+	return s && i < s->f.n_outputs ? &s->f.outputs[i] : NULL;
+}
+
+msb_transfer_limits msb_spec_files_in(const msb_spec *s)
+{
+	return s ? s->f.files_in : MSB_DEFAULT_TRANSFER_LIMITS;
+}
+
+msb_transfer_limits msb_spec_files_out(const msb_spec *s)
+{
+	return s ? s->f.files_out : MSB_DEFAULT_TRANSFER_LIMITS;
+}
+
+bool msb_spec_outputs_named_at_call_time(const msb_spec *s)
+{
+	return s && s->f.outputs_named_at_call_time;
+}
+
+msb_identity_set msb_spec_identities(const msb_spec *s)
+{
+	return s ? s->f.identities : 0;
+}
+
+msb_egress msb_spec_egress(const msb_spec *s)
+{
+	return s ? s->f.egress : MSB_EGRESS_CLOSED;
+}
+
+bool msb_spec_requires_os_family(const msb_spec *s, msb_os_family *out)
+{
+	if (!s || !s->f.has_os_family)
+		return false;
+	if (out)
+		*out = s->f.os_family;
+	return true;
+}
+
+msb_isolation_scope msb_spec_isolation_scope(const msb_spec *s)
+{
+	return s ? s->f.scope : MSB_SCOPE_CONVERSATION;
+}
+
+bool msb_spec_confined_to_guest_call_path(const msb_spec *s)
+{
+	return s && s->f.confined;
+}
+
+bool msb_spec_exclusive_admission(const msb_spec *s)
+{
+	return s && s->f.exclusive;
+}
+
+bool msb_spec_min_cleanup(const msb_spec *s, msb_cleanup *out)
+{
+	if (!s || !s->f.has_min_cleanup)
+		return false;
+	if (out)
+		*out = s->f.min_cleanup;
+	return true;
+}
+
+/* ---- equality ------------------------------------------------------------ */
+
+static bool limits_eq(const msb_transfer_limits *a, const msb_transfer_limits *b)
+{
+	return a->max_bytes_per_file == b->max_bytes_per_file &&
+	       a->max_total_bytes == b->max_total_bytes && a->max_files == b->max_files;
+}
+
+static bool entry_eq(const struct egress_entry *a, const struct egress_entry *b)
+{
+	if (strcmp(a->host, b->host) != 0 || a->scoped != b->scoped || a->n_methods != b->n_methods)
+		return false;
+	for (size_t i = 0; i < a->n_methods; i++)
+		if (strcmp(a->methods[i], b->methods[i]) != 0)
+			return false;
+	return true;
+}
+
+static bool output_eq(const msb_declared_output *a, const msb_declared_output *b)
+{
+	return msb__streq_null(a->path, b->path) && msb__streq_null(a->media_type, b->media_type) &&
+	       a->required == b->required && msb__streq_null(a->name, b->name) &&
+	       a->disposition == b->disposition;
+}
+
+/* Value equality, field by field: the allowlist and the declared outputs are
+ * ordered tuples, labels a map (stored sorted). */
+bool msb_spec_equal(const msb_spec *a, const msb_spec *b)
+{
+	if (a == b)
+		return true;
+	if (!a || !b)
+		return false;
+	const struct spec_fields *x = &a->f, *y = &b->f;
+	if (!msb__streq_null(x->kind, y->kind) || !msb__streq_null(x->image, y->image) ||
+	    !msb__streq_null(x->image_id, y->image_id) ||
+	    !msb__streq_null(x->work_dir, y->work_dir))
+		return false;
+	if (a->n_egress != b->n_egress)
+		return false;
+	for (size_t i = 0; i < a->n_egress; i++)
+		if (!entry_eq(&a->egress[i], &b->egress[i]))
+			return false;
+	if (x->n_labels != y->n_labels)
+		return false;
+	for (size_t i = 0; i < x->n_labels; i++)
+		if (strcmp(x->labels[i].key, y->labels[i].key) != 0 ||
+		    strcmp(x->labels[i].value, y->labels[i].value) != 0)
+			return false;
+	if (x->requires != y->requires || a->required != b->required)
+		return false;
+	if (x->has_min_isolation != y->has_min_isolation ||
+	    (x->has_min_isolation && x->min_isolation != y->min_isolation))
+		return false;
+	if (x->n_outputs != y->n_outputs)
+		return false;
+	for (size_t i = 0; i < x->n_outputs; i++)
+		if (!output_eq(&x->outputs[i], &y->outputs[i]))
+			return false;
+	if (!limits_eq(&x->files_in, &y->files_in) || !limits_eq(&x->files_out, &y->files_out))
+		return false;
+	if (x->outputs_named_at_call_time != y->outputs_named_at_call_time ||
+	    x->identities != y->identities || x->egress != y->egress)
+		return false;
+	if (x->has_os_family != y->has_os_family ||
+	    (x->has_os_family && x->os_family != y->os_family))
+		return false;
+	if (x->scope != y->scope || x->confined != y->confined || x->exclusive != y->exclusive)
+		return false;
+	if (x->has_min_cleanup != y->has_min_cleanup ||
+	    (x->has_min_cleanup && x->min_cleanup != y->min_cleanup))
+		return false;
+	return true;
+}

@@ -24,8 +24,7 @@ int msb__json_check_keys(json_t *obj, const char *const *allowed, const char *wh
 {
 	const char *key;
 	json_t *value;
-	json_object_foreach(obj, key, value)
-	{
+	json_object_foreach (obj, key, value) {
 		bool ok = false;
 		for (size_t i = 0; allowed[i]; i++)
 			if (strcmp(allowed[i], key) == 0) {
@@ -62,8 +61,8 @@ int msb__json_get_string(json_t *obj, const char *key, const char *where, const 
 	return 0;
 }
 
-int msb__json_get_bool(json_t *obj, const char *key, const char *where, bool *out,
-		       bool *present, msb_error **err)
+int msb__json_get_bool(json_t *obj, const char *key, const char *where, bool *out, bool *present,
+		       msb_error **err)
 {
 	json_t *v = fetch(obj, key, present);
 	if (!v)
@@ -74,8 +73,8 @@ int msb__json_get_bool(json_t *obj, const char *key, const char *where, bool *ou
 	return 0;
 }
 
-int msb__json_get_u64(json_t *obj, const char *key, const char *where, uint64_t *out,
-		      bool *present, msb_error **err)
+int msb__json_get_u64(json_t *obj, const char *key, const char *where, uint64_t *out, bool *present,
+		      msb_error **err)
 {
 	json_t *v = fetch(obj, key, present);
 	if (!v)
@@ -101,8 +100,8 @@ int msb__json_get_double(json_t *obj, const char *key, const char *where, double
 	return 0;
 }
 
-int msb__json_get_string_array(json_t *obj, const char *key, const char *where,
-			       const char ***out, size_t *n, bool *present, msb_error **err)
+int msb__json_get_string_array(json_t *obj, const char *key, const char *where, const char ***out,
+			       size_t *n, bool *present, msb_error **err)
 {
 	json_t *v = fetch(obj, key, present);
 	if (!v)

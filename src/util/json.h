@@ -22,18 +22,18 @@ int msb__json_check_keys(json_t *obj, const char *const *allowed, const char *wh
  * sets *present = false (present may be NULL). */
 int msb__json_get_string(json_t *obj, const char *key, const char *where, const char **out,
 			 bool *present, msb_error **err);
-int msb__json_get_bool(json_t *obj, const char *key, const char *where, bool *out,
-		       bool *present, msb_error **err);
+int msb__json_get_bool(json_t *obj, const char *key, const char *where, bool *out, bool *present,
+		       msb_error **err);
 /* A non-negative integer (a JSON real or a negative number is refused). */
-int msb__json_get_u64(json_t *obj, const char *key, const char *where, uint64_t *out,
-		      bool *present, msb_error **err);
+int msb__json_get_u64(json_t *obj, const char *key, const char *where, uint64_t *out, bool *present,
+		      msb_error **err);
 /* A finite number. */
 int msb__json_get_double(json_t *obj, const char *key, const char *where, double *out,
 			 bool *present, msb_error **err);
 /* An array of strings (a bare string is refused: "must be a list"). *out is a
  * borrowed array view: n entries, valid while obj lives; malloc()ed array. */
-int msb__json_get_string_array(json_t *obj, const char *key, const char *where,
-			       const char ***out, size_t *n, bool *present, msb_error **err);
+int msb__json_get_string_array(json_t *obj, const char *key, const char *where, const char ***out,
+			       size_t *n, bool *present, msb_error **err);
 /* An object value. */
 int msb__json_get_object(json_t *obj, const char *key, const char *where, json_t **out,
 			 bool *present, msb_error **err);

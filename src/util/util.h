@@ -71,7 +71,7 @@ static inline bool msb__add_overflow(size_t a, size_t b, size_t *out)
 
 /* calloc-like array allocation with overflow check; NULL on failure. */
 void *msb__reallocarray(void *p, size_t n, size_t size);
-char *msb__strdup(const char *s);            /* NULL in -> NULL out */
+char *msb__strdup(const char *s);	     /* NULL in -> NULL out */
 char *msb__strndup(const char *s, size_t n); /* always NUL-terminates */
 char *msb__asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 char *msb__vasprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
@@ -97,7 +97,10 @@ typedef struct msb_buf {
 	size_t cap;
 	bool oom; /* latched allocation failure */
 } msb_buf;
-#define MSB_BUF_INIT {NULL, 0, 0, false}
+#define MSB_BUF_INIT                                                                               \
+	{                                                                                          \
+		NULL, 0, 0, false                                                                  \
+	}
 
 int msb__buf_reserve(msb_buf *b, size_t extra);
 int msb__buf_append(msb_buf *b, const void *data, size_t len);
@@ -133,7 +136,7 @@ void msb__log(const msb_logger *lg, int level, const char *component, const char
 
 /* ---- time ---------------------------------------------------------------- */
 
-int64_t msb__now_ns(void);      /* CLOCK_MONOTONIC */
+int64_t msb__now_ns(void);	/* CLOCK_MONOTONIC */
 int64_t msb__realtime_ns(void); /* CLOCK_REALTIME */
 /* Validate a timeout in seconds: finite and > 0 (24.36). */
 int msb__check_timeout(double seconds, const char *what, msb_error **err);

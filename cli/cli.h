@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The msb command line: one verb, one library call. */
+#ifndef MSB_CLI_H
+#define MSB_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include <msb/msb.h>
+
+typedef struct cli_verb {
+	const char *name;
+	const char *summary;
+	const char *usage; /* full help text for `msb VERB --help` */
+	int (*run)(int argc, char **argv);
+} cli_verb;
+
+/* Print an error as "msb: Name: message" and return its exit status. */
+int cli_fail(msb_error *err);
+/* Usage error: print and return 2. */
+int cli_usage(const cli_verb *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Read a whole file (or "-" for stdin) into a NUL-terminated buffer. */
+int cli_read_file(const char *path, char **out, size_t *len, msb_error **err);
+/* The log callback the CLI installs: warnings and errors to stderr. */
+void cli_log(void *ud, msb_log_level level, const char *component, const char *message);
+/* true when argv[i] is --help or -h. */
+bool cli_wants_help(int argc, char **argv);
+
+int cmd_check(int argc, char **argv);
+extern const cli_verb verb_check;
+
+#endif

@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* msb check: the seed's wiring test - would this router serve this spec? */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+
+const cli_verb verb_check = {
+	"check",
+	"the wiring test: which backend would serve a spec, or the refusal",
+	"usage: msb check --spec SPEC.json [--router ROUTER.json] [--json]\n"
+	"\n"
+	"Build the router and run every check acquire would run, without acquiring.\n"
+	"Prints the backend that would serve the spec, or the refusal's name and\n"
+	"message; the exit status follows the refusal's class (3 for a policy refusal).\n"
+	"\n"
+	"  --spec FILE     the SandboxSpec as JSON (docs/spec.md); - for stdin\n"
+	"  --router FILE   the router as JSON (docs/policy.md); default: the shipped\n"
+	"                  default router (default floor microvm)\n"
+	"  --json          print one JSON object instead of text\n",
+	cmd_check,
+};
+
+/* With no --router, the shipped default: every built-in backend at the
+ * production floor (microvm). */
+static const char default_router_json[] = "{\"backends\": [{\"type\": \"fake\"}]}";
+
+static int print_result(bool as_json, const msb_spec *spec, msb_backend *backend,
+			msb_isolation_scope scope, msb_error *refusal)
+{
+	if (as_json) {
+		json_t *o;
+		if (refusal)
+			o = json_pack("{s:b, s:s, s:s, s:s}", "served", 0, "kind",
+				      msb_spec_kind(spec), "error", msb_error_name(refusal),
+				      "message", msb_error_message(refusal));
+		else
+			o = json_pack("{s:b, s:s, s:s, s:s, s:s}", "served", 1, "kind",
+				      msb_spec_kind(spec), "backend", msb_backend_name(backend),
+				      "isolation", msb_backend_isolation(backend),
+				      "isolation_scope", msb_isolation_scope_name(scope));
+		char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		json_decref(o);
+		if (text)
+			printf("%s\n", text);
+		free(text);
+	} else if (refusal) {
+		printf("refused: %s: %s\n", msb_error_name(refusal), msb_error_message(refusal));
+	} else {
+		printf("served: kind `%s` by backend `%s` (isolation %s, scope %s)\n",
+		       msb_spec_kind(spec), msb_backend_name(backend),
+		       msb_backend_isolation(backend), msb_isolation_scope_name(scope));
+	}
+	int status = refusal ? msb_code_exit_status(msb_error_code(refusal)) : 0;
+	msb_error_free(refusal);
+	return status;
+}
+
+int cmd_check(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"spec", required_argument, NULL, 's'},
+		{"router", required_argument, NULL, 'r'},
+		{"json", no_argument, NULL, 'j'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *spec_path = NULL, *router_path = NULL;
+	bool as_json = false;
+	int c;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			spec_path = optarg;
+			break;
+		case 'r':
+			router_path = optarg;
+			break;
+		case 'j':
+			as_json = true;
+			break;
+		default:
+			return cli_usage(&verb_check, "unknown option `%s`", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return cli_usage(&verb_check, "unexpected argument `%s`", argv[optind]);
+	if (!spec_path)
+		return cli_usage(&verb_check, "--spec is required");
+
+	msb_error *err = NULL;
+	char *text = NULL;
+	size_t len = 0;
+	msb_spec *spec = NULL;
+	if (cli_read_file(spec_path, &text, &len, &err) < 0)
+		return cli_fail(err);
+	int r = msb_spec_from_json(text, len, &spec, &err);
+	free(text);
+	if (r < 0) {
+		msb_error_wrap(&err, "spec `%s`", spec_path);
+		return cli_fail(err);
+	}
+
+	char *router_text = NULL;
+	size_t router_len = sizeof(default_router_json) - 1;
+	if (router_path) {
+		if (cli_read_file(router_path, &router_text, &router_len, &err) < 0) {
+			msb_spec_unref(spec);
+			return cli_fail(err);
+		}
+	}
+	msb_router_options extra = MSB_ROUTER_OPTIONS_INIT;
+	extra.log = cli_log;
+	msb_router *router = NULL;
+	r = msb_router_from_json(router_text ? router_text : default_router_json, router_len,
+				 &extra, &router, &err);
+	free(router_text);
+	if (r < 0) {
+		/* A router that cannot be built is itself the answer to the wiring
+		 * test (e.g. the floor refuses the backend at construction). */
+		int status = print_result(as_json, spec, NULL, MSB_SCOPE_CONVERSATION, err);
+		msb_spec_unref(spec);
+		return status;
+	}
+	msb_backend *backend = NULL;
+	msb_isolation_scope scope = MSB_SCOPE_CONVERSATION;
+	r = msb_router_resolve(router, spec, &backend, &scope, &err);
+	int status = print_result(as_json, spec, backend, scope, r < 0 ? err : NULL);
+	msb_router_free(router);
+	msb_spec_unref(spec);
+	return status;
+}

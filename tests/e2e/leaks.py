@@ -1,0 +1,75 @@
+"""A leak checker: what a sandbox could leave on the host.
+
+After dispose nothing may remain (DESIGN §8): no process, no mount, no
+cgroup, no socket, no state directory. `Snapshot.take(state_root)` records
+each of those; `snapshot.leaked_since(before)` lists what is new.
+"""
+import os
+
+
+def _processes():
+    out = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            with open(f"/proc/{pid}/stat") as f:
+                start = f.read().rsplit(")", 1)[1].split()[19]
+        except OSError:
+            continue
+        if "msb-shim" in cmd or "msb-agent" in cmd:
+            out[(int(pid), start)] = cmd
+    return out
+
+
+def _mounts(state_root):
+    with open("/proc/self/mountinfo") as f:
+        return {line.split()[4] for line in f
+                if state_root in line or "/msb-" in line.split()[4]}
+
+
+def _cgroups():
+    found = set()
+    base = "/sys/fs/cgroup"
+    for ctrl in os.listdir(base) if os.path.isdir(base) else []:
+        top = os.path.join(base, ctrl)
+        if os.path.islink(top) or not os.path.isdir(top):
+            continue
+        for root, dirs, _ in os.walk(top):
+            for d in dirs:
+                if d.startswith("msb-") or d == "msb":
+                    found.add(os.path.join(root, d))
+            # Only look a few levels down: msb's cgroups live near the top.
+            if root.count("/") > top.count("/") + 2:
+                dirs[:] = []
+    return found
+
+
+def _state(state_root):
+    ns = os.path.join(state_root, "ns")
+    return set(os.listdir(ns)) if os.path.isdir(ns) else set()
+
+
+class Snapshot:
+    def __init__(self, state_root):
+        self.state_root = state_root
+        self.processes = _processes()
+        self.mounts = _mounts(state_root)
+        self.cgroups = _cgroups()
+        self.state = _state(state_root)
+
+    @classmethod
+    def take(cls, state_root):
+        return cls(state_root)
+
+    def leaked_since(self, before):
+        leaks = []
+        for k, cmd in self.processes.items():
+            if k not in before.processes:
+                leaks.append(f"process {k[0]}: {cmd}")
+        leaks += [f"mount {m}" for m in self.mounts - before.mounts]
+        leaks += [f"cgroup {c}" for c in self.cgroups - before.cgroups]
+        leaks += [f"state {s}" for s in self.state - before.state]
+        return leaks
