@@ -24,52 +24,71 @@ int msb__mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
-static int rm_contents(int dfd, dev_t dev, int depth)
+/* Iterative: one directory fd open at a time, so depth is limited only by
+ * memory; the way back up is checked against the identity seen going down. */
+
+struct level {
+	char *name; /* of this directory inside its parent */
+	dev_t pdev; /* the parent's identity, checked on the way back up */
+	ino_t pino;
+};
+
+/* Open a directory for removal; make it searchable and writable first (an
+ * unprivileged sandbox may have left it mode 000). */
+static int open_for_removal(int dirfd, const char *name)
 {
-	if (depth > 256)
-		return -ELOOP;
-	DIR *d = fdopendir(dfd);
-	if (!d) {
-		int e = -errno;
-		close(dfd);
-		return e;
-	}
-	int r = 0;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		struct stat st;
-		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			if (errno != ENOENT && r == 0)
-				r = -errno;
-			continue;
-		}
-		if (S_ISDIR(st.st_mode)) {
-			if (st.st_dev != dev) {
-				if (r == 0)
-					r = -EXDEV;
-				continue;
+	if (fchmodat(dirfd, name, 0700, 0) < 0 && errno != EPERM && errno != EACCES)
+		return -errno;
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+/* Remove the non-directories of `fd`; set *subdir to the name of one
+ * subdirectory (caller frees), or NULL when the directory is empty. */
+static int scan_dir(int fd, dev_t dev, char **subdir)
+{
+	char buf[8192];
+	*subdir = NULL;
+	for (;;) {
+		bool removed = false;
+		if (lseek(fd, 0, SEEK_SET) < 0)
+			return -errno;
+		for (;;) {
+			ssize_t n = getdents64(fd, buf, sizeof(buf));
+			if (n < 0)
+				return -errno;
+			if (n == 0)
+				break;
+			for (ssize_t off = 0; off < n;) {
+				struct dirent64 *de = (struct dirent64 *)(buf + off);
+				off += de->d_reclen;
+				const char *nm = de->d_name;
+				if (strcmp(nm, ".") == 0 || strcmp(nm, "..") == 0)
+					continue;
+				struct stat st;
+				if (fstatat(fd, nm, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+					if (errno == ENOENT)
+						continue;
+					return -errno;
+				}
+				if (S_ISDIR(st.st_mode)) {
+					if (st.st_dev != dev)
+						return -EXDEV; /* never cross a mount point */
+					*subdir = strdup(nm);
+					return *subdir ? 0 : -ENOMEM;
+				}
+				if (unlinkat(fd, nm, 0) < 0 && errno != ENOENT) {
+					if (errno != EACCES && errno != EPERM)
+						return -errno;
+					if (fchmod(fd, 0700) < 0 || unlinkat(fd, nm, 0) < 0)
+						return -errno;
+				}
+				removed = true;
 			}
-			int sub = openat(dirfd(d), de->d_name,
-					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (sub < 0) {
-				if (errno != ENOENT && r == 0)
-					r = -errno;
-				continue;
-			}
-			int q = rm_contents(sub, dev, depth + 1);
-			if (q < 0 && r == 0)
-				r = q;
-			if (unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT &&
-			    r == 0)
-				r = -errno;
-		} else if (unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT && r == 0) {
-			r = -errno;
 		}
+		if (!removed)
+			return 0;
 	}
-	closedir(d);
-	return r;
 }
 
 int msb__rm_rf_at(int dirfd, const char *name)
@@ -79,13 +98,78 @@ int msb__rm_rf_at(int dirfd, const char *name)
 		return errno == ENOENT ? 0 : -errno;
 	if (!S_ISDIR(st.st_mode))
 		return unlinkat(dirfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
-	int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (sub < 0)
-		return errno == ENOENT ? 0 : -errno;
-	int r = rm_contents(sub, st.st_dev, 0);
-	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
-		r = -errno;
-	return r;
+	dev_t dev = st.st_dev;
+
+	struct level *stack = NULL;
+	size_t depth = 0, cap = 0;
+	int r = 0;
+	int cur = open_for_removal(dirfd, name);
+	if (cur < 0)
+		return cur;
+	for (;;) {
+		char *sub = NULL;
+		r = scan_dir(cur, dev, &sub);
+		if (r < 0)
+			break;
+		if (sub) {
+			struct stat pst;
+			if (fstat(cur, &pst) < 0) {
+				r = -errno;
+				free(sub);
+				break;
+			}
+			if (depth == cap) {
+				size_t ncap = cap ? cap * 2 : 16;
+				struct level *ns = msb__reallocarray(stack, ncap, sizeof(*ns));
+				if (!ns) {
+					r = -ENOMEM;
+					free(sub);
+					break;
+				}
+				stack = ns;
+				cap = ncap;
+			}
+			int next = open_for_removal(cur, sub);
+			if (next < 0) {
+				r = next;
+				free(sub);
+				break;
+			}
+			stack[depth++] = (struct level){sub, pst.st_dev, pst.st_ino};
+			close(cur);
+			cur = next;
+			continue;
+		}
+		if (depth == 0)
+			break;
+		struct level lv = stack[--depth];
+		int up = openat(cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		struct stat ust;
+		if (up < 0 || fstat(up, &ust) < 0 || ust.st_dev != lv.pdev ||
+		    ust.st_ino != lv.pino) {
+			r = up < 0 ? -errno : -ESTALE; /* the tree moved under us */
+			if (up >= 0)
+				close(up);
+			free(lv.name);
+			break;
+		}
+		close(cur);
+		cur = up;
+		if (unlinkat(cur, lv.name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+			r = -errno;
+		free(lv.name);
+		if (r < 0)
+			break;
+	}
+	close(cur);
+	for (size_t i = 0; i < depth; i++)
+		free(stack[i].name);
+	free(stack);
+	if (r < 0)
+		return r;
+	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+		return -errno;
+	return 0;
 }
 
 int msb__rm_rf(const char *path)

@@ -8,7 +8,8 @@
 /* mkdir -p with `mode` for created components. -errno. */
 int msb__mkdir_p(const char *path, mode_t mode);
 /* Remove `name` under dirfd recursively; never follows links, never crosses
- * a mount point (EXDEV). Missing is success. -errno. */
+ * a mount point (EXDEV); directories left unsearchable are opened up first.
+ * Missing is success. -errno. */
 int msb__rm_rf_at(int dirfd, const char *name);
 /* Remove `path` recursively (as above). */
 int msb__rm_rf(const char *path);

@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * msb-agent internals. The agent is a single-threaded poll loop: it accepts
+ * host connections on an inherited listening socket, serves the protocol of
+ * src/proto on each, runs workloads (agent/exec.c, agent/child.c) and, as
+ * PID 1, reaps every process. It links src/proto and nothing else of ours.
+ */
+#ifndef MSB_AGENT_AGENT_H
+#define MSB_AGENT_AGENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "proto/proto.h"
+
+#define AGENT_DEFAULT_WORK "/maf-sandbox/work"
+#define AGENT_MAX_CONNS 256
+/* Stop reading a connection and its workloads' pipes while this much is queued. */
+#define AGENT_OUTQ_HIGH (256u * 1024)
+/* stdin window the agent grants per exec channel. */
+#define AGENT_STDIN_WINDOW (64u * 1024)
+/* After SIGKILL: rescan /proc this often, give up confirming after this long. */
+#define AGENT_KILL_SCAN_NS (5LL * 1000 * 1000)
+#define AGENT_KILL_CONFIRM_NS (2LL * 1000 * 1000 * 1000)
+/* A connection that is being closed gets this long to take its last frames. */
+#define AGENT_CLOSE_LINGER_NS (1LL * 1000 * 1000 * 1000)
+/* Sessions/groups remembered while hunting one exec's processes. */
+#define AGENT_KILL_IDS 64
+
+struct conn;
+
+/* One exec channel. */
+struct exec_ch {
+	struct conn *conn;
+	uint32_t id;
+	pid_t pid; /* the leader (setsid: also its session and group id) */
+	bool reaped;
+	int status; /* wait status, once reaped */
+	int in_fd;  /* -1 when closed */
+	int out_fd[2];
+	bool eof_sent[2];
+	bool stdin_expected; /* EXEC_STDIN: the host sends stdin */
+	bool stdin_eof;	     /* ... and has said it is done */
+	uint8_t *in_buf;     /* stdin received, not yet written (<= AGENT_STDIN_WINDOW) */
+	size_t in_len;
+	uint32_t in_regrant;	     /* written or dropped since the last CREDIT */
+	msb_proto_credit in_credit;  /* granted to the host, not yet received */
+	msb_proto_credit out_credit; /* granted by the host, not yet used */
+	bool bounded;
+	uint64_t budget_left;
+	bool truncated;
+	int64_t deadline_ns;
+	/* the kill (timeout, cancel, lost connection) */
+	bool killing;
+	bool kill_done;
+	bool no_survivor;
+	uint8_t kill_reason; /* MSB_PROTO_EXIT_TIMED_OUT or _CANCELLED */
+	int64_t kill_deadline_ns;
+	int64_t next_scan_ns;
+	pid_t kill_ids[AGENT_KILL_IDS]; /* sessions and groups found in the hunt */
+	unsigned nkill_ids;
+	bool done; /* EXIT queued: free at the end of the loop turn */
+	struct exec_ch *next;
+};
+
+/* One host connection. */
+struct conn {
+	int fd;
+	msb_proto_reader *rd;
+	bool hello_done;
+	uint32_t peer_max_payload;
+	uint32_t last_channel; /* highest channel id the host opened */
+	uint8_t *out;	       /* queued frames: [out_head, out_len) */
+	size_t out_head, out_len, out_cap;
+	bool out_oom;
+	struct exec_ch *execs;
+	unsigned nchannels;
+	bool closing; /* a fatal ERROR is queued: flush, then close */
+	int64_t close_deadline_ns;
+	bool dead;
+	struct conn *next;
+};
+
+struct agent {
+	int listen_fd;
+	int sig_fd;
+	char *work; /* the guest storage base, absolute */
+	bool is_init;
+	pid_t self;
+	int cap_last;
+	struct conn *conns;
+	unsigned nconns;
+	bool terminating;
+};
+
+/* ---- main.c -------------------------------------------------------------- */
+int64_t agent_now_ns(void);
+void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- conn.c -------------------------------------------------------------- */
+void conn_accept(struct agent *a);
+/* Read and dispatch what the host sent; may mark the connection dead. */
+void conn_on_readable(struct agent *a, struct conn *c);
+void conn_flush(struct conn *c);
+/* Space for n bytes at the tail of the queue (NULL and conn dead on OOM). */
+uint8_t *conn_reserve(struct conn *c, size_t n);
+void conn_commit(struct conn *c, size_t n);
+/* Queue an encoded frame (result of an msb_proto_enc_* into buf). */
+void conn_queue(struct conn *c, const uint8_t *frame, int len);
+size_t conn_queued(const struct conn *c);
+/* Queue a fatal ERROR on channel 0 and close once it is flushed. */
+void conn_fail(struct conn *c, uint16_t code, const char *msg);
+void conn_close(struct agent *a, struct conn *c);
+void conn_free(struct conn *c);
+
+/* ---- exec.c -------------------------------------------------------------- */
+void exec_open(struct agent *a, struct conn *c, uint32_t id, const msb_proto_exec_open *m);
+void exec_on_data(struct exec_ch *e, const msb_proto_data *d);
+void exec_on_eof(struct exec_ch *e, uint8_t stream);
+void exec_on_credit(struct exec_ch *e, uint32_t bytes);
+void exec_start_kill(struct agent *a, struct exec_ch *e, uint8_t reason);
+/* poll plumbing: which events each fd wants */
+short exec_out_events(const struct exec_ch *e, int stream);
+short exec_in_events(const struct exec_ch *e);
+void exec_on_output(struct exec_ch *e, int stream);
+void exec_on_stdin_writable(struct exec_ch *e);
+/* Timers and completion; returns the next deadline of interest (or INT64_MAX). */
+int64_t exec_tick(struct agent *a, struct exec_ch *e, int64_t now);
+/* A child was reaped. Returns true when it was an exec leader. */
+bool exec_reaped(struct agent *a, pid_t pid, int status);
+/* Kill an exec's processes without reporting (connection gone, agent exits). */
+void exec_abandon(struct agent *a, struct exec_ch *e);
+void exec_free(struct exec_ch *e);
+
+/* ---- child.c ------------------------------------------------------------- */
+struct spawn {
+	const char *file; /* searched in path_env when it has no '/' */
+	char **argv;
+	char **envp;
+	const char *path_env; /* PATH value used to search argv[0] */
+	int cwd_fd;
+	int stdio[3];
+	int cap_last;
+};
+_Noreturn void child_run(const struct spawn *sp);
+
+/* ---- seccomp.c ----------------------------------------------------------- */
+/* Install the workload filter (no_new_privs must already be set). -errno. */
+int seccomp_install(void);
+
+/* ---- path.c -------------------------------------------------------------- */
+/* Open the working directory `cwd` (relative to base, or absolute inside it).
+ * On failure returns -1 with *code an MSB_PROTO_ERR_* and *msg a static text. */
+int workdir_open(const char *base, const msb_proto_str *cwd, char **logical, uint16_t *code,
+		 const char **msg);
+
+/* ---- procs.c ------------------------------------------------------------- */
+struct pstat {
+	pid_t pid, ppid, pgrp, sid;
+	char state;
+	uint64_t start_ticks;
+	char comm[MSB_PROTO_MAX_COMM + 1];
+	size_t comm_len;
+};
+int procs_read_stat(pid_t pid, struct pstat *out);
+/* SIGKILL every live process of the exec (its group or session, any
+ * descendant, anything remembered from earlier hunts) that descends from the
+ * agent. Returns how many were still alive (not zombies), or -errno. */
+int procs_hunt(struct agent *a, struct exec_ch *e);
+/* SIGKILL every live process below the agent (shutdown when not PID 1).
+ * Returns how many were alive, or -errno. */
+int procs_kill_descendants(struct agent *a);
+/* Answer a PS_REQUEST on channel `id`. */
+void procs_snapshot(struct conn *c, uint32_t id, const msb_proto_ps_request *q);
+
+#endif

@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The forked child of an exec, from fork to execve. Order matters: signals
+ * and session first, then stdio (so later failures reach the exec's stderr),
+ * working directory, rlimits, no_new_privs, capabilities, stray fds, the
+ * seccomp filter last, execve. Any failure writes one line to stderr and
+ * exits 126 (127 when the program is not found): the workload never runs
+ * with less confinement than asked.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+#ifndef PR_SET_NO_NEW_PRIVS
+#define PR_SET_NO_NEW_PRIVS 38
+#endif
+#ifndef PR_CAPBSET_DROP
+#define PR_CAPBSET_DROP 24
+#endif
+#ifndef PR_CAP_AMBIENT
+#define PR_CAP_AMBIENT 47
+#endif
+#ifndef PR_CAP_AMBIENT_CLEAR_ALL
+#define PR_CAP_AMBIENT_CLEAR_ALL 4
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+
+#define CAP_VERSION_3 0x20080522u
+#define NOFILE_MAX 65536u
+
+struct cap_header {
+	uint32_t version;
+	int pid;
+};
+struct cap_data {
+	uint32_t effective, permitted, inheritable;
+};
+
+static void say(const char *what, const char *arg, int err)
+{
+	char line[512];
+	int n;
+	if (arg)
+		n = snprintf(line, sizeof(line), "msb-agent: %s `%s`: %s\n", what, arg,
+			     strerror(err));
+	else
+		n = snprintf(line, sizeof(line), "msb-agent: %s: %s\n", what, strerror(err));
+	if (n > 0) {
+		size_t len = (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
+		ssize_t w = write(STDERR_FILENO, line, len);
+		(void)w;
+	}
+}
+
+static _Noreturn void die(const char *what, int err)
+{
+	say(what, NULL, err);
+	_exit(126);
+}
+
+static void reset_signals(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	for (int sig = 1; sig <= 64; sig++)
+		sigaction(sig, &sa, NULL); /* fails harmlessly for KILL, STOP, reserved */
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+static void setup_stdio(const int stdio[3])
+{
+	int moved[3];
+	/* first above 2, so that no dup2 overwrites a source */
+	for (int i = 0; i < 3; i++) {
+		moved[i] = fcntl(stdio[i], F_DUPFD_CLOEXEC, 3);
+		if (moved[i] < 0)
+			_exit(126); /* no stderr to tell yet */
+	}
+	for (int i = 0; i < 3; i++)
+		if (dup2(moved[i], i) < 0)
+			_exit(126);
+}
+
+static void lower_rlimits(void)
+{
+	struct rlimit zero = {0, 0};
+	if (setrlimit(RLIMIT_CORE, &zero) < 0)
+		die("setrlimit(RLIMIT_CORE)", errno);
+	if (setrlimit(RLIMIT_RTPRIO, &zero) < 0)
+		die("setrlimit(RLIMIT_RTPRIO)", errno);
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max > NOFILE_MAX) {
+		rl.rlim_max = NOFILE_MAX;
+		if (rl.rlim_cur > rl.rlim_max)
+			rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			die("setrlimit(RLIMIT_NOFILE)", errno);
+	}
+}
+
+static void drop_capabilities(int cap_last)
+{
+	bool bset_failed = false;
+	int last = cap_last >= 0 ? cap_last : 63;
+
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+		die("clear ambient capabilities", errno);
+	for (int cap = 0; cap <= last; cap++) {
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
+			if (errno == EINVAL)
+				break; /* past the kernel's last capability */
+			bset_failed = true;
+		}
+	}
+	struct cap_header hdr = {CAP_VERSION_3, 0};
+	struct cap_data data[2];
+	memset(data, 0, sizeof(data));
+	if (syscall(SYS_capset, &hdr, data) < 0)
+		die("capset", errno);
+	/* Without CAP_SETPCAP the bounding set stays; that only matters for a
+	 * uid 0 workload, whose execve would regain it. Refuse then. */
+	if (bset_failed && (getuid() == 0 || geteuid() == 0))
+		die("cannot empty the capability bounding set", EPERM);
+}
+
+static void exec_path(const char *path, char *const argv[], char *const envp[])
+{
+	execve(path, argv, envp);
+	if (errno == ENOEXEC) {
+		/* no #! line: the shell runs it, as execvp would */
+		size_t n = 0;
+		while (argv[n])
+			n++;
+		char **sh = calloc(n + 2, sizeof(*sh));
+		if (!sh)
+			return;
+		sh[0] = (char *)"sh";
+		sh[1] = (char *)path;
+		for (size_t i = 1; i < n; i++)
+			sh[i + 1] = argv[i];
+		execve("/bin/sh", sh, envp);
+		free(sh);
+		errno = ENOEXEC;
+	}
+}
+
+static _Noreturn void do_exec(const struct spawn *sp)
+{
+	int err = ENOENT;
+	if (strchr(sp->file, '/')) {
+		exec_path(sp->file, sp->argv, sp->envp);
+		err = errno;
+	} else {
+		bool eacces = false;
+		const char *p = sp->path_env;
+		size_t flen = strlen(sp->file);
+		err = ENOENT;
+		for (;;) {
+			const char *colon = strchr(p, ':');
+			size_t dlen = colon ? (size_t)(colon - p) : strlen(p);
+			char buf[4096];
+			if (dlen + flen + 2 <= sizeof(buf)) {
+				if (dlen == 0) {
+					buf[0] = '.';
+					dlen = 1;
+				} else {
+					memcpy(buf, p, dlen);
+				}
+				buf[dlen] = '/';
+				memcpy(buf + dlen + 1, sp->file, flen + 1);
+				exec_path(buf, sp->argv, sp->envp);
+				int e = errno;
+				if (e == EACCES) {
+					eacces = true;
+				} else if (e != ENOENT && e != ENOTDIR && e != ELOOP &&
+					   e != ENAMETOOLONG && e != ESTALE) {
+					err = e;
+					break;
+				}
+			}
+			if (!colon)
+				break;
+			p = colon + 1;
+		}
+		if (eacces && err == ENOENT)
+			err = EACCES;
+	}
+	say("cannot execute", sp->file, err);
+	_exit(err == ENOENT ? 127 : 126);
+}
+
+_Noreturn void child_run(const struct spawn *sp)
+{
+	reset_signals();
+	if (setsid() < 0)
+		_exit(126);
+	setup_stdio(sp->stdio);
+	if (fchdir(sp->cwd_fd) < 0)
+		die("working directory", errno);
+	lower_rlimits();
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		die("no_new_privs", errno);
+	drop_capabilities(sp->cap_last);
+	/* everything of the agent's is O_CLOEXEC; this also catches fds the
+	 * agent inherited from whoever started it */
+	syscall(SYS_close_range, 3u, ~0u, 0u);
+	int rc = seccomp_install();
+	if (rc < 0)
+		die("seccomp filter", -rc);
+	do_exec(sp);
+}

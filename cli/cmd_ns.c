@@ -1,0 +1,535 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The sandbox verbs over the `ns` backend: run, acquire, exec, ls, dispose,
+ * purge. Every verb that creates or uses a sandbox goes through the router,
+ * whose default floor is microvm: the `ns` backend (container) is refused
+ * unless the caller opts down with --min-isolation container.
+ */
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <msb/ns.h>
+
+#include "cli.h"
+
+struct ns_args {
+	const char *state_dir;
+	const char *image;
+	const char *min_isolation;
+	const char *scope;
+	const char *thread;
+	const char *agent;
+	const char *kind;
+	const char *call;
+	const char *workdir;
+	double timeout;
+	uint64_t max_output;
+	bool json;
+	bool kind_set;
+	char shim[PATH_MAX];
+	char agent_bin[PATH_MAX];
+};
+
+#define COMMON_HELP                                                                                \
+	"  --state-dir DIR       state root (default: $MSB_STATE_DIR, /run/msb)\n"                 \
+	"  --image IMAGE         `host` (default) or `dir:PATH`\n"
+
+#define KEY_HELP                                                                                   \
+	"  --scope S             the key's scope (default: cli)\n"                                 \
+	"  --thread T            the key's thread id (conversation)\n"                             \
+	"  --agent A             the key's agent directory (default: cli)\n"                       \
+	"  --kind K              the workload kind (default: shell)\n"
+
+#define FLOOR_HELP                                                                                 \
+	"  --min-isolation RUNG  the router's floor (default: microvm; `ns` is a container:\n"     \
+	"                        pass --min-isolation container to opt down)\n"
+
+static int cmd_run(int argc, char **argv);
+static int cmd_acquire(int argc, char **argv);
+static int cmd_exec(int argc, char **argv);
+static int cmd_ls(int argc, char **argv);
+static int cmd_dispose(int argc, char **argv);
+static int cmd_purge(int argc, char **argv);
+
+const cli_verb verb_run = {
+	"run",
+	"run a command in a fresh call-scoped sandbox, then dispose it",
+	"usage: msb run [--min-isolation container] [--image IMAGE] [--timeout S] -- CMD [ARG...]\n"
+	"\n"
+	"Acquire a call-scoped sandbox through the router, run CMD in it (argv, never\n"
+	"shell-split), print its output, dispose the sandbox, and exit with CMD's status.\n"
+	"\n" FLOOR_HELP COMMON_HELP "  --workdir DIR         working directory relative to the "
+	"storage base\n"
+	"  --timeout S           the command's bound in seconds (default 300)\n"
+	"  --max-output BYTES    stop the output at this many bytes (stdout+stderr)\n",
+	cmd_run,
+};
+
+const cli_verb verb_acquire = {
+	"acquire",
+	"get or create the sandbox for a key and kind",
+	"usage: msb acquire --thread T [--scope S] [--agent A] [--kind K] [--min-isolation RUNG]\n"
+	"\n"
+	"Get-or-create through the router; prints the sandbox's instance id.\n"
+	"\n" KEY_HELP FLOOR_HELP COMMON_HELP "  --json                print JSON\n",
+	cmd_acquire,
+};
+
+const cli_verb verb_exec = {
+	"exec",
+	"run a command in the (warm) sandbox of a key and kind",
+	"usage: msb exec --thread T [--scope S] [--agent A] [--kind K] [--min-isolation RUNG]\n"
+	"                [--timeout S] [--workdir DIR] -- CMD [ARG...]\n"
+	"\n"
+	"Acquire (reusing a warm sandbox) and run CMD; exits with CMD's status.\n"
+	"\n" KEY_HELP FLOOR_HELP COMMON_HELP
+	"  --workdir DIR         working directory relative to the "
+	"storage base\n"
+	"  --timeout S           the command's bound in seconds (default 300)\n"
+	"  --max-output BYTES    stop the output at this many bytes (stdout+stderr)\n",
+	cmd_exec,
+};
+
+const cli_verb verb_ls = {
+	"ls",
+	"list the sandboxes recorded under the state root",
+	"usage: msb ls [--state-dir DIR] [--json]\n",
+	cmd_ls,
+};
+
+const cli_verb verb_dispose = {
+	"dispose",
+	"dispose every sandbox of a key (optionally one kind)",
+	"usage: msb dispose --thread T [--scope S] [--agent A] [--kind K] [--state-dir DIR]\n"
+	"\nExit status 0 when every sandbox is gone, 1 otherwise.\n",
+	cmd_dispose,
+};
+
+const cli_verb verb_purge = {
+	"purge",
+	"dispose every sandbox of a conversation (scope and thread)",
+	"usage: msb purge --scope S --thread T [--state-dir DIR]\n"
+	"\nSelects by the labels on disk, so it reaches sandboxes any process made.\n",
+	cmd_purge,
+};
+
+/* Find msb-shim and msb-agent beside this binary in a build tree, unless the
+ * environment names them. */
+static void locate_helpers(struct ns_args *a)
+{
+	a->shim[0] = a->agent_bin[0] = '\0';
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return;
+	exe[n] = '\0';
+	char *slash = strrchr(exe, '/');
+	if (!slash)
+		return;
+	*slash = '\0';
+	if (!getenv("MSB_SHIM")) {
+		int w = snprintf(a->shim, sizeof(a->shim), "%.*s/../shim/msb-shim", PATH_MAX - 64,
+				 exe);
+		if (w < 0 || access(a->shim, X_OK) != 0)
+			a->shim[0] = '\0';
+	}
+	if (!getenv("MSB_AGENT")) {
+		int w = snprintf(a->agent_bin, sizeof(a->agent_bin), "%.*s/../agent/msb-agent",
+				 PATH_MAX - 64, exe);
+		if (w < 0 || access(a->agent_bin, X_OK) != 0)
+			a->agent_bin[0] = '\0';
+	}
+}
+
+static msb_ns_options ns_options(struct ns_args *a)
+{
+	msb_ns_options o = MSB_NS_OPTIONS_INIT;
+	o.state_root = a->state_dir;
+	o.image = a->image;
+	o.shim_path = a->shim[0] ? a->shim : NULL;
+	o.agent_path = a->agent_bin[0] ? a->agent_bin : NULL;
+	return o;
+}
+
+enum {
+	OPT_STATE = 1000,
+	OPT_IMAGE,
+	OPT_FLOOR,
+	OPT_SCOPE,
+	OPT_THREAD,
+	OPT_AGENT,
+	OPT_KIND,
+	OPT_TIMEOUT,
+	OPT_WORKDIR,
+	OPT_JSON,
+	OPT_MAX_OUTPUT,
+};
+
+static const struct option ns_opts[] = {
+	{"state-dir", required_argument, NULL, OPT_STATE},
+	{"image", required_argument, NULL, OPT_IMAGE},
+	{"min-isolation", required_argument, NULL, OPT_FLOOR},
+	{"scope", required_argument, NULL, OPT_SCOPE},
+	{"thread", required_argument, NULL, OPT_THREAD},
+	{"agent", required_argument, NULL, OPT_AGENT},
+	{"kind", required_argument, NULL, OPT_KIND},
+	{"timeout", required_argument, NULL, OPT_TIMEOUT},
+	{"workdir", required_argument, NULL, OPT_WORKDIR},
+	{"json", no_argument, NULL, OPT_JSON},
+	{"max-output", required_argument, NULL, OPT_MAX_OUTPUT},
+	{NULL, 0, NULL, 0},
+};
+
+/* Parse options up to "--" (or the first non-option). Returns the index of
+ * the first remaining argument, or -1 after printing a usage error. */
+static int parse(const cli_verb *verb, int argc, char **argv, struct ns_args *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->scope = "cli";
+	a->agent = "cli";
+	a->kind = "shell";
+	a->timeout = 300;
+	optind = 1;
+	opterr = 0;
+	int c;
+	while ((c = getopt_long(argc, argv, "+", ns_opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_STATE:
+			a->state_dir = optarg;
+			break;
+		case OPT_IMAGE:
+			a->image = optarg;
+			break;
+		case OPT_FLOOR:
+			a->min_isolation = optarg;
+			break;
+		case OPT_SCOPE:
+			a->scope = optarg;
+			break;
+		case OPT_THREAD:
+			a->thread = optarg;
+			break;
+		case OPT_AGENT:
+			a->agent = optarg;
+			break;
+		case OPT_KIND:
+			a->kind = optarg;
+			a->kind_set = true;
+			break;
+		case OPT_WORKDIR:
+			a->workdir = optarg;
+			break;
+		case OPT_JSON:
+			a->json = true;
+			break;
+		case OPT_MAX_OUTPUT: {
+			char *end = NULL;
+			unsigned long long v = strtoull(optarg, &end, 10);
+			if (!end || *end || v == 0) {
+				cli_usage(verb, "--max-output wants a positive byte count");
+				return -1;
+			}
+			a->max_output = v;
+			break;
+		}
+		case OPT_TIMEOUT: {
+			char *end = NULL;
+			a->timeout = strtod(optarg, &end);
+			if (!end || *end || !(a->timeout > 0)) {
+				cli_usage(verb, "--timeout wants a positive number of seconds");
+				return -1;
+			}
+			break;
+		}
+		default:
+			cli_usage(verb, "unknown option `%s`", argv[optind - 1]);
+			return -1;
+		}
+	}
+	locate_helpers(a);
+	return optind;
+}
+
+/* The router over the ns backend, at the floor the caller asked for. */
+static int make_router(struct ns_args *a, msb_router **out, msb_error **err)
+{
+	msb_router_options ro = MSB_ROUTER_OPTIONS_INIT;
+	ro.log = cli_log;
+	if (a->min_isolation && msb_isolation_parse(a->min_isolation, &ro.min_isolation, err) < 0)
+		return msb_error_wrap(err, "--min-isolation");
+	msb_ns_options no = ns_options(a);
+	msb_backend *b = NULL;
+	int r = msb_ns_backend_new(&no, &b, err);
+	if (r < 0)
+		return r;
+	r = msb_router_new(&b, 1, &ro, out, err);
+	msb_backend_unref(b);
+	if (r == MSB_E_BACKEND_NOT_PERMITTED && !a->min_isolation)
+		msb_error_wrap(err, "the default floor is microvm and `ns` is a container sandbox; "
+				    "pass --min-isolation container to opt down");
+	return r;
+}
+
+static int make_spec(struct ns_args *a, bool call_scoped, msb_spec **out, msb_error **err)
+{
+	msb_spec_builder *sb = msb_spec_builder_new(a->kind);
+	if (!sb)
+		return msb_error_set(err, MSB_E_NOMEM, "out of memory");
+	msb_spec_builder_set_requires(sb, MSB_CAP_EXEC);
+	if (call_scoped)
+		msb_spec_builder_set_isolation_scope(sb, MSB_SCOPE_CALL);
+	int r = msb_spec_build(sb, out, err);
+	msb_spec_builder_free(sb);
+	return r;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int run_in(msb_sandbox *sb, struct ns_args *a, char **cmd, msb_error **err)
+{
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	req.argv = (const char *const *)cmd;
+	req.timeout = a->timeout;
+	req.working_directory = a->workdir;
+	req.max_output_bytes = a->max_output;
+	msb_exec_result res = {0};
+	int r = a->max_output ? msb_sandbox_exec_bounded(sb, &req, &res, err)
+			      : msb_sandbox_exec(sb, &req, &res, err);
+	if (r < 0)
+		return r;
+	write_all(STDOUT_FILENO, res.stdout_bytes, res.stdout_len);
+	write_all(STDERR_FILENO, res.stderr_bytes, res.stderr_len);
+	if (res.truncated)
+		fprintf(stderr, "msb: output truncated at the %llu-byte budget\n",
+			(unsigned long long)a->max_output);
+	int status = res.exit_code;
+	msb_exec_result_clear(&res);
+	return status;
+}
+
+static void random_id(char *out, size_t nbytes)
+{
+	static const char hex[] = "0123456789abcdef";
+	uint8_t b[16];
+	if (nbytes > sizeof(b))
+		nbytes = sizeof(b);
+	if (getrandom(b, nbytes, 0) != (ssize_t)nbytes)
+		memset(b, 0, sizeof(b));
+	for (size_t i = 0; i < nbytes; i++) {
+		out[2 * i] = hex[b[i] >> 4];
+		out[2 * i + 1] = hex[b[i] & 15];
+	}
+	out[2 * nbytes] = '\0';
+}
+
+static int cmd_run(int argc, char **argv)
+{
+	struct ns_args a;
+	int first = parse(&verb_run, argc, argv, &a);
+	if (first < 0)
+		return 2;
+	if (first >= argc)
+		return cli_usage(&verb_run, "no command given (put it after --)");
+	msb_error *err = NULL;
+	msb_router *router = NULL;
+	if (make_router(&a, &router, &err) < 0)
+		return cli_fail(err);
+	char thread[17], call[17];
+	random_id(thread, 8);
+	random_id(call, 8);
+	msb_key key = {"cli", thread, "cli", call};
+	msb_spec *spec = NULL;
+	if (make_spec(&a, true, &spec, &err) < 0) {
+		msb_router_free(router);
+		return cli_fail(err);
+	}
+	msb_sandbox *sb = NULL;
+	msb_acquire_options ao = MSB_ACQUIRE_OPTIONS_INIT;
+	ao.call = call;
+	int status;
+	if (msb_router_acquire(router, &key, spec, &ao, &sb, &err) < 0) {
+		status = cli_fail(err);
+	} else {
+		int r = run_in(sb, &a, argv + first, &err);
+		status = r < 0 ? cli_fail(err) : r;
+		msb_sandbox_release(sb);
+	}
+	/* A call-scoped sandbox is always disposed when the call ends (23.38). */
+	bool gone = false;
+	msb_router_dispose(router, &key, &gone, NULL);
+	if (!gone)
+		fprintf(stderr,
+			"msb: warning: the sandbox was not disposed; run `msb purge "
+			"--scope cli --thread %s`\n",
+			thread);
+	msb_spec_unref(spec);
+	msb_router_free(router);
+	return status;
+}
+
+static int acquire_common(const cli_verb *verb, int argc, char **argv, struct ns_args *a,
+			  int *first, msb_router **router, msb_sandbox **sb)
+{
+	*first = parse(verb, argc, argv, a);
+	if (*first < 0)
+		return 2;
+	if (!a->thread)
+		return cli_usage(verb, "--thread is required");
+	msb_error *err = NULL;
+	if (make_router(a, router, &err) < 0)
+		return cli_fail(err);
+	msb_spec *spec = NULL;
+	if (make_spec(a, false, &spec, &err) < 0)
+		return cli_fail(err);
+	msb_key key = {a->scope, a->thread, a->agent, NULL};
+	int r = msb_router_acquire(*router, &key, spec, NULL, sb, &err);
+	msb_spec_unref(spec);
+	if (r < 0)
+		return cli_fail(err);
+	return 0;
+}
+
+static int cmd_acquire(int argc, char **argv)
+{
+	struct ns_args a;
+	int first;
+	msb_router *router = NULL;
+	msb_sandbox *sb = NULL;
+	int status = acquire_common(&verb_acquire, argc, argv, &a, &first, &router, &sb);
+	if (status == 0 && first < argc)
+		status = cli_usage(&verb_acquire, "unexpected argument `%s`", argv[first]);
+	if (status == 0) {
+		if (a.json)
+			printf("{\"instance_id\":\"%s\",\"backend\":\"%s\"}\n",
+			       msb_sandbox_instance_id(sb), msb_sandbox_backend_name(sb));
+		else
+			printf("%s\n", msb_sandbox_instance_id(sb));
+	}
+	msb_sandbox_release(sb);
+	msb_router_free(router);
+	return status;
+}
+
+static int cmd_exec(int argc, char **argv)
+{
+	struct ns_args a;
+	int first;
+	msb_router *router = NULL;
+	msb_sandbox *sb = NULL;
+	int status = acquire_common(&verb_exec, argc, argv, &a, &first, &router, &sb);
+	if (status == 0 && first >= argc)
+		status = cli_usage(&verb_exec, "no command given (put it after --)");
+	if (status == 0) {
+		msb_error *err = NULL;
+		int r = run_in(sb, &a, argv + first, &err);
+		status = r < 0 ? cli_fail(err) : r;
+	}
+	msb_sandbox_release(sb);
+	msb_router_free(router);
+	return status;
+}
+
+static int cmd_ls(int argc, char **argv)
+{
+	struct ns_args a;
+	int first = parse(&verb_ls, argc, argv, &a);
+	if (first < 0)
+		return 2;
+	if (first < argc)
+		return cli_usage(&verb_ls, "unexpected argument `%s`", argv[first]);
+	msb_ns_options o = ns_options(&a);
+	msb_ns_entry *e = NULL;
+	size_t n = 0;
+	msb_error *err = NULL;
+	if (msb_ns_list(&o, &e, &n, &err) < 0)
+		return cli_fail(err);
+	if (a.json)
+		printf("[");
+	for (size_t i = 0; i < n; i++) {
+		if (a.json)
+			printf("%s{\"name\":\"%s\",\"scope\":\"%s\",\"thread_id\":\"%s\","
+			       "\"agent_dir\":\"%s\",\"kind\":\"%s\",\"instance_id\":\"%s\","
+			       "\"alive\":%s}",
+			       i ? "," : "", e[i].name, e[i].scope, e[i].thread_id, e[i].agent_dir,
+			       e[i].kind, e[i].instance_id, e[i].alive ? "true" : "false");
+		else
+			printf("%s  %-8s scope=%s thread=%s agent=%s kind=%s%s%s\n", e[i].name,
+			       e[i].alive ? "running" : "stale", e[i].scope, e[i].thread_id,
+			       e[i].agent_dir, e[i].kind, e[i].call_id ? " call=" : "",
+			       e[i].call_id ? e[i].call_id : "");
+	}
+	if (a.json)
+		printf("]\n");
+	msb_ns_entries_free(e, n);
+	return 0;
+}
+
+static int cmd_dispose(int argc, char **argv)
+{
+	struct ns_args a;
+	int first = parse(&verb_dispose, argc, argv, &a);
+	if (first < 0)
+		return 2;
+	if (!a.thread)
+		return cli_usage(&verb_dispose, "--thread is required");
+	msb_ns_options o = ns_options(&a);
+	msb_backend *b = NULL;
+	msb_error *err = NULL;
+	if (msb_ns_backend_new(&o, &b, &err) < 0)
+		return cli_fail(err);
+	msb_key key = {a.scope, a.thread, a.agent, NULL};
+	msb_disposal_failure *f = NULL;
+	int r = msb_backend_dispose(b, &key, a.kind_set ? a.kind : NULL, NULL, &f, &err);
+	msb_backend_unref(b);
+	if (r < 0)
+		return cli_fail(err);
+	if (f) {
+		fprintf(stderr, "msb: dispose failed (%s): %s\n", msb_disposal_code_name(f->code),
+			f->detail ? f->detail : "");
+		msb_disposal_failure_free(f);
+		return 1;
+	}
+	return 0;
+}
+
+static int cmd_purge(int argc, char **argv)
+{
+	struct ns_args a;
+	int first = parse(&verb_purge, argc, argv, &a);
+	if (first < 0)
+		return 2;
+	if (!a.thread)
+		return cli_usage(&verb_purge, "--thread is required");
+	msb_ns_options o = ns_options(&a);
+	msb_backend *b = NULL;
+	msb_error *err = NULL;
+	if (msb_ns_backend_new(&o, &b, &err) < 0)
+		return cli_fail(err);
+	msb_scope_purge p = {0};
+	int r = msb_backend_dispose_scope(b, a.scope, a.thread, &p, &err);
+	msb_backend_unref(b);
+	if (r < 0)
+		return cli_fail(err);
+	printf("disposed %llu sandbox(es)\n", (unsigned long long)p.disposed);
+	if (p.undisposed) {
+		fprintf(stderr, "msb: %llu sandbox(es) could not be disposed\n",
+			(unsigned long long)p.undisposed);
+		return 1;
+	}
+	return 0;
+}

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * msb/ns.h - the `ns` backend: a daemonless Linux namespace sandbox.
+ *
+ * Declares isolation `container`. Each sandbox is a set of new user, mount,
+ * pid, net, ipc, uts and cgroup namespaces around a static agent running as
+ * PID 1, held alive by a per-sandbox `msb-shim` on the host that outlives the
+ * process which acquired it. State lives in `<state root>/ns/<name>/`, where
+ * the name is derived from the key and kind by SHA-256, so any process can
+ * find, reuse and dispose a sandbox another process made (DESIGN §5).
+ *
+ * Thread-safety: the backend and its sandboxes may be used from any thread;
+ * get-or-create is serialised across processes by flock on the sandbox's
+ * state directory.
+ */
+#ifndef MSB_NS_H
+#define MSB_NS_H
+
+#include <msb/backend.h>
+#include <msb/common.h>
+#include <msb/error.h>
+
+MSB_BEGIN_DECLS
+
+typedef struct msb_ns_options {
+	unsigned version;
+	const char *name;	 /* NULL = "ns" */
+	const char *state_root;	 /* NULL = $MSB_STATE_DIR, else /run/msb (root) or
+				  * $XDG_RUNTIME_DIR/msb */
+	const char *shim_path;	 /* NULL = $MSB_SHIM, else the installed msb-shim */
+	const char *agent_path;	 /* NULL = $MSB_AGENT, else the installed msb-agent */
+	const char *image;	 /* "host" (default) or "dir:PATH" */
+	uint64_t memory_bytes;	 /* cgroup memory limit; 0 = default (512 MiB) */
+	uint64_t pids_max;	 /* 0 = default (512) */
+	uint64_t cpu_millis;	 /* CPU quota in thousandths of a core; 0 = default (1000) */
+	uint64_t writable_bytes; /* size cap of the writable layer; 0 = default (256 MiB) */
+	double start_timeout;	 /* seconds to wait for a new sandbox; 0 = 30 */
+} msb_ns_options;
+#define MSB_NS_OPTIONS_VERSION 1
+#define MSB_NS_OPTIONS_INIT                                                                        \
+	{                                                                                          \
+		MSB_NS_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0                \
+	}
+
+/* Make the backend. Nothing is started until acquire. */
+MSB_EXTERN int msb_ns_backend_new(const msb_ns_options *opts, msb_backend **out, msb_error **err);
+
+/* One sandbox as recorded in the state directory (msb ls). */
+typedef struct msb_ns_entry {
+	char *name;
+	char *scope;
+	char *thread_id;
+	char *agent_dir;
+	char *kind;
+	char *call_id; /* NULL when conversation-scoped */
+	char *instance_id;
+	int64_t shim_pid; /* 0 when the shim is gone */
+	bool alive;
+} msb_ns_entry;
+
+/* Every sandbox under the state root, read from labels on disk. */
+MSB_EXTERN int msb_ns_list(const msb_ns_options *opts, msb_ns_entry **entries, size_t *n,
+			   msb_error **err);
+MSB_EXTERN void msb_ns_entries_free(msb_ns_entry *entries, size_t n);
+
+MSB_END_DECLS
+
+#endif

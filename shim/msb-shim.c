@@ -1,0 +1,495 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * msb-shim: creates one native (`ns`) sandbox, holds it, and takes it down.
+ *
+ *   msb-shim --state DIR --agent PATH --config FILE [--ready-fd N]
+ *            [--name NAME] [--log FILE] [--agent-log FILE] [--remove-state-dir]
+ *
+ * In DIR it creates agent.sock (listening; the agent accepts on it as fd 3),
+ * work/ (bind-mounted at the guest's work_dir, owned by the guest's root),
+ * shim.pid and init.pid ("PID STARTTIME"), and the cgroups record. It
+ * reports "ok\n" or "error: REASON\n" on --ready-fd, detaches (setsid,
+ * stdio to /dev/null or --log), and waits on the init's pidfd. When the init
+ * exits, or on SIGTERM/SIGINT/SIGHUP, it kills the sandbox (the pid namespace
+ * dies with its init), removes the cgroups, the socket, the work tree and
+ * its own files; DIR itself is left to the caller unless --remove-state-dir.
+ * The shim never touches the exec data path: the host talks to the agent on
+ * agent.sock directly. docs/internals/ns-boundary.md has the details.
+ */
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "backends/ns/boundary.h"
+#include "util/fs.h"
+
+#define CONFIG_MAX (64 * 1024)
+#define STALE_TIMEOUT_MS 2000
+
+struct shim {
+	char *state_dir;
+	char *agent;
+	char *config_path;
+	char *name;
+	const char *log_path;
+	const char *agent_log_path;
+	bool remove_dir;
+	int ready_fd;
+	int dfd;
+	int listen_fd;
+	int work_fd;
+	int agent_log_fd;
+	msb_ns_config cfg;
+	msb_ns_cgroup *cg;
+	msb_ns_sandbox *sb;
+	bool wrote_pid;
+};
+
+static void logmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void logmsg(const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n > sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	buf[n++] = '\n';
+	ssize_t w = write(STDERR_FILENO, buf, (size_t)n);
+	(void)w;
+}
+
+static void report(struct shim *s, const char *line)
+{
+	if (s->ready_fd < 0)
+		return;
+	size_t len = strlen(line);
+	const char *p = line;
+	while (len > 0) {
+		ssize_t n = write(s->ready_fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		p += n;
+		len -= (size_t)n;
+	}
+	close(s->ready_fd);
+	s->ready_fd = -1;
+}
+
+/* Take down whatever exists so far. Returns 0 when everything went. */
+static int teardown(struct shim *s)
+{
+	int ret = 0;
+	if (s->sb) {
+		msb_ns__kill(s->sb);
+		msb_ns__wait(s->sb);
+		msb_ns__sandbox_free(s->sb);
+		s->sb = NULL;
+	}
+	if (s->listen_fd >= 0) {
+		close(s->listen_fd);
+		s->listen_fd = -1;
+	}
+	if (s->work_fd >= 0) {
+		close(s->work_fd);
+		s->work_fd = -1;
+	}
+	if (s->cg) {
+		msb_error *e = NULL;
+		if (msb_ns__cgroup_destroy(s->cg, &e) < 0) {
+			logmsg("msb-shim: %s", msb_error_message(e));
+			ret = -1;
+		}
+		msb_error_free(e);
+		msb_ns__cgroup_free(s->cg);
+		s->cg = NULL;
+	}
+	if (s->dfd >= 0 && s->wrote_pid) {
+		int r = msb_ns__state_remove_files(s->dfd);
+		if (r < 0) {
+			logmsg("msb-shim: remove state files: %s", strerror(-r));
+			ret = -1;
+		}
+		if (s->remove_dir && ret == 0 && rmdir(s->state_dir) < 0 && errno != ENOENT) {
+			logmsg("msb-shim: remove `%s`: %s", s->state_dir, strerror(errno));
+			ret = -1;
+		}
+	}
+	return ret;
+}
+
+static _Noreturn void die(struct shim *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static _Noreturn void die(struct shim *s, const char *fmt, ...)
+{
+	char msg[900], line[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	for (char *p = msg; *p; p++)
+		if ((unsigned char)*p < 0x20)
+			*p = ' ';
+	snprintf(line, sizeof(line), "error: %s\n", msg);
+	logmsg("msb-shim: %s", msg);
+	teardown(s);
+	report(s, line);
+	_exit(1);
+}
+
+static _Noreturn void die_err(struct shim *s, msb_error *e)
+{
+	die(s, "%s", msb_error_message(e) ? msb_error_message(e) : "unknown error");
+}
+
+static void usage(void)
+{
+	fputs("usage: msb-shim --state DIR --agent PATH --config FILE [--ready-fd N]\n"
+	      "                [--name NAME] [--log FILE] [--agent-log FILE] "
+	      "[--remove-state-dir]\n",
+	      stderr);
+}
+
+static int parse_args(struct shim *s, int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(a, "--remove-state-dir") == 0) {
+			s->remove_dir = true;
+			continue;
+		}
+		if (!v)
+			return -1;
+		i++;
+		if (strcmp(a, "--state") == 0) {
+			s->state_dir = (char *)v;
+		} else if (strcmp(a, "--agent") == 0) {
+			s->agent = (char *)v;
+		} else if (strcmp(a, "--config") == 0) {
+			s->config_path = (char *)v;
+		} else if (strcmp(a, "--name") == 0) {
+			s->name = (char *)v;
+		} else if (strcmp(a, "--log") == 0) {
+			s->log_path = v;
+		} else if (strcmp(a, "--agent-log") == 0) {
+			s->agent_log_path = v;
+		} else if (strcmp(a, "--ready-fd") == 0) {
+			char *end;
+			errno = 0;
+			long fd = strtol(v, &end, 10);
+			if (errno || *end || fd < 3 || fd > INT_MAX || fcntl((int)fd, F_GETFD) < 0)
+				return -1;
+			s->ready_fd = (int)fd;
+			fcntl(s->ready_fd, F_SETFD, FD_CLOEXEC);
+		} else {
+			return -1;
+		}
+	}
+	return s->state_dir && s->agent && s->config_path ? 0 : -1;
+}
+
+/* Absolute, resolved paths; the state directory is created if missing. */
+static void resolve_paths(struct shim *s)
+{
+	char *agent = realpath(s->agent, NULL);
+	if (!agent)
+		die(s, "agent `%s`: %s", s->agent, strerror(errno));
+	s->agent = agent;
+	char *cfg = realpath(s->config_path, NULL);
+	if (!cfg)
+		die(s, "config `%s`: %s", s->config_path, strerror(errno));
+	s->config_path = cfg;
+	if (mkdir(s->state_dir, 0700) < 0 && errno != EEXIST)
+		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
+	char *dir = realpath(s->state_dir, NULL);
+	if (!dir)
+		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
+	s->state_dir = dir;
+	const char *base = strrchr(dir, '/');
+	s->name = strdup(s->name ? s->name : base && base[1] ? base + 1 : "sandbox");
+	if (!s->name)
+		die(s, "out of memory");
+}
+
+static void load_config(struct shim *s)
+{
+	_cleanup_close_ int fd = open(s->config_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		die(s, "config `%s`: %s", s->config_path, strerror(errno));
+	char *buf = malloc(CONFIG_MAX + 1);
+	if (!buf)
+		die(s, "out of memory");
+	size_t len = 0;
+	for (;;) {
+		ssize_t n = read(fd, buf + len, CONFIG_MAX + 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			die(s, "config `%s`: %s", s->config_path, strerror(errno));
+		if (n == 0)
+			break;
+		len += (size_t)n;
+		if (len > CONFIG_MAX)
+			die(s, "config `%s`: larger than %d bytes", s->config_path, CONFIG_MAX);
+	}
+	msb_error *e = NULL;
+	if (msb_ns__config_init(&s->cfg) < 0)
+		die(s, "out of memory");
+	if (msb_ns__config_from_json(&s->cfg, buf, len, &e) < 0) {
+		free(buf);
+		die_err(s, e);
+	}
+	free(buf);
+}
+
+/* setsid, stdio away from whoever started us, no cwd pinned. */
+static void detach(struct shim *s)
+{
+	if (getsid(0) != getpid() && setsid() < 0) {
+		/* A process-group leader cannot start a session: continue in a
+		 * child; the starter learns the outcome from --ready-fd. */
+		pid_t pid = fork();
+		if (pid < 0)
+			die(s, "fork: %s", strerror(errno));
+		if (pid > 0)
+			_exit(0);
+		if (setsid() < 0)
+			die(s, "setsid: %s", strerror(errno));
+	}
+	if (chdir("/") < 0)
+		die(s, "chdir /: %s", strerror(errno));
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null < 0)
+		die(s, "/dev/null: %s", strerror(errno));
+	int out = null;
+	if (s->log_path) {
+		out = open(s->log_path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+			   0600);
+		if (out < 0)
+			die(s, "log `%s`: %s", s->log_path, strerror(errno));
+	}
+	if (dup2(null, STDIN_FILENO) < 0 || dup2(out, STDOUT_FILENO) < 0 ||
+	    dup2(out, STDERR_FILENO) < 0)
+		die(s, "redirect stdio: %s", strerror(errno));
+	if (out != null)
+		close(out);
+	close(null);
+}
+
+static void check_state_dir(struct shim *s)
+{
+	s->dfd = open(s->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (s->dfd < 0)
+		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
+	struct stat st;
+	if (fstat(s->dfd, &st) < 0)
+		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
+	if (st.st_uid != geteuid() || (st.st_mode & 022))
+		die(s, "state dir `%s` must belong to uid %u and not be group/other writable",
+		    s->state_dir, (unsigned)geteuid());
+
+	pid_t pid;
+	uint64_t start;
+	if (msb_ns__read_pid_file(s->dfd, MSB_NS_STATE_SHIM_PID, &pid, &start) == 0) {
+		int fd = msb_ns__pidfd_if_same(pid, start);
+		if (fd >= 0) {
+			close(fd);
+			die(s, "a shim (pid %d) already holds `%s`", (int)pid, s->state_dir);
+		}
+		/* A dead shim's leftovers: take them down first. */
+		msb_error *e = NULL;
+		if (msb_ns__state_purge(s->state_dir, false, STALE_TIMEOUT_MS, &e) < 0)
+			die(s, "clean up after a dead shim: %s", msb_error_message(e));
+	}
+}
+
+static void write_pid(struct shim *s)
+{
+	uint64_t start;
+	int r = msb_ns__proc_start_time(getpid(), &start);
+	if (r == 0)
+		r = msb_ns__write_pid_file(s->dfd, MSB_NS_STATE_SHIM_PID, getpid(), start);
+	if (r < 0)
+		die(s, "write %s: %s", MSB_NS_STATE_SHIM_PID, strerror(-r));
+	s->wrote_pid = true;
+}
+
+static void make_work(struct shim *s)
+{
+	if (mkdirat(s->dfd, MSB_NS_STATE_WORK, 0700) < 0 && errno != EEXIST)
+		die(s, "create work/: %s", strerror(errno));
+	int fd = openat(s->dfd, MSB_NS_STATE_WORK, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		die(s, "work/ must be a directory: %s", strerror(errno));
+	/* Owned by the guest's root: host uid_base in root mode, us otherwise. */
+	if (msb_ns__privileged() && fchown(fd, s->cfg.uid_base, s->cfg.gid_base) < 0) {
+		close(fd);
+		die(s, "chown work/: %s", strerror(errno));
+	}
+	if (fchmod(fd, 0700) < 0) {
+		close(fd);
+		die(s, "chmod work/: %s", strerror(errno));
+	}
+	s->work_fd = fd;
+}
+
+static void make_socket(struct shim *s)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", s->state_dir,
+			 MSB_NS_STATE_SOCKET);
+	if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
+		/* Too long for sun_path: reach the directory through its fd. */
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", s->dfd,
+			 MSB_NS_STATE_SOCKET);
+	if (unlinkat(s->dfd, MSB_NS_STATE_SOCKET, 0) < 0 && errno != ENOENT)
+		die(s, "remove a stale %s: %s", MSB_NS_STATE_SOCKET, strerror(errno));
+	s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s->listen_fd < 0)
+		die(s, "socket: %s", strerror(errno));
+	if (bind(s->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		die(s, "bind %s: %s", MSB_NS_STATE_SOCKET, strerror(errno));
+	if (listen(s->listen_fd, 128) < 0)
+		die(s, "listen: %s", strerror(errno));
+}
+
+static void make_cgroup(struct shim *s)
+{
+	msb_error *e = NULL;
+	if (msb_ns__cgroup_plan(&s->cfg, s->name, &s->cg, &e) < 0)
+		die_err(s, e);
+	if (!s->cg)
+		return;
+	/* Recorded before creation so that a purge after a crash finds them. */
+	_cleanup_free_ char *rec = msb_ns__cgroup_record(s->cg);
+	if (!rec)
+		die(s, "out of memory");
+	int r = msb__write_file_atomic_at(s->dfd, MSB_NS_STATE_CGROUPS, rec, strlen(rec), 0644);
+	if (r < 0)
+		die(s, "write %s: %s", MSB_NS_STATE_CGROUPS, strerror(-r));
+	/* msb_ns__spawn() creates them. */
+}
+
+static int make_signalfd(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGHUP);
+	sigaddset(set, SIGQUIT);
+	if (sigprocmask(SIG_BLOCK, set, NULL) < 0)
+		return -errno;
+	int fd = signalfd(-1, set, SFD_CLOEXEC | SFD_NONBLOCK);
+	return fd < 0 ? -errno : fd;
+}
+
+int main(int argc, char **argv)
+{
+	struct shim s = {
+		.ready_fd = -1, .dfd = -1, .listen_fd = -1, .work_fd = -1, .agent_log_fd = -1};
+	if (parse_args(&s, argc, argv) < 0) {
+		usage();
+		if (s.ready_fd >= 0)
+			report(&s, "error: msb-shim: bad arguments\n");
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	/* Signals are blocked from the start so that a SIGTERM during set-up
+	 * still leads to a teardown; the child unblocks them. */
+	sigset_t set;
+	int sfd = make_signalfd(&set);
+	if (sfd < 0)
+		die(&s, "signalfd: %s", strerror(-sfd));
+	umask(077);
+	resolve_paths(&s);
+	load_config(&s);
+	detach(&s);
+	check_state_dir(&s);
+	write_pid(&s);
+	make_work(&s);
+	make_socket(&s);
+	make_cgroup(&s);
+	if (s.agent_log_path) {
+		s.agent_log_fd = open(s.agent_log_path,
+				      O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (s.agent_log_fd < 0)
+			die(&s, "agent log `%s`: %s", s.agent_log_path, strerror(errno));
+	}
+
+	msb_ns_spawn_opts o = MSB_NS_SPAWN_OPTS_INIT;
+	o.state_dir = s.state_dir;
+	o.name = s.name;
+	o.agent_path = s.agent;
+	o.listen_fd = s.listen_fd;
+	_cleanup_free_ char *work_path = msb__asprintf("%s/%s", s.state_dir, MSB_NS_STATE_WORK);
+	if (!work_path)
+		die(&s, "out of memory");
+	o.work_path = work_path;
+	o.work_fd = s.work_fd;
+	o.stdio_fd = s.agent_log_fd;
+	o.cgroup = s.cg;
+	msb_error *e = NULL;
+	if (msb_ns__spawn(&s.cfg, &o, &s.sb, &e) < 0)
+		die_err(&s, e);
+	/* The agent owns the socket now; the shim is not in the data path. */
+	close(s.listen_fd);
+	s.listen_fd = -1;
+	if (s.agent_log_fd >= 0)
+		close(s.agent_log_fd);
+	int r = msb_ns__write_pid_file(s.dfd, MSB_NS_STATE_INIT_PID, s.sb->pid, s.sb->start_time);
+	if (r < 0)
+		die(&s, "write %s: %s", MSB_NS_STATE_INIT_PID, strerror(-r));
+	report(&s, "ok\n");
+	const msb_ns_timing *t = &s.sb->timing;
+	logmsg("msb-shim: sandbox `%s` ready, init pid %d, cgroup v%d: %.3f ms (clone %.3f, "
+	       "maps %.3f, cgroup setup %.3f, attach %.3f, then waited %.3f)",
+	       s.name, (int)s.sb->pid, msb_ns__cgroup_version(s.cg), (double)t->total_ns / 1e6,
+	       (double)t->clone_ns / 1e6, (double)t->map_ns / 1e6, (double)t->cgroup_ns / 1e6,
+	       (double)t->attach_ns / 1e6, (double)t->wait_ns / 1e6);
+
+	for (;;) {
+		struct pollfd p[2] = {{.fd = s.sb->pidfd, .events = POLLIN},
+				      {.fd = sfd, .events = POLLIN}};
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			logmsg("msb-shim: poll: %s", strerror(errno));
+			break;
+		}
+		if (p[0].revents) {
+			msb_ns__wait(s.sb);
+			logmsg("msb-shim: init exited (status 0x%x)", (unsigned)s.sb->status);
+			break;
+		}
+		if (p[1].revents) {
+			struct signalfd_siginfo si;
+			if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+				logmsg("msb-shim: signal %u: taking the sandbox down",
+				       (unsigned)si.ssi_signo);
+				break;
+			}
+		}
+	}
+	close(sfd);
+	r = teardown(&s);
+	msb_ns__config_clear(&s.cfg);
+	close(s.dfd);
+	free(s.state_dir);
+	free(s.agent);
+	free(s.config_path);
+	free(s.name);
+	return r == 0 ? 0 : 1;
+}

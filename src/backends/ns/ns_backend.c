@@ -1,0 +1,616 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The `ns` backend: get-or-create under flock on the key-derived state
+ * directory, a per-sandbox msb-shim started detached, disposal selected from
+ * labels on disk.
+ */
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <dirent.h>
+#include <jansson.h>
+
+#include <msb/spec.h>
+
+#include "backends/ns/boundary.h"
+#include "ns_int.h"
+#include "util/fs.h"
+#include "util/json.h"
+
+#ifndef MSB_LIBEXECDIR
+#define MSB_LIBEXECDIR "/usr/local/libexec/msb"
+#endif
+
+static const msb_declarations ns_declarations = {
+	.version = MSB_DECLARATIONS_VERSION,
+	.capabilities = MSB_CAP_EXEC | MSB_CAP_FILES_IN,
+	.limits = MSB_DEFAULT_SANDBOX_LIMITS_INIT,
+	.egress_modes = MSB_EGRESS_CLOSED,
+	.os_families = MSB_OS_POSIX,
+	.isolation_scopes = MSB_SCOPE_CONVERSATION | MSB_SCOPE_CALL,
+};
+
+static char *pick_path(const char *given, const char *env, const char *installed)
+{
+	if (given && *given)
+		return strdup(given);
+	const char *e = getenv(env);
+	if (e && *e)
+		return strdup(e);
+	return msb__asprintf("%s/%s", MSB_LIBEXECDIR, installed);
+}
+
+int msb_ns__backend_init(ns_backend *b, const msb_ns_options *opts, msb_error **err)
+{
+	msb_ns_options defaults = MSB_NS_OPTIONS_INIT;
+	if (!opts)
+		opts = &defaults;
+	if (opts->version != MSB_NS_OPTIONS_VERSION)
+		return msb_error_set(err, MSB_E_VALUE, "ns options: unsupported version %u",
+				     opts->version);
+	memset(b, 0, sizeof(*b));
+	b->name = strdup(opts->name ? opts->name : "ns");
+	b->shim_path = pick_path(opts->shim_path, "MSB_SHIM", "msb-shim");
+	b->agent_path = pick_path(opts->agent_path, "MSB_AGENT", "msb-agent");
+	b->image = strdup(opts->image ? opts->image : "host");
+	if (!b->name || !b->shim_path || !b->agent_path || !b->image) {
+		msb_ns__backend_clear(b);
+		return msb__error_nomem(err);
+	}
+	if (strcmp(b->image, "host") != 0 && strncmp(b->image, "dir:", 4) != 0) {
+		int r = msb_error_set(err, MSB_E_VALUE,
+				      "ns image `%s`: expected `host` or `dir:PATH`", b->image);
+		msb_ns__backend_clear(b);
+		return r;
+	}
+	int r = msb_ns__state_dir(opts->state_root, &b->state_dir, err);
+	if (r < 0) {
+		msb_ns__backend_clear(b);
+		return r;
+	}
+	b->memory_bytes = opts->memory_bytes ? opts->memory_bytes : 512ull << 20;
+	b->pids_max = opts->pids_max ? opts->pids_max : 512;
+	b->cpu_millis = opts->cpu_millis ? opts->cpu_millis : 1000;
+	b->writable_bytes = opts->writable_bytes ? opts->writable_bytes : 256ull << 20;
+	b->start_timeout = opts->start_timeout > 0 ? opts->start_timeout : 30.0;
+	return 0;
+}
+
+void msb_ns__backend_clear(ns_backend *b)
+{
+	free(b->name);
+	free(b->state_dir);
+	free(b->shim_path);
+	free(b->agent_path);
+	free(b->image);
+	memset(b, 0, sizeof(*b));
+}
+
+static int random_hex(char *out, size_t nbytes)
+{
+	static const char hex[] = "0123456789abcdef";
+	uint8_t buf[32];
+	if (nbytes > sizeof(buf))
+		return -EINVAL;
+	size_t got = 0;
+	while (got < nbytes) {
+		ssize_t n = getrandom(buf + got, nbytes - got, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		got += (size_t)n;
+	}
+	for (size_t i = 0; i < nbytes; i++) {
+		out[2 * i] = hex[buf[i] >> 4];
+		out[2 * i + 1] = hex[buf[i] & 15];
+	}
+	out[2 * nbytes] = '\0';
+	return 0;
+}
+
+/* The shim's configuration for this sandbox (docs/internals/ns-boundary.md). */
+static char *shim_config(const ns_backend *b, const char *work_dir, const char *name)
+{
+	json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I}", "image", b->image, "work_dir",
+			      work_dir, "hostname", name, "memory_bytes",
+			      (json_int_t)b->memory_bytes, "pids_max", (json_int_t)b->pids_max,
+			      "cpu_millis", (json_int_t)b->cpu_millis, "writable_bytes",
+			      (json_int_t)b->writable_bytes);
+	if (!o)
+		return NULL;
+	char *text = msb__json_dump(o);
+	json_decref(o);
+	return text;
+}
+
+/*
+ * Start msb-shim detached: fork twice so that the shim is nobody's child
+ * here (it outlives this process and is never our zombie). The shim reports
+ * on the pipe: "ok\n" once the sandbox exists, or "error: REASON\n".
+ */
+static int start_shim(const ns_backend *b, const char *dir, double timeout, msb_error **err)
+{
+	_cleanup_free_ char *cfg = msb__asprintf("%s/shim.json", dir);
+	if (!cfg)
+		return msb__error_nomem(err);
+	char *argv[] = {b->shim_path, "--state", (char *)dir,  "--agent", b->agent_path,
+			"--config",   cfg,	 "--ready-fd", "3",	  NULL};
+	int pipefd[2];
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return msb__error_errno(err, errno, "cannot start the shim");
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid_t child = fork();
+	if (child == 0) {
+		/* Only async-signal-safe calls from here to execve. */
+		if (fork() != 0)
+			_exit(0);
+		setsid();
+		if (pipefd[1] == 3) {
+			int fl = fcntl(3, F_GETFD);
+			fcntl(3, F_SETFD, fl & ~FD_CLOEXEC);
+		} else if (dup2(pipefd[1], 3) < 0) {
+			_exit(127);
+		}
+		int devnull = open("/dev/null", O_RDWR);
+		if (devnull >= 0) {
+			dup2(devnull, 0);
+			dup2(devnull, 1);
+			dup2(devnull, 2);
+		}
+		struct sigaction dfl = {.sa_handler = SIG_DFL};
+		for (int s = 1; s < 65; s++)
+			sigaction(s, &dfl, NULL);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		extern char **environ;
+		execve(b->shim_path, argv, environ);
+		_exit(127);
+	}
+	int fork_errno = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	close(pipefd[1]);
+	if (child < 0) {
+		close(pipefd[0]);
+		return msb__error_errno(err, fork_errno, "cannot start the shim");
+	}
+	while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
+		;
+
+	char buf[512];
+	size_t got = 0;
+	int64_t deadline = msb__now_ns() + (int64_t)(timeout * 1e9);
+	while (got < sizeof(buf) - 1) {
+		int64_t left = (deadline - msb__now_ns()) / 1000000;
+		if (left <= 0)
+			break;
+		struct pollfd pfd = {.fd = pipefd[0], .events = POLLIN};
+		int r = poll(&pfd, 1, (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		ssize_t n = read(pipefd[0], buf + got, sizeof(buf) - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		if (memchr(buf, '\n', got))
+			break;
+	}
+	close(pipefd[0]);
+	buf[got] = '\0';
+	char *nl = strchr(buf, '\n');
+	if (nl)
+		*nl = '\0';
+	if (strcmp(buf, "ok") == 0)
+		return 0;
+	if (strncmp(buf, "error: ", 7) == 0)
+		return msb_error_set(err, MSB_E_RUNTIME, "ns sandbox not created: %s", buf + 7);
+	if (got == 0 && msb__now_ns() >= deadline)
+		return msb_error_set(err, MSB_E_TIMEOUT,
+				     "ns sandbox not created: the shim did not report within %g s",
+				     timeout);
+	return msb_error_set(err, MSB_E_RUNTIME,
+			     "ns sandbox not created: the shim `%s` exited without reporting",
+			     b->shim_path);
+}
+
+/* Take down whatever runs for sandbox `name` and remove what its shim left
+ * (processes, cgroups, socket, work tree); the labels stay. */
+static int purge_sandbox(const ns_backend *b, const char *name, msb_error **err)
+{
+	_cleanup_free_ char *dir = msb__asprintf("%s/%s", b->state_dir, name);
+	if (!dir)
+		return msb__error_nomem(err);
+	return msb_ns__state_purge(dir, false, 5000, err);
+}
+
+/* Remove everything inside dfd (a stale sandbox's leftovers). */
+static int clear_dir(int dfd)
+{
+	int dup = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
+	if (dup < 0)
+		return -errno;
+	DIR *d = fdopendir(dup);
+	if (!d) {
+		close(dup);
+		return -errno;
+	}
+	int r = 0;
+	struct dirent *de;
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+			int q = msb__rm_rf_at(dfd, de->d_name);
+			if (q < 0 && r == 0)
+				r = q;
+		}
+	closedir(d);
+	return r;
+}
+
+static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_sandbox **out,
+		      msb_error **err)
+{
+	ns_backend *b = impl;
+	const char *kind = msb_spec_kind(spec);
+	const char *work_dir = msb_spec_work_dir(spec);
+	if (!work_dir)
+		work_dir = MSB_DEFAULT_WORK_DIR;
+	if (work_dir[0] != '/')
+		return msb_error_set(err, MSB_E_VALUE,
+				     "ns: work_dir `%s` must be an absolute guest path", work_dir);
+	char name[37];
+	msb_ns__name(key, kind, name);
+
+	int r = msb__mkdir_p(b->state_dir, 0700);
+	if (r < 0)
+		return msb__error_errno(err, r, "ns: cannot create the state directory `%s`",
+					b->state_dir);
+	_cleanup_close_ int statefd = open(b->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (statefd < 0)
+		return msb__error_errno(err, errno, "ns: cannot open `%s`", b->state_dir);
+
+	for (int attempt = 0; attempt < 8; attempt++) {
+		if (mkdirat(statefd, name, 0700) < 0 && errno != EEXIST)
+			return msb__error_errno(err, errno, "ns: cannot create `%s`", name);
+		_cleanup_close_ int dfd =
+			openat(statefd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (dfd < 0) {
+			if (errno == ENOENT)
+				continue; /* disposed between mkdir and open */
+			return msb__error_errno(err, errno, "ns: cannot open `%s`", name);
+		}
+		while (flock(dfd, LOCK_EX) < 0)
+			if (errno != EINTR)
+				return msb__error_errno(err, errno, "ns: cannot lock `%s`", name);
+		struct stat st;
+		if (fstat(dfd, &st) < 0)
+			return msb__error_errno(err, errno, "ns: cannot stat `%s`", name);
+		if (st.st_nlink == 0)
+			continue; /* a disposal removed it while we waited: start over */
+
+		int64_t pid = 0;
+		msb_ns__shim_alive(dfd, &pid, NULL);
+		msb_ns_labels labels = {0};
+		if (pid > 0 && msb_ns__labels_read(dfd, &labels, NULL) == 0 &&
+		    msb__streq_null(labels.kind, kind)) {
+			/* Warm: reuse. */
+			r = msb_ns__sandbox_new(b, name, &labels, out, err);
+			msb_ns__labels_clear(&labels);
+			return r;
+		}
+		msb_ns__labels_clear(&labels);
+		/* Dead, or alive with unreadable labels (ours by name): replace it. */
+		r = purge_sandbox(b, name, err);
+		if (r < 0)
+			return msb_error_wrap(err, "ns: cannot clear the stale sandbox `%s`", name);
+		r = clear_dir(dfd);
+		if (r < 0)
+			return msb__error_errno(err, r, "ns: cannot clear stale state in `%s`",
+						name);
+
+		char instance[33];
+		if (random_hex(instance, 16) < 0)
+			return msb__error_errno(err, errno, "ns: no randomness for an instance id");
+		msb_ns_labels nl = {
+			.scope = (char *)key->scope,
+			.thread_id = (char *)key->thread_id,
+			.agent_dir = (char *)key->agent_dir,
+			.kind = (char *)kind,
+			.call_id = (char *)key->call_id,
+			.instance_id = instance,
+			.work_dir = (char *)work_dir,
+			.created_ns = msb__realtime_ns(),
+		};
+		/* Labels first, so a purge finds the sandbox even if setup fails (4.20). */
+		r = msb_ns__labels_write(dfd, &nl, err);
+		if (r < 0)
+			return r;
+		_cleanup_free_ char *cfg = shim_config(b, work_dir, name);
+		if (!cfg)
+			return msb__error_nomem(err);
+		r = msb__write_file_atomic_at(dfd, "shim.json", cfg, strlen(cfg), 0600);
+		if (r < 0)
+			return msb__error_errno(err, r, "ns: cannot write the shim configuration");
+		_cleanup_free_ char *dir = msb__asprintf("%s/%s", b->state_dir, name);
+		if (!dir)
+			return msb__error_nomem(err);
+		r = start_shim(b, dir, b->start_timeout, err);
+		if (r < 0) {
+			/* Fail closed and leave nothing: stop whatever started. */
+			purge_sandbox(b, name, NULL);
+			clear_dir(dfd);
+			unlinkat(statefd, name, AT_REMOVEDIR);
+			return r;
+		}
+		return msb_ns__sandbox_new(b, name, &nl, out, err);
+	}
+	return msb_error_set(err, MSB_E_RUNTIME, "ns: `%s` kept disappearing during acquire", name);
+}
+
+/* Visit every sandbox directory; fn returns true to tear it down. */
+typedef bool (*select_fn)(const msb_ns_labels *l, void *ud);
+
+static int sweep(ns_backend *b, select_fn select, void *ud, uint64_t *disposed,
+		 msb_disposal_failure ***failures, size_t *n_failures)
+{
+	int statefd = open(b->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (statefd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	DIR *d = fdopendir(statefd);
+	if (!d) {
+		int e = -errno;
+		close(statefd);
+		return e;
+	}
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, "msb-", 4) != 0)
+			continue;
+		int dfd = openat(dirfd(d), de->d_name,
+				 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (dfd < 0)
+			continue;
+		while (flock(dfd, LOCK_EX) < 0 && errno == EINTR)
+			;
+		msb_ns_labels l = {0};
+		bool take = msb_ns__labels_read(dfd, &l, NULL) == 0 && select(&l, ud);
+		msb_ns__labels_clear(&l);
+		if (take) {
+			msb_disposal_code code = MSB_DISPOSAL_UNKNOWN;
+			char *detail = NULL;
+			msb_error *perr = NULL;
+			int r = purge_sandbox(b, de->d_name, &perr);
+			if (r < 0) {
+				code = r == MSB_E_RUNTIME ? MSB_DISPOSAL_TIMEOUT
+							  : MSB_DISPOSAL_UNKNOWN;
+				detail = msb__asprintf("%s: %s", de->d_name,
+						       msb_error_message(perr));
+				msb_error_free(perr);
+			} else if ((r = msb__rm_rf_at(dirfd(d), de->d_name)) < 0) {
+				code = MSB_DISPOSAL_REFUSED;
+				detail = msb__asprintf("%s: the state directory was kept: %s",
+						       de->d_name, strerror(-r));
+			}
+			if (r < 0 && failures) {
+				msb_disposal_failure *f = NULL;
+				if (msb_disposal_failure_new(code, detail, &f, NULL) == 0) {
+					msb_disposal_failure **v = msb__reallocarray(
+						*failures, *n_failures + 1, sizeof(*v));
+					if (v) {
+						v[(*n_failures)++] = f;
+						*failures = v;
+					} else {
+						msb_disposal_failure_free(f);
+					}
+				}
+			}
+			free(detail);
+			if (r == 0 && disposed)
+				(*disposed)++;
+		}
+		close(dfd);
+	}
+	closedir(d);
+	return 0;
+}
+
+struct key_sel {
+	const msb_key *key;
+	const char *kind;
+	const char *instance_id;
+};
+
+static bool select_key(const msb_ns_labels *l, void *ud)
+{
+	struct key_sel *s = ud;
+	return msb_ns__labels_match(l, s->key, s->kind, s->instance_id);
+}
+
+static int ns_dispose(void *impl, const msb_key *key, const char *kind, const char *instance_id,
+		      msb_disposal_failure **failure, msb_error **err)
+{
+	ns_backend *b = impl;
+	struct key_sel sel = {key, kind, instance_id};
+	msb_disposal_failure **fails = NULL;
+	size_t n = 0;
+	int r = sweep(b, select_key, &sel, NULL, &fails, &n);
+	if (r < 0) {
+		_cleanup_free_ char *detail =
+			msb__asprintf("cannot list `%s`: %s", b->state_dir, strerror(-r));
+		return msb_disposal_failure_new(MSB_DISPOSAL_UNREACHABLE, detail, failure, err);
+	}
+	if (n > 0) {
+		r = msb_fold_disposal_failures((const msb_disposal_failure *const *)fails, n,
+					       failure, err);
+		for (size_t i = 0; i < n; i++)
+			msb_disposal_failure_free(fails[i]);
+		free(fails);
+		return r;
+	}
+	*failure = NULL;
+	return 0;
+}
+
+struct scope_sel {
+	const char *scope;
+	const char *thread_id;
+};
+
+static bool select_scope(const msb_ns_labels *l, void *ud)
+{
+	struct scope_sel *s = ud;
+	return msb__streq_null(l->scope, s->scope) && msb__streq_null(l->thread_id, s->thread_id);
+}
+
+static int ns_dispose_scope(void *impl, const char *scope, const char *thread_id,
+			    msb_scope_purge *out, msb_error **err)
+{
+	ns_backend *b = impl;
+	struct scope_sel sel = {scope, thread_id};
+	msb_disposal_failure **fails = NULL;
+	size_t n = 0;
+	uint64_t count = 0;
+	int r = sweep(b, select_scope, &sel, &count, &fails, &n);
+	for (size_t i = 0; i < n; i++)
+		msb_disposal_failure_free(fails[i]);
+	free(fails);
+	if (r < 0)
+		return msb__error_errno(err, r, "ns: cannot list `%s`", b->state_dir);
+	out->disposed = count;
+	out->undisposed = n;
+	return 0;
+}
+
+static void ns_set_egress_reporter(void *impl, const msb_egress_reporter *reporter)
+{
+	/* Egress is `closed` only: nothing to observe until the allowlist proxy. */
+	(void)impl;
+	(void)reporter;
+}
+
+static void ns_free(void *impl)
+{
+	ns_backend *b = impl;
+	if (!b)
+		return;
+	msb_ns__backend_clear(b);
+	free(b);
+}
+
+static const msb_backend_ops ns_ops = {
+	.version = MSB_BACKEND_OPS_VERSION,
+	.acquire = ns_acquire,
+	.dispose = ns_dispose,
+	.dispose_scope = ns_dispose_scope,
+	.set_egress_reporter = ns_set_egress_reporter,
+	.free = ns_free,
+};
+
+int msb_ns_backend_new(const msb_ns_options *opts, msb_backend **out, msb_error **err)
+{
+	ns_backend *b = calloc(1, sizeof(*b));
+	if (!b)
+		return msb__error_nomem(err);
+	int r = msb_ns__backend_init(b, opts, err);
+	if (r < 0) {
+		free(b);
+		return r;
+	}
+	msb_backend_info info = {
+		.version = MSB_BACKEND_INFO_VERSION,
+		.name = b->name,
+		.isolation = "container",
+		.declarations = &ns_declarations,
+	};
+	return msb_backend_new(&ns_ops, &info, b, out, err);
+}
+
+int msb_ns_list(const msb_ns_options *opts, msb_ns_entry **entries, size_t *n, msb_error **err)
+{
+	ns_backend b;
+	int r = msb_ns__backend_init(&b, opts, err);
+	if (r < 0)
+		return r;
+	*entries = NULL;
+	*n = 0;
+	int statefd = open(b.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (statefd < 0) {
+		msb_ns__backend_clear(&b);
+		return errno == ENOENT ? 0 : msb__error_errno(err, errno, "ns: cannot list");
+	}
+	DIR *d = fdopendir(statefd);
+	if (!d) {
+		close(statefd);
+		msb_ns__backend_clear(&b);
+		return msb__error_errno(err, errno, "ns: cannot list");
+	}
+	msb_ns_entry *v = NULL;
+	size_t count = 0;
+	struct dirent *de;
+	r = 0;
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, "msb-", 4) != 0)
+			continue;
+		_cleanup_close_ int dfd = openat(dirfd(d), de->d_name,
+						 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (dfd < 0)
+			continue;
+		msb_ns_labels l = {0};
+		if (msb_ns__labels_read(dfd, &l, NULL) < 0)
+			continue;
+		msb_ns_entry *nv = msb__reallocarray(v, count + 1, sizeof(*v));
+		if (!nv) {
+			msb_ns__labels_clear(&l);
+			r = msb__error_nomem(err);
+			break;
+		}
+		v = nv;
+		msb_ns_entry *e = &v[count++];
+		memset(e, 0, sizeof(*e));
+		e->name = strdup(de->d_name);
+		e->scope = TAKE_PTR(l.scope);
+		e->thread_id = TAKE_PTR(l.thread_id);
+		e->agent_dir = TAKE_PTR(l.agent_dir);
+		e->kind = TAKE_PTR(l.kind);
+		e->call_id = TAKE_PTR(l.call_id);
+		e->instance_id = TAKE_PTR(l.instance_id);
+		msb_ns__labels_clear(&l);
+		msb_ns__shim_alive(dfd, &e->shim_pid, NULL);
+		e->alive = e->shim_pid > 0;
+	}
+	closedir(d);
+	msb_ns__backend_clear(&b);
+	if (r < 0) {
+		msb_ns_entries_free(v, count);
+		return r;
+	}
+	*entries = v;
+	*n = count;
+	return 0;
+}
+
+void msb_ns_entries_free(msb_ns_entry *entries, size_t n)
+{
+	for (size_t i = 0; entries && i < n; i++) {
+		free(entries[i].name);
+		free(entries[i].scope);
+		free(entries[i].thread_id);
+		free(entries[i].agent_dir);
+		free(entries[i].kind);
+		free(entries[i].call_id);
+		free(entries[i].instance_id);
+	}
+	free(entries);
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Internals shared by the `ns` backend's host-side files. */
+#ifndef MSB_NS_INT_H
+#define MSB_NS_INT_H
+
+#include <msb/backend.h>
+#include <msb/ns.h>
+
+#include "ns_state.h"
+
+typedef struct ns_backend {
+	char *name;
+	char *state_dir; /* <root>/ns */
+	char *shim_path;
+	char *agent_path;
+	char *image;
+	uint64_t memory_bytes;
+	uint64_t pids_max;
+	uint64_t cpu_millis;
+	uint64_t writable_bytes;
+	double start_timeout;
+} ns_backend;
+
+/* Resolve options into a backend description (defaults, env, paths). */
+int msb_ns__backend_init(ns_backend *b, const msb_ns_options *opts, msb_error **err);
+void msb_ns__backend_clear(ns_backend *b);
+
+/* A handle onto one running sandbox (ns_sandbox.c). */
+int msb_ns__sandbox_new(const ns_backend *b, const char *name, const msb_ns_labels *labels,
+			msb_sandbox **out, msb_error **err);
+
+#endif

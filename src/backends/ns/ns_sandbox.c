@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A handle onto one `ns` sandbox: commands go straight to the agent over
+ * `<state>/<name>/agent.sock` (the shim is not in the data path); the file
+ * plane is served on the host (ns_files.c).
+ */
+#include <pthread.h>
+#include <stdio.h>
+
+#include <msb/backend.h>
+
+#include "client/client.h"
+#include "ns_files.h"
+#include "backends/ns/boundary.h"
+#include "ns_int.h"
+
+#define NS_IDLE_CLIENTS 4
+#define NS_CONNECT_TIMEOUT 10.0
+
+typedef struct ns_sandbox {
+	char *backend;
+	char *sock_path;
+	char *instance_id;
+	ns_files files;
+	char *host_base;
+	char *guest_base;
+	pthread_mutex_t lock;
+	msb_client *idle[NS_IDLE_CLIENTS];
+	size_t n_idle;
+} ns_sandbox;
+
+static int take_client(ns_sandbox *s, msb_client **out, msb_error **err)
+{
+	pthread_mutex_lock(&s->lock);
+	msb_client *c = s->n_idle ? s->idle[--s->n_idle] : NULL;
+	pthread_mutex_unlock(&s->lock);
+	if (c) {
+		*out = c;
+		return 0;
+	}
+	int r = msb_client__connect(s->sock_path, NS_CONNECT_TIMEOUT, out, err);
+	if (r < 0)
+		return msb_error_wrap(err, "ns sandbox `%s` is not reachable", s->instance_id);
+	return 0;
+}
+
+static void give_client(ns_sandbox *s, msb_client *c)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->n_idle < NS_IDLE_CLIENTS) {
+		s->idle[s->n_idle++] = c;
+		c = NULL;
+	}
+	pthread_mutex_unlock(&s->lock);
+	msb_client__free(c);
+}
+
+static int run(ns_sandbox *s, const msb_exec_request *req, msb_exec_result *out, msb_error **err)
+{
+	msb_client *c = NULL;
+	int r = take_client(s, &c, err);
+	if (r < 0)
+		return r;
+	r = msb_client__exec(c, req, out, err);
+	/* A client whose exec failed for the connection's sake reconnects by
+	 * itself; keep it either way. */
+	give_client(s, c);
+	return r;
+}
+
+static int ns_exec(void *impl, const msb_exec_request *req, msb_exec_result *out, msb_error **err)
+{
+	msb_exec_request plain = *req;
+	plain.max_output_bytes = 0;
+	return run(impl, &plain, out, err);
+}
+
+static int ns_exec_bounded(void *impl, const msb_exec_request *req, msb_exec_result *out,
+			   msb_error **err)
+{
+	return run(impl, req, out, err);
+}
+
+static int ns_run_code(void *impl, const char *code, double timeout, msb_cancel *cancel,
+		       msb_exec_result *out, msb_error **err)
+{
+	return msb_error_set(err, MSB_E_NOT_IMPLEMENTED,
+			     "the ns backend does not declare RUN_CODE: run a program with exec");
+}
+
+static int ns_write_file(void *impl, const char *path, const uint8_t *data, size_t len,
+			 const char *working_directory, msb_error **err)
+{
+	ns_sandbox *s = impl;
+	return msb_ns__write_file(&s->files, path, data, len, working_directory, err);
+}
+
+static int not_yet(const char *what, const char *cap, msb_error **err)
+{
+	return msb_error_set(err, MSB_E_NOT_IMPLEMENTED,
+			     "the ns backend does not declare %s: %s is not served", cap, what);
+}
+
+static int ns_stat_file(void *impl, const char *path, const char *working_directory, bool *present,
+			msb_entry *out, msb_error **err)
+{
+	return not_yet("stat_file", "FILES_OUT", err);
+}
+
+static int ns_read_file(void *impl, const char *path, const char *working_directory,
+			uint64_t max_bytes, uint8_t **data, size_t *len, msb_error **err)
+{
+	return not_yet("read_file", "FILES_OUT", err);
+}
+
+static int ns_list_dir(void *impl, const char *path, const char *working_directory,
+		       msb_entry **entries, size_t *n, msb_error **err)
+{
+	return not_yet("list_dir", "FILES_LIST", err);
+}
+
+static int ns_remove(void *impl, const char *path, const char *working_directory, bool recursive,
+		     msb_error **err)
+{
+	return not_yet("remove", "FILES_DELETE", err);
+}
+
+static int ns_reclaim(void *impl, const char *directory, const char *working_directory,
+		      double timeout, msb_error **err)
+{
+	return not_yet("reclaim", "RECLAIM", err);
+}
+
+static int ns_reset(void *impl, double timeout, msb_error **err)
+{
+	return not_yet("reset", "SNAPSHOT", err);
+}
+
+static int ns_fingerprint(void *impl, bool *supported, msb_fingerprint *out, msb_error **err)
+{
+	*supported = false;
+	return 0;
+}
+
+static const char *ns_instance_id(void *impl)
+{
+	return ((ns_sandbox *)impl)->instance_id;
+}
+
+static void ns_release(void *impl)
+{
+	ns_sandbox *s = impl;
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n_idle; i++)
+		msb_client__free(s->idle[i]);
+	pthread_mutex_destroy(&s->lock);
+	free(s->backend);
+	free(s->sock_path);
+	free(s->instance_id);
+	free(s->host_base);
+	free(s->guest_base);
+	free(s);
+}
+
+static const msb_sandbox_ops ns_sandbox_ops = {
+	.version = MSB_SANDBOX_OPS_VERSION,
+	.exec = ns_exec,
+	.exec_bounded = ns_exec_bounded,
+	.run_code = ns_run_code,
+	.write_file = ns_write_file,
+	.stat_file = ns_stat_file,
+	.read_file = ns_read_file,
+	.list_dir = ns_list_dir,
+	.remove = ns_remove,
+	.reclaim = ns_reclaim,
+	.reset = ns_reset,
+	.fingerprint = ns_fingerprint,
+	.instance_id = ns_instance_id,
+	.release = ns_release,
+};
+
+int msb_ns__sandbox_new(const ns_backend *b, const char *name, const msb_ns_labels *labels,
+			msb_sandbox **out, msb_error **err)
+{
+	ns_sandbox *s = calloc(1, sizeof(*s));
+	if (!s)
+		return msb__error_nomem(err);
+	pthread_mutex_init(&s->lock, NULL);
+	s->backend = strdup(b->name);
+	s->sock_path = msb__asprintf("%s/%s/%s", b->state_dir, name, MSB_NS_STATE_SOCKET);
+	s->instance_id = strdup(labels->instance_id);
+	s->host_base = msb__asprintf("%s/%s/%s", b->state_dir, name, MSB_NS_STATE_WORK);
+	s->guest_base = strdup(labels->work_dir ? labels->work_dir : MSB_DEFAULT_WORK_DIR);
+	if (!s->backend || !s->sock_path || !s->instance_id || !s->host_base || !s->guest_base) {
+		ns_release(s);
+		return msb__error_nomem(err);
+	}
+	s->files.host_base = s->host_base;
+	s->files.guest_base = s->guest_base;
+	return msb_sandbox_new(&ns_sandbox_ops, s, b->name, out, err);
+}

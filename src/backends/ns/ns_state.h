@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The `ns` backend's state on disk: the state root, key-derived names,
+ * labels, shim liveness and teardown. Everything here is read back from the
+ * directory, never from process memory, so every process agrees (DESIGN §5).
+ *
+ *   <root>/ns/<name>/labels.json   who the sandbox belongs to (written first)
+ *   <root>/ns/<name>/shim.json     the shim's configuration
+ *   <root>/ns/<name>/shim.pid      "PID STARTTIME" of the msb-shim holding it
+ *   <root>/ns/<name>/agent.sock    the agent's socket (the shim binds it)
+ *   <root>/ns/<name>/work/         the storage base, bind-mounted into the guest
+ */
+#ifndef MSB_NS_STATE_H
+#define MSB_NS_STATE_H
+
+#include <msb/key.h>
+#include <msb/ns.h>
+#include <msb/vocab.h>
+
+#include "util/util.h"
+
+#define MSB_NS_LABELS "labels.json"
+
+typedef struct msb_ns_labels {
+	char *scope;
+	char *thread_id;
+	char *agent_dir;
+	char *kind;
+	char *call_id; /* NULL when absent */
+	char *instance_id;
+	char *work_dir; /* the guest path of the storage base */
+	int64_t created_ns;
+} msb_ns_labels;
+
+void msb_ns__labels_clear(msb_ns_labels *l);
+
+/* The state root for these options ($MSB_STATE_DIR, /run/msb or
+ * $XDG_RUNTIME_DIR/msb), with "/ns" appended. Newly allocated. */
+int msb_ns__state_dir(const char *state_root, char **out, msb_error **err);
+
+/* "msb-" + 32 hex of SHA-256 over the length-prefixed key fields and kind;
+ * call_id folded in when present (IsolationScope.CALL, 18.10). out[37]. */
+void msb_ns__name(const msb_key *key, const char *kind, char out[37]);
+
+int msb_ns__labels_write(int dirfd, const msb_ns_labels *l, msb_error **err);
+int msb_ns__labels_read(int dirfd, msb_ns_labels *out, msb_error **err);
+
+/* Does (scope, thread, agent_dir[, call_id]) of `key` select these labels?
+ * kind and instance_id narrow when non-NULL. */
+bool msb_ns__labels_match(const msb_ns_labels *l, const msb_key *key, const char *kind,
+			  const char *instance_id);
+
+/* The shim recorded in dirfd/shim.pid, if it is still that process: *pid > 0
+ * and a pidfd (O_CLOEXEC) onto it. *pid = 0 when there is none. */
+int msb_ns__shim_alive(int dirfd, int64_t *pid, int *pidfd);
+
+#endif

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * src/client - the host side of the wire protocol (src/proto) to msb-agent,
+ * usually reached through msb-shim at `<state dir>/agent.sock`.
+ *
+ * Trust: the agent runs where guest code can reach it, so every byte from it
+ * is untrusted input. Frames go through the proto reader and decoders; then
+ * channels, directions, credit, the output budget and every count are
+ * checked here. A violation fails the call with MSB_E_PROTOCOL and closes the
+ * connection; it never crashes or over-allocates the host.
+ *
+ * Thread-safety: a client serves one call at a time (calls from several
+ * threads are serialised by a mutex). Open one client per concurrent call.
+ * A client made from a path reconnects by itself on the next call after its
+ * connection was closed (protocol violation, lost agent, abandoned exec).
+ */
+#ifndef MSB_CLIENT_CLIENT_H
+#define MSB_CLIENT_CLIENT_H
+
+#include <msb/sandbox.h>
+
+#include "proto/proto.h"
+
+typedef struct msb_client msb_client;
+
+/* Connect to the agent's unix socket and exchange HELLO within `timeout`
+ * seconds. Errors: MSB_E_VALUE (bad path or timeout), MSB_E_RUNTIME (cannot
+ * connect), MSB_E_TIMEOUT, MSB_E_PROTOCOL (bad or refused HELLO). */
+int msb_client__connect(const char *socket_path, double timeout, msb_client **out, msb_error **err);
+/* The same over a connected stream socket, which the client owns from now on
+ * (closed on failure too). Such a client does not reconnect. */
+int msb_client__connect_fd(int fd, double timeout, msb_client **out, msb_error **err);
+/* Close the connection (the agent kills any exec still running on it). NULL ok. */
+void msb_client__free(msb_client *c);
+
+/* The negotiated protocol version. */
+uint16_t msb_client__version(const msb_client *c);
+
+/*
+ * Run req through the agent; exec and exec_bounded in one (checklist 9.1-9.8):
+ *
+ *  - exactly one of req->argv (passed natively) and req->shell (run by the
+ *    guest's `/bin/sh -c`); working directory relative to the storage base;
+ *    req->env added to PATH and HOME (same key replaces);
+ *  - bytes exact and binary-safe; exit_code is the guest's status, or 128+N
+ *    with term_signal N when a signal killed it;
+ *  - req->max_output_bytes > 0 makes it bounded: the agent forwards at most
+ *    that many stdout+stderr bytes and this side never grants nor buffers
+ *    more; output beyond it is dropped and out->truncated set (the agent
+ *    closes the pipes, so the workload meets SIGPIPE; see protocol.md);
+ *  - unbounded output is capped at MSB_CLIENT_MAX_OUTPUT as a safety net:
+ *    past it the exec is abandoned with MSB_E_RUNTIME;
+ *  - req->timeout elapsed: the agent kills the command's process group and
+ *    every process descending from it, this side waits up to
+ *    MSB_CLIENT_KILL_GRACE for its report, and the call fails with
+ *    MSB_E_TIMEOUT carrying msb_error_timeout(): signal MSB_SIGNAL_SENT when
+ *    the agent saw nothing of the group survive, else MSB_SIGNAL_UNKNOWN,
+ *    and the partial output (stdout then stderr, at most
+ *    MSB_CLIENT_PARTIAL_MAX bytes);
+ *  - req->cancel triggered: CANCEL is sent (same kill), MSB_E_CANCELLED;
+ *  - working directory refusals: MSB_E_VALUE (escapes the base),
+ *    MSB_E_NOT_FOUND, MSB_E_NOT_DIRECTORY, MSB_E_PERMISSION.
+ *
+ * A program that cannot be executed is not an error: exit_code 127 (not
+ * found) or 126, with the reason on stderr, as a shell would report it.
+ * `out` is written only on success; free it with msb_exec_result_clear().
+ */
+int msb_client__exec(msb_client *c, const msb_exec_request *req, msb_exec_result *out,
+		     msb_error **err);
+
+#define MSB_CLIENT_MAX_OUTPUT ((uint64_t)1 << 30) /* 1 GiB, unbounded exec */
+#define MSB_CLIENT_PARTIAL_MAX ((size_t)1 << 20)  /* timeout payload */
+#define MSB_CLIENT_KILL_GRACE 3.0		  /* seconds */
+
+/* One process of a snapshot. */
+typedef struct msb_client_proc {
+	uint32_t pid, ppid, pgid, sid, uid;
+	uint64_t start_ticks; /* clock ticks after boot (/proc/PID/stat field 22) */
+	char state;	      /* R, S, D, Z, ... */
+	bool argv_truncated;
+	char comm[MSB_PROTO_MAX_COMM + 1];
+	char **argv; /* msb_strv; empty for kernel threads and zombies */
+} msb_client_proc;
+
+/* The process table inside the sandbox, at most MSB_PROTO_MAX_PS_ENTRIES
+ * processes with at most MSB_PROTO_MAX_PS_ARGV command line bytes each.
+ * *procs is an array of *n entries; free with msb_client__procs_free(). */
+int msb_client__ps(msb_client *c, double timeout, msb_client_proc **procs, size_t *n,
+		   msb_error **err);
+void msb_client__procs_free(msb_client_proc *procs, size_t n);
+
+/* Round trip a PING. */
+int msb_client__ping(msb_client *c, double timeout, msb_error **err);
+
+#endif

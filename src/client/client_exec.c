@@ -1,0 +1,467 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * exec and exec_bounded over an exec channel: EXEC_OPEN, stdin under the
+ * agent's credit, stdout/stderr under ours, the deadline, cancellation and
+ * the EXIT report. Every frame from the agent is checked against what this
+ * channel allows at that moment.
+ */
+#include <errno.h>
+#include <math.h>
+
+#include "client/client_priv.h"
+
+/* Output window granted to the agent per exec (re-granted as consumed). */
+#define WINDOW (256u * 1024)
+
+struct run {
+	uint32_t chan;
+	bool bounded;
+	uint64_t budget;
+	msb_buf out[2]; /* stdout, stderr */
+	uint64_t received;
+	msb_proto_credit window; /* granted to the agent, not yet received */
+	uint64_t granted;	 /* total granted (bounded: never past the budget) */
+	uint32_t consumed;	 /* received since the last CREDIT */
+	bool eof[2];
+	/* stdin */
+	bool stdin_on;
+	const uint8_t *in;
+	size_t in_len, in_off;
+	bool in_eof_sent;
+	msb_proto_credit in_credit;
+	/* outcome */
+	bool have_exit;
+	msb_proto_exit exit;
+	bool chan_error;
+	uint16_t err_code;
+	char err_msg[MSB_PROTO_MAX_ERROR_MSG + 1];
+	bool timed_out, cancelled;
+};
+
+static void run_free(struct run *r)
+{
+	msb__buf_free(&r->out[0]);
+	msb__buf_free(&r->out[1]);
+}
+
+static int queue_frame(msb_client *c, int len_or_status, const uint8_t *buf, msb_error **err)
+{
+	if (msb_client__queue_small(c, buf, len_or_status) < 0)
+		return msb__error_nomem(err);
+	return 0;
+}
+
+static int send_credit(msb_client *c, struct run *r, msb_error **err)
+{
+	uint64_t g = r->consumed;
+	if (r->bounded && g > r->budget - r->granted)
+		g = r->budget - r->granted;
+	r->consumed = 0;
+	if (g == 0)
+		return 0;
+	uint8_t buf[32];
+	int rc = queue_frame(c, msb_proto_enc_credit(buf, sizeof(buf), r->chan, (uint32_t)g), buf,
+			     err);
+	if (rc < 0)
+		return rc;
+	msb_proto_credit_grant(&r->window, (uint32_t)g);
+	r->granted += g;
+	return 0;
+}
+
+static int send_cancel(msb_client *c, struct run *r, uint8_t reason, msb_error **err)
+{
+	uint8_t buf[32];
+	return queue_frame(c, msb_proto_enc_cancel(buf, sizeof(buf), r->chan, reason), buf, err);
+}
+
+/* Queue stdin DATA within the agent's credit, then EOF. */
+static int pump_stdin(msb_client *c, struct run *r, msb_error **err)
+{
+	if (!r->stdin_on || r->in_eof_sent || r->have_exit)
+		return 0;
+	while (r->in_off < r->in_len && r->in_credit.avail > 0 &&
+	       msb_client__queued(c) < MSB_CLIENT_OUTQ_HIGH) {
+		size_t chunk = r->in_len - r->in_off;
+		if (chunk > r->in_credit.avail)
+			chunk = r->in_credit.avail;
+		if (chunk > c->peer_max_payload - 1)
+			chunk = c->peer_max_payload - 1;
+		size_t cap = MSB_PROTO_DATA_OVERHEAD + chunk;
+		uint8_t *dst = msb_client__reserve(c, cap);
+		if (!dst)
+			return msb__error_nomem(err);
+		int n = msb_proto_enc_data(dst, cap, r->chan, MSB_PROTO_STDIN, r->in + r->in_off,
+					   (uint32_t)chunk);
+		if (n < 0)
+			return msb_error_set(err, MSB_E_RUNTIME, "cannot encode stdin: %s",
+					     msb_proto_strerror(n));
+		msb_client__commit(c, (size_t)n);
+		msb_proto_credit_take(&r->in_credit, (uint32_t)chunk);
+		r->in_off += chunk;
+	}
+	if (r->in_off == r->in_len) {
+		uint8_t buf[32];
+		int rc = queue_frame(
+			c, msb_proto_enc_eof(buf, sizeof(buf), r->chan, MSB_PROTO_STDIN), buf, err);
+		if (rc < 0)
+			return rc;
+		r->in_eof_sent = true;
+	}
+	return 0;
+}
+
+/* One frame of this exec. Returns 0, or a set error. */
+static int on_frame(msb_client *c, struct run *r, const msb_proto_frame *f, msb_error **err)
+{
+	msb_proto_msg m;
+	if (f->channel == 0) {
+		if (f->type == MSB_PROTO_ERROR)
+			return msb_client__peer_error(c, f, err);
+		if (f->type == MSB_PROTO_PING && msb_proto_dec_ping(f, &m.u.cookie) == 0) {
+			uint8_t buf[32];
+			return queue_frame(
+				c, msb_proto_enc_ping(buf, sizeof(buf), MSB_PROTO_PONG, m.u.cookie),
+				buf, err);
+		}
+		return msb_client__violation(c, err, "unexpected %s during exec",
+					     msb_proto_type_name(f->type));
+	}
+	if (f->channel != r->chan)
+		return msb_client__violation(c, err, "%s on channel %u, exec is on %u",
+					     msb_proto_type_name(f->type), f->channel, r->chan);
+	if (!msb_proto_agent_may_send(f->type))
+		return msb_client__violation(c, err, "%s is not an agent's frame",
+					     msb_proto_type_name(f->type));
+	int rc = msb_proto_decode(f, &m);
+	if (rc < 0)
+		return msb_client__violation(c, err, "bad %s: %s", msb_proto_type_name(f->type),
+					     msb_proto_strerror(rc));
+
+	switch (m.type) {
+	case MSB_PROTO_DATA: {
+		int s = m.u.data.stream - MSB_PROTO_STDOUT;
+		uint32_t len = m.u.data.len;
+		if (s < 0 || s > 1 || r->eof[s])
+			return msb_client__violation(c, err, "DATA on a closed or foreign stream");
+		if (msb_proto_credit_take(&r->window, len) < 0)
+			return msb_client__violation(c, err, "DATA beyond the granted credit");
+		if (r->bounded && len > r->budget - r->received)
+			return msb_client__violation(c, err, "DATA beyond the output budget");
+		if (!r->bounded && len > MSB_CLIENT_MAX_OUTPUT - r->received) {
+			msb_client__drop(c); /* the agent kills what it was running */
+			return msb_error_set(err, MSB_E_RUNTIME,
+					     "exec output exceeds %llu bytes, the limit of an "
+					     "unbounded exec; use exec_bounded",
+					     (unsigned long long)MSB_CLIENT_MAX_OUTPUT);
+		}
+		if (msb__buf_append(&r->out[s], m.u.data.bytes, len) < 0) {
+			msb_client__drop(c);
+			return msb__error_nomem(err);
+		}
+		r->received += len;
+		r->consumed += len;
+		if (r->consumed >= WINDOW / 4)
+			return send_credit(c, r, err);
+		return 0;
+	}
+	case MSB_PROTO_EOF: {
+		int s = m.u.stream - MSB_PROTO_STDOUT;
+		if (s < 0 || s > 1 || r->eof[s])
+			return msb_client__violation(c, err, "EOF on a closed or foreign stream");
+		r->eof[s] = true;
+		return 0;
+	}
+	case MSB_PROTO_CREDIT:
+		if (!r->stdin_on)
+			return msb_client__violation(c, err,
+						     "stdin CREDIT for an exec without stdin");
+		if (msb_proto_credit_grant(&r->in_credit, m.u.credit) < 0)
+			return msb_client__violation(c, err, "stdin CREDIT over the window limit");
+		return 0;
+	case MSB_PROTO_EXIT: {
+		const msb_proto_exit *x = &m.u.exit;
+		if ((x->flags & MSB_PROTO_EXIT_CANCELLED) && !r->cancelled)
+			return msb_client__violation(c, err, "EXIT reports a cancel never sent");
+		if (x->flags & MSB_PROTO_EXIT_TRUNCATED) {
+			if (!r->bounded || r->received != r->budget)
+				return msb_client__violation(
+					c, err, "EXIT reports truncation before the budget");
+		}
+		r->exit = *x;
+		r->have_exit = true;
+		return 0;
+	}
+	case MSB_PROTO_ERROR:
+		if (r->received > 0 || r->eof[0] || r->eof[1])
+			return msb_client__violation(c, err, "ERROR after the exec started");
+		r->chan_error = true;
+		r->err_code = m.u.error.code;
+		memcpy(r->err_msg, m.u.error.message.ptr, m.u.error.message.len);
+		r->err_msg[m.u.error.message.len] = 0;
+		return 0;
+	default:
+		return msb_client__violation(c, err, "unexpected %s on an exec channel",
+					     msb_proto_type_name(m.type));
+	}
+}
+
+static int channel_error(const struct run *r, const msb_exec_request *req, msb_error **err)
+{
+	const char *wd = req->working_directory ? req->working_directory : ".";
+	int rc;
+	switch (r->err_code) {
+	case MSB_PROTO_ERR_ESCAPE:
+		rc = msb_error_set(err, MSB_E_VALUE,
+				   "working directory `%s` escapes the storage base", wd);
+		break;
+	case MSB_PROTO_ERR_NOT_FOUND:
+		rc = msb_error_set(err, MSB_E_NOT_FOUND, "working directory `%s` does not exist",
+				   wd);
+		break;
+	case MSB_PROTO_ERR_NOT_DIRECTORY:
+		rc = msb_error_set(err, MSB_E_NOT_DIRECTORY,
+				   "working directory `%s` is not a directory", wd);
+		break;
+	case MSB_PROTO_ERR_PERMISSION:
+		rc = msb_error_set(err, MSB_E_PERMISSION,
+				   "working directory `%s` is not accessible", wd);
+		break;
+	case MSB_PROTO_ERR_BAD_REQUEST:
+		rc = msb_error_set(err, MSB_E_VALUE, "sandbox agent refused the exec request");
+		break;
+	case MSB_PROTO_ERR_PROTOCOL:
+	case MSB_PROTO_ERR_VERSION:
+		rc = msb_error_set(err, MSB_E_PROTOCOL, "sandbox agent refused the exec channel");
+		break;
+	default:
+		rc = msb_error_set(err, MSB_E_RUNTIME, "sandbox agent could not start the command");
+		break;
+	}
+	msb_error_set_detail(err, "agent: %s", r->err_msg);
+	return rc;
+}
+
+static uint8_t *steal(msb_buf *b)
+{
+	if (msb__buf_reserve(b, 0) < 0)
+		return NULL;
+	return (uint8_t *)msb__buf_steal_str(b);
+}
+
+static int finish_timeout(struct run *r, const msb_exec_request *req, msb_error **err)
+{
+	int outcome = MSB_SIGNAL_UNKNOWN;
+	if (r->have_exit && (r->exit.flags & MSB_PROTO_EXIT_NO_SURVIVOR))
+		outcome = MSB_SIGNAL_SENT;
+	int rc = msb_error_set(err, MSB_E_TIMEOUT, "command timed out after %g s", req->timeout);
+	if (!r->have_exit)
+		msb_error_set_detail(err, "no report from the sandbox agent after the kill");
+	else if (outcome != MSB_SIGNAL_SENT)
+		msb_error_set_detail(err,
+				     "the agent could not confirm that the process group died");
+	/* partial output: stdout then stderr, capped */
+	msb_buf partial = MSB_BUF_INIT;
+	size_t a = r->out[0].len < MSB_CLIENT_PARTIAL_MAX ? r->out[0].len : MSB_CLIENT_PARTIAL_MAX;
+	size_t b = r->out[1].len < MSB_CLIENT_PARTIAL_MAX - a ? r->out[1].len
+							      : MSB_CLIENT_PARTIAL_MAX - a;
+	msb__buf_append(&partial, r->out[0].data, a);
+	msb__buf_append(&partial, r->out[1].data, b);
+	msb__error_set_timeout(err, outcome, partial.oom ? NULL : partial.data,
+			       partial.oom ? 0 : partial.len);
+	msb__buf_free(&partial);
+	return rc;
+}
+
+static int check_request(const msb_exec_request *req, msb_error **err)
+{
+	if (!req || req->version != MSB_EXEC_REQUEST_VERSION)
+		return msb_error_set(err, MSB_E_VALUE, "exec request version mismatch");
+	if ((req->argv == NULL) == (req->shell == NULL))
+		return msb_error_set(err, MSB_E_VALUE,
+				     "exec needs exactly one of argv and a shell command line");
+	if (req->argv && (!req->argv[0] || !req->argv[0][0]))
+		return msb_error_set(err, MSB_E_VALUE, "exec argv must name a program");
+	if (req->stdin_len > 0 && !req->stdin_data)
+		return msb_error_set(err, MSB_E_VALUE, "stdin_len without stdin_data");
+	for (size_t i = 0; req->env && req->env[i]; i++) {
+		const char *eq = strchr(req->env[i], '=');
+		if (!eq || eq == req->env[i])
+			return msb_error_set(err, MSB_E_VALUE, "env entry `%s` is not KEY=VALUE",
+					     req->env[i]);
+	}
+	return msb__check_timeout(req->timeout, "timeout", err);
+}
+
+static int open_channel(msb_client *c, struct run *r, const msb_exec_request *req, msb_error **err)
+{
+	const char *shell_argv[2] = {req->shell, NULL};
+	msb_proto_exec_spec spec = {
+		.flags = (req->shell ? MSB_PROTO_EXEC_SHELL : 0) |
+			 (r->stdin_on ? MSB_PROTO_EXEC_STDIN : 0) |
+			 (r->bounded ? MSB_PROTO_EXEC_BOUNDED : 0),
+		.initial_credit = (uint32_t)(r->bounded && r->budget < WINDOW ? r->budget : WINDOW),
+		.output_budget = r->budget,
+		.cwd = req->working_directory,
+		.argv = req->shell ? shell_argv : req->argv,
+		.env = req->env,
+	};
+	double ms = ceil(req->timeout * 1000.0);
+	spec.timeout_ms =
+		ms >= (double)MSB_PROTO_MAX_TIMEOUT_MS ? MSB_PROTO_MAX_TIMEOUT_MS : (uint64_t)ms;
+	if (spec.timeout_ms == 0)
+		spec.timeout_ms = 1;
+
+	size_t cap = MSB_PROTO_HEADER_SIZE + c->peer_max_payload;
+	uint8_t *dst = msb_client__reserve(c, cap);
+	if (!dst)
+		return msb__error_nomem(err);
+	int n = msb_proto_enc_exec_open(dst, cap, r->chan, &spec);
+	if (n == MSB_PROTO_E_LIMIT || n == MSB_PROTO_E_SPACE)
+		return msb_error_set(err, MSB_E_VALUE,
+				     "exec request exceeds the protocol limits (%u argv entries, "
+				     "%u env entries, %u bytes a string, %u bytes in all)",
+				     MSB_PROTO_MAX_ARGS, MSB_PROTO_MAX_ENV, MSB_PROTO_MAX_STRING,
+				     c->peer_max_payload);
+	if (n < 0)
+		return msb_error_set(err, MSB_E_VALUE, "invalid exec request: %s",
+				     msb_proto_strerror(n));
+	msb_client__commit(c, (size_t)n);
+	msb_proto_credit_grant(&r->window, spec.initial_credit);
+	r->granted = spec.initial_credit;
+	return 0;
+}
+
+static int exec_locked(msb_client *c, const msb_exec_request *req, msb_exec_result *out,
+		       msb_error **err)
+{
+	int64_t deadline = msb_client__deadline(req->timeout);
+	int64_t grace = INT64_MAX;
+	int cancel_fd = req->cancel ? msb_cancel_fd(req->cancel) : -1;
+	struct run r = {0};
+	int rc;
+
+	if (req->cancel && msb_cancel_requested(req->cancel))
+		return msb_error_set(err, MSB_E_CANCELLED, "exec cancelled before it started");
+	if ((rc = msb_client__ensure(c, deadline, err)) < 0) {
+		if (rc == MSB_E_TIMEOUT)
+			msb__error_set_timeout(err, MSB_SIGNAL_ABSENT, NULL, 0);
+		return rc;
+	}
+	r.chan = msb_client__channel(c);
+	if (r.chan == 0) {
+		msb_client__drop(c);
+		return msb_error_set(err, MSB_E_RUNTIME, "agent connection out of channel ids");
+	}
+	r.bounded = req->max_output_bytes > 0;
+	r.budget = req->max_output_bytes;
+	r.stdin_on = req->stdin_len > 0;
+	r.in = req->stdin_data;
+	r.in_len = req->stdin_len;
+	r.out[0] = (msb_buf)MSB_BUF_INIT;
+	r.out[1] = (msb_buf)MSB_BUF_INIT;
+	if ((rc = open_channel(c, &r, req, err)) < 0)
+		return rc;
+
+	for (;;) {
+		msb_proto_frame f;
+		while (!r.have_exit && !r.chan_error &&
+		       (rc = msb_proto_reader_next(c->rd, &f)) != 0) {
+			if (rc < 0) {
+				rc = msb_client__violation(c, err, "bad frame: %s",
+							   msb_proto_strerror(rc));
+				goto out;
+			}
+			if ((rc = on_frame(c, &r, &f, err)) < 0)
+				goto out;
+		}
+		if (r.have_exit || r.chan_error)
+			break;
+		if ((rc = pump_stdin(c, &r, err)) < 0)
+			goto out;
+
+		int64_t now = msb__now_ns();
+		if (!r.timed_out && !r.cancelled && now >= deadline) {
+			r.timed_out = true;
+			grace = msb_client__deadline(MSB_CLIENT_KILL_GRACE);
+			if ((rc = send_cancel(c, &r, MSB_PROTO_CANCEL_TIMEOUT, err)) < 0)
+				goto out;
+		}
+		if (grace != INT64_MAX && now >= grace) {
+			/* no report: hang up, the agent kills what the channel ran */
+			msb_client__drop(c);
+			break;
+		}
+		bool fired = false;
+		int watch = r.timed_out || r.cancelled ? -1 : cancel_fd;
+		rc = msb_client__io(c, grace != INT64_MAX ? grace : deadline, watch, &fired);
+		if (fired) {
+			r.cancelled = true;
+			grace = msb_client__deadline(MSB_CLIENT_KILL_GRACE);
+			if ((rc = send_cancel(c, &r, MSB_PROTO_CANCEL_REQUESTED, err)) < 0)
+				goto out;
+			continue;
+		}
+		if (rc < 0) {
+			if (r.timed_out || r.cancelled) {
+				msb_client__drop(c);
+				break;
+			}
+			rc = msb_client__lost(c, rc, "exec", err);
+			goto out;
+		}
+	}
+
+	if (r.cancelled) {
+		rc = msb_error_set(err, MSB_E_CANCELLED, "exec cancelled");
+		goto out;
+	}
+	if (r.chan_error) {
+		rc = channel_error(&r, req, err);
+		goto out;
+	}
+	if (r.timed_out || (r.have_exit && (r.exit.flags & MSB_PROTO_EXIT_TIMED_OUT))) {
+		/* an EXIT that shows no kill raced the deadline: the command
+		 * finished on its own and its result is whole */
+		if (!(r.have_exit && !(r.exit.flags & MSB_PROTO_EXIT_KILLED))) {
+			rc = finish_timeout(&r, req, err);
+			goto out;
+		}
+	}
+
+	msb_exec_result res = {0};
+	res.stdout_len = r.out[0].len;
+	res.stderr_len = r.out[1].len;
+	res.stdout_bytes = steal(&r.out[0]);
+	res.stderr_bytes = steal(&r.out[1]);
+	if (!res.stdout_bytes || !res.stderr_bytes) {
+		free(res.stdout_bytes);
+		free(res.stderr_bytes);
+		rc = msb__error_nomem(err);
+		goto out;
+	}
+	if (r.exit.how == MSB_PROTO_SIGNALED) {
+		res.term_signal = r.exit.value;
+		res.exit_code = 128 + r.exit.value;
+	} else {
+		res.exit_code = r.exit.value;
+	}
+	res.truncated = (r.exit.flags & MSB_PROTO_EXIT_TRUNCATED) != 0;
+	*out = res;
+	rc = 0;
+out:
+	run_free(&r);
+	return rc;
+}
+
+int msb_client__exec(msb_client *c, const msb_exec_request *req, msb_exec_result *out,
+		     msb_error **err)
+{
+	int rc = check_request(req, err);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&c->lock);
+	rc = exec_locked(c, req, out, err);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}

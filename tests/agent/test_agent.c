@@ -1,0 +1,656 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * msb-agent driven through src/client, the agent running as an ordinary
+ * child process (not PID 1, no namespaces): exec semantics of checklist
+ * 9.1-9.8, flow control, timeout and cancel kills, untrusted peers.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client/client.h"
+#include "harness.h"
+
+static struct agent_proc ap;
+static msb_client *cl;
+
+static void setup(void)
+{
+	cr_assert_eq(agent_start(&ap), 0, "cannot start msb-agent (MSB_AGENT=%s)",
+		     getenv("MSB_AGENT") ? getenv("MSB_AGENT") : "(unset)");
+	msb_error *err = NULL;
+	int rc = msb_client__connect(ap.sock, 5.0, &cl, &err);
+	cr_assert_eq(rc, 0, "connect: %s", err ? msb_error_message(err) : "?");
+}
+
+static void teardown(void)
+{
+	msb_client__free(cl);
+	cl = NULL;
+	agent_stop(&ap);
+}
+
+TestSuite(agent, .init = setup, .fini = teardown, .timeout = 60);
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static int run_req(msb_client *c, msb_exec_request *req, msb_exec_result *res, msb_error **err)
+{
+	memset(res, 0, sizeof(*res));
+	return msb_client__exec(c, req, res, err);
+}
+
+static msb_exec_result sh_ok(const char *line, double timeout)
+{
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	msb_exec_result res;
+	msb_error *err = NULL;
+	req.shell = line;
+	req.timeout = timeout;
+	int rc = run_req(cl, &req, &res, &err);
+	cr_assert_eq(rc, 0, "exec `%s`: %s", line, err ? msb_error_message(err) : "?");
+	return res;
+}
+
+static void assert_bytes(const uint8_t *got, size_t got_len, const void *want, size_t want_len)
+{
+	cr_assert_eq(got_len, want_len, "length %zu, want %zu", got_len, want_len);
+	cr_assert(memcmp(got, want, want_len) == 0, "bytes differ");
+}
+
+/* ---- shapes, bytes, exit codes (9.1, 9.3, 9.6) --------------------------- */
+
+Test(agent, argv_is_passed_natively)
+{
+	static const char *const argv[] = {"sh", "-c", "printf '%s' \"$1\"", "p", "a b$(echo x)c",
+					   NULL};
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	msb_exec_result res;
+	msb_error *err = NULL;
+	req.argv = argv;
+	cr_assert_eq(run_req(cl, &req, &res, &err), 0);
+	assert_bytes(res.stdout_bytes, res.stdout_len, "a b$(echo x)c", 13);
+	cr_assert_eq(res.exit_code, 0);
+	cr_assert_eq(res.stdout_bytes[res.stdout_len], 0, "NUL-terminated for convenience");
+	msb_exec_result_clear(&res);
+}
+
+Test(agent, string_is_run_by_the_guest_shell)
+{
+	msb_exec_result res = sh_ok("printf '%s' 'a b'; echo $((1+2)) >&2", 10);
+	assert_bytes(res.stdout_bytes, res.stdout_len, "a b", 3);
+	assert_bytes(res.stderr_bytes, res.stderr_len, "3\n", 2);
+	msb_exec_result_clear(&res);
+}
+
+Test(agent, output_is_binary_safe)
+{
+	msb_exec_result res = sh_ok("printf '\\377\\000ok\\000'; printf '\\001\\000\\376' >&2", 10);
+	assert_bytes(res.stdout_bytes, res.stdout_len, "\xff\x00ok\x00", 5);
+	assert_bytes(res.stderr_bytes, res.stderr_len, "\x01\x00\xfe", 3);
+	msb_exec_result_clear(&res);
+}
+
+Test(agent, exit_code_fidelity)
+{
+	msb_exec_result res = sh_ok("exit 7", 10);
+	cr_assert_eq(res.exit_code, 7);
+	cr_assert_eq(res.term_signal, 0);
+	msb_exec_result_clear(&res);
+}
+
+Test(agent, signal_death_is_128_plus_n)
+{
+	msb_exec_result res = sh_ok("kill -TERM $$", 10);
+	cr_assert_eq(res.term_signal, SIGTERM);
+	cr_assert_eq(res.exit_code, 128 + SIGTERM);
+	msb_exec_result_clear(&res);
+}
+
+Test(agent, missing_program_is_127)
+{
+	static const char *const argv[] = {"no-such-program-msb", NULL};
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	msb_exec_result res;
+	msb_error *err = NULL;
+	req.argv = argv;
+	cr_assert_eq(run_req(cl, &req, &res, &err), 0);
+	cr_assert_eq(res.exit_code, 127);
+	cr_assert(strstr((const char *)res.stderr_bytes, "cannot execute") != NULL);
+	msb_exec_result_clear(&res);
+}
+
+Test(agent, env_defaults_and_request_env)
+{
+	static const char *const argv[] = {"sh", "-c",
+					   "printf '%s|%s|%s' \"$FOO\" \"$HOME\" \"$PATH\"", NULL};
+	static const char *const env[] = {"FOO=bar baz", "HOME=/home/x", NULL};
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	msb_exec_result res;
+	msb_error *err = NULL;
+	req.argv = argv;
+	req.env = env;
+	cr_assert_eq(run_req(cl, &req, &res, &err), 0);
+	cr_assert_str_eq(
+		(const char *)res.stdout_bytes,
+		"bar baz|/home/x|/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+	msb_exec_result_clear(&res);
+}
+
+Test(agent, workload_is_confined)
+{
+	msb_exec_result res = sh_ok("grep -E '^(NoNewPrivs|Seccomp|CapEff|CapBnd|CapPrm):' "
+				    "/proc/self/status | tr -s '\\t ' ' '",
+				    10);
+	const char *out = (const char *)res.stdout_bytes;
+	cr_assert(strstr(out, "NoNewPrivs: 1"), "%s", out);
+	cr_assert(strstr(out, "Seccomp: 2"), "%s", out);
+	cr_assert(strstr(out, "CapEff: 0000000000000000"), "%s", out);
+	cr_assert(strstr(out, "CapPrm: 0000000000000000"), "%s", out);
+	cr_assert(strstr(out, "CapBnd: 0000000000000000"), "%s", out);
+	msb_exec_result_clear(&res);
+	/* a denied call fails with EPERM: unshare a user namespace */
+	res = sh_ok(
+		"command -v unshare >/dev/null || exit 99; unshare -U true 2>/dev/null; echo $?",
+		10);
+	if (res.exit_code != 99)
+		cr_assert_str_neq((const char *)res.stdout_bytes, "0\n");
+	msb_exec_result_clear(&res);
+}
+
+/* ---- working directory (9.2) ---------------------------------------------- */
+
+static void mkdir_p(const char *base, const char *rel)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", base, rel);
+	for (char *p = path + strlen(base) + 1; *p; p++) {
+		if (*p == '/') {
+			*p = 0;
+			mkdir(path, 0755);
+			*p = '/';
+		}
+	}
+	mkdir(path, 0755);
+}
+
+static int exec_in(const char *wd, msb_exec_result *res, msb_error **err)
+{
+	static const char *const argv[] = {"pwd", "-P", NULL};
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	req.argv = argv;
+	req.working_directory = wd;
+	return run_req(cl, &req, res, err);
+}
+
+Test(agent, working_directory_is_honoured)
+{
+	mkdir_p(ap.work, "sub/dir");
+	char real[4096], want[4200];
+	cr_assert(realpath(ap.work, real));
+	msb_exec_result res;
+	msb_error *err = NULL;
+
+	cr_assert_eq(exec_in("sub/dir", &res, &err), 0);
+	snprintf(want, sizeof(want), "%s/sub/dir\n", real);
+	cr_assert_str_eq((const char *)res.stdout_bytes, want);
+	msb_exec_result_clear(&res);
+
+	cr_assert_eq(exec_in(NULL, &res, &err), 0);
+	snprintf(want, sizeof(want), "%s\n", real);
+	cr_assert_str_eq((const char *)res.stdout_bytes, want);
+	msb_exec_result_clear(&res);
+
+	/* absolute, inside the base: accepted (legacy addressing) */
+	char abs[4200];
+	snprintf(abs, sizeof(abs), "%s/sub/./dir/", ap.work);
+	cr_assert_eq(exec_in(abs, &res, &err), 0);
+	snprintf(want, sizeof(want), "%s/sub/dir\n", real);
+	cr_assert_str_eq((const char *)res.stdout_bytes, want);
+	msb_exec_result_clear(&res);
+}
+
+Test(agent, working_directory_escape_is_refused)
+{
+	mkdir_p(ap.work, "sub");
+	char link[512], file[512];
+	snprintf(link, sizeof(link), "%s/out", ap.work);
+	cr_assert_eq(symlink("/etc", link), 0);
+	snprintf(file, sizeof(file), "%s/plain", ap.work);
+	FILE *f = fopen(file, "w");
+	cr_assert(f);
+	fclose(f);
+
+	static const char *const escapes[] = {"..", "sub/../..", "../work", "/etc", "out", NULL};
+	for (size_t i = 0; escapes[i]; i++) {
+		msb_exec_result res;
+		msb_error *err = NULL;
+		int rc = exec_in(escapes[i], &res, &err);
+		cr_assert_eq(rc, MSB_E_VALUE, "`%s`: %d %s", escapes[i], rc,
+			     err ? msb_error_message(err) : "");
+		cr_assert(strstr(msb_error_message(err), "escapes the storage base"));
+		msb_error_free(err);
+	}
+	msb_exec_result res;
+	msb_error *err = NULL;
+	cr_assert_eq(exec_in("missing", &res, &err), MSB_E_NOT_FOUND);
+	msb_error_free(err);
+	err = NULL;
+	cr_assert_eq(exec_in("plain", &res, &err), MSB_E_NOT_DIRECTORY);
+	msb_error_free(err);
+	/* the channel was refused, the connection serves on */
+	res = sh_ok("echo still", 10);
+	cr_assert_str_eq((const char *)res.stdout_bytes, "still\n");
+	msb_exec_result_clear(&res);
+}
+
+/* ---- stdin and flow control ---------------------------------------------- */
+
+Test(agent, stdin_is_passed)
+{
+	static const char *const argv[] = {"cat", NULL};
+	static const uint8_t in[] = "hello\0world\xff";
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	msb_exec_result res;
+	msb_error *err = NULL;
+	req.argv = argv;
+	req.stdin_data = in;
+	req.stdin_len = sizeof(in) - 1;
+	cr_assert_eq(run_req(cl, &req, &res, &err), 0);
+	assert_bytes(res.stdout_bytes, res.stdout_len, in, sizeof(in) - 1);
+	msb_exec_result_clear(&res);
+}
+
+Test(agent, large_stdin_round_trips)
+{
+	size_t n = 3u << 20;
+	uint8_t *in = malloc(n);
+	for (size_t i = 0; i < n; i++)
+		in[i] = (uint8_t)(i * 7 + (i >> 11));
+	static const char *const argv[] = {"cat", NULL};
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	msb_exec_result res;
+	msb_error *err = NULL;
+	req.argv = argv;
+	req.stdin_data = in;
+	req.stdin_len = n;
+	cr_assert_eq(run_req(cl, &req, &res, &err), 0, "%s", err ? msb_error_message(err) : "");
+	assert_bytes(res.stdout_bytes, res.stdout_len, in, n);
+	msb_exec_result_clear(&res);
+	free(in);
+}
+
+Test(agent, unread_stdin_does_not_hang)
+{
+	size_t n = 1u << 20;
+	uint8_t *in = calloc(1, n);
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	msb_exec_result res;
+	msb_error *err = NULL;
+	req.shell = "exit 3";
+	req.stdin_data = in;
+	req.stdin_len = n;
+	req.timeout = 10;
+	cr_assert_eq(run_req(cl, &req, &res, &err), 0);
+	cr_assert_eq(res.exit_code, 3);
+	msb_exec_result_clear(&res);
+	free(in);
+	res = sh_ok("echo next", 10);
+	cr_assert_str_eq((const char *)res.stdout_bytes, "next\n");
+	msb_exec_result_clear(&res);
+}
+
+Test(agent, large_output_arrives_exactly)
+{
+	/* ~5.9 MB: many credit windows */
+	msb_exec_result res = sh_ok("seq 1 800000", 60);
+	size_t cap = 8u << 20, len = 0;
+	char *want = malloc(cap);
+	for (int i = 1; i <= 800000; i++)
+		len += (size_t)snprintf(want + len, cap - len, "%d\n", i);
+	assert_bytes(res.stdout_bytes, res.stdout_len, want, len);
+	free(want);
+	msb_exec_result_clear(&res);
+}
+
+/* ---- exec_bounded (9.8) --------------------------------------------------- */
+
+static msb_exec_result bounded(const char *line, uint64_t budget)
+{
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	msb_exec_result res;
+	msb_error *err = NULL;
+	req.shell = line;
+	req.max_output_bytes = budget;
+	req.timeout = 20;
+	int rc = run_req(cl, &req, &res, &err);
+	cr_assert_eq(rc, 0, "bounded `%s`: %s", line, err ? msb_error_message(err) : "?");
+	return res;
+}
+
+Test(agent, bounded_exec_truncates_at_the_budget)
+{
+	msb_exec_result res = bounded("head -c 10240 /dev/zero", 1024);
+	cr_assert_eq(res.stdout_len + res.stderr_len, 1024);
+	cr_assert(res.truncated);
+	msb_exec_result_clear(&res);
+
+	/* exactly the budget is not truncation */
+	res = bounded("printf 12345", 5);
+	assert_bytes(res.stdout_bytes, res.stdout_len, "12345", 5);
+	cr_assert(!res.truncated);
+	cr_assert_eq(res.exit_code, 0);
+	msb_exec_result_clear(&res);
+
+	/* the budget is combined stdout+stderr */
+	res = bounded("printf aaa; printf bbb >&2; printf ccc", 5);
+	cr_assert_eq(res.stdout_len + res.stderr_len, 5);
+	cr_assert(res.truncated);
+	msb_exec_result_clear(&res);
+}
+
+Test(agent, bounded_flood_stops_promptly)
+{
+	double t0 = now_s();
+	msb_exec_result res = bounded("exec yes", 1000);
+	cr_assert_lt(now_s() - t0, 5.0);
+	cr_assert_eq(res.stdout_len, 1000);
+	cr_assert(res.truncated);
+	/* the agent closed the pipe: yes died of SIGPIPE */
+	cr_assert_eq(res.term_signal, SIGPIPE, "exit %d", res.exit_code);
+	msb_exec_result_clear(&res);
+}
+
+/* ---- timeout (9.4) and cancel -------------------------------------------- */
+
+static pid_t first_pid(const uint8_t *out, size_t len)
+{
+	char buf[64];
+	size_t n = len < sizeof(buf) - 1 ? len : sizeof(buf) - 1;
+	memcpy(buf, out, n);
+	buf[n] = 0;
+	return (pid_t)strtol(buf, NULL, 10);
+}
+
+static void timeout_case(const char *line, bool pid_in_output)
+{
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	msb_exec_result res;
+	msb_error *err = NULL;
+	req.shell = line;
+	req.timeout = 1.0;
+	double t0 = now_s();
+	int rc = run_req(cl, &req, &res, &err);
+	double dt = now_s() - t0;
+	cr_assert_eq(rc, MSB_E_TIMEOUT, "rc %d", rc);
+	cr_assert(dt >= 0.5 && dt <= 4.0, "timeout fired after %.2f s", dt);
+	int signal = -1;
+	const uint8_t *out = NULL;
+	size_t out_len = 0;
+	cr_assert(msb_error_timeout(err, &signal, &out, &out_len));
+	cr_assert_eq(signal, MSB_SIGNAL_SENT, "agent did not confirm the group kill");
+	if (pid_in_output) {
+		pid_t pid = first_pid(out, out_len);
+		cr_assert_gt(pid, 1, "no pid in the partial output");
+		cr_assert(pid_gone(pid, 2.0), "pid %d survived the timeout", (int)pid);
+	}
+	msb_error_free(err);
+	/* the connection serves on */
+	res = sh_ok("echo after", 10);
+	cr_assert_str_eq((const char *)res.stdout_bytes, "after\n");
+	msb_exec_result_clear(&res);
+}
+
+Test(agent, timeout_kills_the_command)
+{
+	static const char *const argv[] = {"sleep", "30", NULL};
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	msb_exec_result res;
+	msb_error *err = NULL;
+	req.argv = argv;
+	req.timeout = 1.0;
+	double t0 = now_s();
+	cr_assert_eq(run_req(cl, &req, &res, &err), MSB_E_TIMEOUT);
+	double dt = now_s() - t0;
+	cr_assert(dt >= 0.5 && dt <= 4.0, "timeout fired after %.2f s", dt);
+	cr_assert_eq(msb_error_code(err), MSB_E_TIMEOUT);
+	msb_error_free(err);
+	timeout_case("echo $$; exec sleep 30", true);
+}
+
+Test(agent, timeout_leaves_no_background_survivor)
+{
+	/* the background grandchild holds the output pipe open */
+	timeout_case("sleep 100 & echo $!; sleep 100", true);
+}
+
+Test(agent, timeout_reaches_a_new_session)
+{
+	/* a descendant that left the group and session is still hunted */
+	timeout_case("setsid sleep 100 & echo $!; sleep 100", true);
+}
+
+struct canceller {
+	msb_cancel *c;
+	double after;
+};
+
+static void *cancel_later(void *arg)
+{
+	struct canceller *cc = arg;
+	usleep((useconds_t)(cc->after * 1e6));
+	msb_cancel_trigger(cc->c);
+	return NULL;
+}
+
+Test(agent, cancel_stops_the_command)
+{
+	msb_cancel *cancel = NULL;
+	cr_assert_eq(msb_cancel_new(&cancel, NULL), 0);
+	struct canceller cc = {cancel, 0.3};
+	pthread_t th;
+	pthread_create(&th, NULL, cancel_later, &cc);
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	msb_exec_result res;
+	msb_error *err = NULL;
+	req.shell = "echo $$; exec sleep 30";
+	req.timeout = 20;
+	req.cancel = cancel;
+	double t0 = now_s();
+	int rc = run_req(cl, &req, &res, &err);
+	double dt = now_s() - t0;
+	pthread_join(th, NULL);
+	cr_assert_eq(rc, MSB_E_CANCELLED, "rc %d", rc);
+	cr_assert_lt(dt, 3.0);
+	msb_error_free(err);
+	msb_cancel_free(cancel);
+	res = sh_ok("echo alive", 10);
+	cr_assert_str_eq((const char *)res.stdout_bytes, "alive\n");
+	msb_exec_result_clear(&res);
+}
+
+/* ---- concurrency, robustness --------------------------------------------- */
+
+struct par {
+	const char *sock;
+	const char *line;
+	int rc;
+	char out[64];
+};
+
+static void *par_exec(void *arg)
+{
+	struct par *p = arg;
+	msb_client *c = NULL;
+	msb_error *err = NULL;
+	p->rc = msb_client__connect(p->sock, 5, &c, &err);
+	if (p->rc == 0) {
+		msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+		msb_exec_result res = {0};
+		req.shell = p->line;
+		req.timeout = 20;
+		p->rc = msb_client__exec(c, &req, &res, &err);
+		if (p->rc == 0)
+			snprintf(p->out, sizeof(p->out), "%s", (const char *)res.stdout_bytes);
+		msb_exec_result_clear(&res);
+	}
+	msb_error_free(err);
+	msb_client__free(c);
+	return NULL;
+}
+
+Test(agent, two_connections_run_concurrently)
+{
+	struct par a = {ap.sock, "sleep 1; echo A", -1, ""};
+	struct par b = {ap.sock, "sleep 1; echo B", -1, ""};
+	pthread_t ta, tb;
+	double t0 = now_s();
+	pthread_create(&ta, NULL, par_exec, &a);
+	pthread_create(&tb, NULL, par_exec, &b);
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	double dt = now_s() - t0;
+	cr_assert_eq(a.rc, 0);
+	cr_assert_eq(b.rc, 0);
+	cr_assert_str_eq(a.out, "A\n");
+	cr_assert_str_eq(b.out, "B\n");
+	cr_assert_lt(dt, 1.9, "execs were serialised (%.2f s)", dt);
+}
+
+Test(agent, slow_reader_does_not_block_others)
+{
+	/* A raw connection asks for a flood with a huge window and never reads. */
+	int fd = agent_dial(&ap);
+	cr_assert_geq(fd, 0);
+	static uint8_t buf[MSB_PROTO_FRAME_MAX];
+	msb_proto_hello h;
+	msb_proto_hello_default(&h, MSB_PROTO_ROLE_HOST);
+	int n = msb_proto_enc_hello(buf, sizeof(buf), &h);
+	cr_assert_eq(write(fd, buf, (size_t)n), n);
+	static const char *const yes[] = {"yes", NULL};
+	msb_proto_exec_spec spec = {
+		.initial_credit = MSB_PROTO_MAX_WINDOW, .timeout_ms = 30000, .argv = yes};
+	n = msb_proto_enc_exec_open(buf, sizeof(buf), 1, &spec);
+	cr_assert_eq(write(fd, buf, (size_t)n), n);
+	usleep(300 * 1000); /* let the flood fill every buffer */
+
+	struct par p = {ap.sock, "echo fast", -1, ""};
+	pthread_t t;
+	double t0 = now_s();
+	pthread_create(&t, NULL, par_exec, &p);
+	pthread_join(t, NULL);
+	cr_assert_lt(now_s() - t0, 2.0);
+	cr_assert_eq(p.rc, 0);
+	cr_assert_str_eq(p.out, "fast\n");
+	close(fd); /* the agent kills the flood */
+	cr_assert(agent_alive(&ap));
+}
+
+Test(agent, crashed_workload_leaves_the_agent_serving)
+{
+	msb_exec_result res = sh_ok("kill -SEGV $$", 10);
+	cr_assert_eq(res.term_signal, SIGSEGV);
+	cr_assert_eq(res.exit_code, 128 + SIGSEGV);
+	msb_exec_result_clear(&res);
+	cr_assert(agent_alive(&ap));
+	res = sh_ok("echo ok", 10);
+	cr_assert_str_eq((const char *)res.stdout_bytes, "ok\n");
+	msb_exec_result_clear(&res);
+}
+
+Test(agent, process_snapshot)
+{
+	msb_client_proc *procs = NULL;
+	size_t n = 0;
+	msb_error *err = NULL;
+	cr_assert_eq(msb_client__ps(cl, 10, &procs, &n, &err), 0, "%s",
+		     err ? msb_error_message(err) : "");
+	bool found = false;
+	for (size_t i = 0; i < n; i++) {
+		cr_assert_gt(procs[i].pid, 0);
+		cr_assert(procs[i].argv != NULL);
+		if ((pid_t)procs[i].pid == ap.pid) {
+			found = true;
+			cr_assert_str_eq(procs[i].comm, "msb-agent");
+			cr_assert(procs[i].argv[0] && strstr(procs[i].argv[0], "msb-agent"));
+			cr_assert_str_eq(procs[i].argv[1], "--work");
+		}
+	}
+	cr_assert(found, "the agent is not in its own snapshot (%zu processes)", n);
+	msb_client__procs_free(procs, n);
+}
+
+Test(agent, ping)
+{
+	cr_assert_eq(msb_client__ping(cl, 5, NULL), 0);
+}
+
+Test(agent, agent_survives_garbage)
+{
+	int fd = agent_dial(&ap);
+	cr_assert_geq(fd, 0);
+	static const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n\xff\xff\xff\xff";
+	cr_assert_gt(write(fd, junk, sizeof(junk)), 0);
+	char buf[256];
+	ssize_t n;
+	/* the agent answers with its HELLO or an ERROR, then hangs up */
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		;
+	cr_assert_eq(n, 0);
+	close(fd);
+	cr_assert(agent_alive(&ap));
+	msb_exec_result res = sh_ok("echo ok", 10);
+	cr_assert_str_eq((const char *)res.stdout_bytes, "ok\n");
+	msb_exec_result_clear(&res);
+}
+
+Test(agent, sigterm_kills_everything_below_the_agent)
+{
+	/* an orphan that left the session and the pipes outlives its exec ... */
+	msb_exec_result res = sh_ok("setsid sleep 100 >/dev/null 2>&1 </dev/null & echo $!", 10);
+	pid_t pid = first_pid(res.stdout_bytes, res.stdout_len);
+	msb_exec_result_clear(&res);
+	cr_assert_gt(pid, 1);
+	cr_assert(!pid_gone(pid, 0.2), "the orphan should still run");
+	/* ... until the agent is told to stop */
+	msb_client__free(cl);
+	cl = NULL;
+	agent_stop(&ap);
+	cr_assert(pid_gone(pid, 2.0), "pid %d survived the agent's SIGTERM", (int)pid);
+}
+
+Test(agent, long_arguments_and_the_request_cap)
+{
+	static char big[50001];
+	memset(big, 'a', sizeof(big) - 1);
+	const char *argv[] = {"sh", "-c", "printf %s \"$1\" | wc -c", "p", big, NULL};
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	msb_exec_result res;
+	msb_error *err = NULL;
+	req.argv = argv;
+	cr_assert_eq(run_req(cl, &req, &res, &err), 0);
+	cr_assert_eq(strtol((const char *)res.stdout_bytes, NULL, 10), 50000);
+	msb_exec_result_clear(&res);
+	/* a request that cannot fit one frame is the caller's error */
+	const char *argv2[] = {"true", big, big, NULL};
+	req.argv = argv2;
+	cr_assert_eq(run_req(cl, &req, &res, &err), MSB_E_VALUE);
+	cr_assert(strstr(msb_error_message(err), "protocol limits"));
+	msb_error_free(err);
+}
+
+Test(agent, empty_shell_line)
+{
+	msb_exec_result res = sh_ok("", 10);
+	cr_assert_eq(res.exit_code, 0);
+	cr_assert_eq(res.stdout_len, 0);
+	cr_assert_not_null(res.stdout_bytes);
+	msb_exec_result_clear(&res);
+}

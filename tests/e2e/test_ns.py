@@ -1,0 +1,196 @@
+"""The `ns` backend end to end, through the real `msb` binary (issue 3).
+
+Each test gets its own state root; the leak checker compares the host before
+and after: no process, mount, cgroup or state directory may remain.
+"""
+import concurrent.futures
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from leaks import Snapshot
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the ns e2e suite runs as root")
+
+FLOOR = ["--min-isolation", "container"]
+
+
+@pytest.fixture
+def state():
+    root = tempfile.mkdtemp(prefix="/tmp/msb-e2e-")
+    before = Snapshot.take(root)
+    yield root
+    leaks = Snapshot.take(root).leaked_since(before)
+    # Whatever a test left, purge must be able to remove; a test that asserts
+    # cleanliness itself has already checked. Sweep so one failure does not
+    # cascade, then report what was found.
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f"--state {root}/".encode() in f.read().replace(b"\0", b" "):
+                    os.kill(int(pid), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+    shutil.rmtree(root, ignore_errors=True)
+    assert not leaks, f"left behind: {leaks}"
+
+
+def sh(msb, state, *cmd, thread="t1", timeout=60, extra=()):
+    return msb("exec", "--state-dir", state, *FLOOR, "--thread", thread, *extra, "--",
+               *cmd, timeout=timeout)
+
+
+def test_default_floor_refuses_and_says_how_to_opt_down(msb, state):
+    p = msb("run", "--state-dir", state, "--", "true")
+    assert p.returncode == 3
+    assert b"SandboxBackendNotPermitted" in p.stderr
+    assert b"minimum-isolation floor" in p.stderr
+    assert b"--min-isolation container" in p.stderr
+
+
+def test_run_passes_exit_status_and_bytes(msb, state):
+    p = msb("run", "--state-dir", state, *FLOOR, "--", "sh", "-c",
+            "printf 'a\\000b\\377'; printf err >&2; exit 7")
+    assert p.returncode == 7, p.stderr
+    assert p.stdout == b"a\x00b\xff"
+    assert p.stderr == b"err"
+    # A call-scoped sandbox is gone when the call ends.
+    assert os.listdir(os.path.join(state, "ns")) == []
+
+
+def test_argv_is_passed_natively_9_1(msb, state):
+    p = msb("run", "--state-dir", state, *FLOOR, "--", "sh", "-c",
+            "printf '%s' \"$1\"", "p", "a b$(echo x)c")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == b"a b$(echo x)c"
+    assert msb("purge", "--state-dir", state, "--scope", "cli", "--thread", "x").returncode == 0
+
+
+def test_reuse_across_processes_and_purge(msb, state):
+    a = msb("acquire", "--state-dir", state, *FLOOR, "--thread", "conv")
+    b = msb("acquire", "--state-dir", state, *FLOOR, "--thread", "conv")
+    assert a.returncode == 0 and b.returncode == 0, (a.stderr, b.stderr)
+    assert a.stdout == b.stdout and len(a.stdout.strip()) == 32
+    # Warm: a file written by one exec is seen by the next (one sandbox).
+    assert sh(msb, state, "sh", "-c", "echo hi > /tmp/x", thread="conv").returncode == 0
+    assert sh(msb, state, "cat", "/tmp/x", thread="conv").stdout == b"hi\n"
+    p = msb("purge", "--state-dir", state, "--scope", "cli", "--thread", "conv")
+    assert p.returncode == 0 and b"disposed 1" in p.stdout
+    c = msb("acquire", "--state-dir", state, *FLOOR, "--thread", "conv")
+    assert c.returncode == 0 and c.stdout != a.stdout  # a replacement has a new id (9.29)
+    assert msb("purge", "--state-dir", state, "--scope", "cli", "--thread", "conv").returncode == 0
+
+
+def test_racing_acquires_get_one_sandbox_4_15(msb, state):
+    def acquire(_):
+        return msb("acquire", "--state-dir", state, *FLOOR, "--thread", "race")
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(acquire, range(6)))
+    ids = {r.stdout for r in results}
+    assert all(r.returncode == 0 for r in results), [r.stderr for r in results]
+    assert len(ids) == 1
+    ls = json.loads(msb("ls", "--state-dir", state, "--json").stdout)
+    assert len(ls) == 1 and ls[0]["alive"]
+    assert msb("purge", "--state-dir", state, "--scope", "cli", "--thread", "race").returncode == 0
+
+
+def test_kinds_are_distinct_sandboxes_2_9(msb, state):
+    a = msb("acquire", "--state-dir", state, *FLOOR, "--thread", "k", "--kind", "a")
+    b = msb("acquire", "--state-dir", state, *FLOOR, "--thread", "k", "--kind", "b")
+    assert a.stdout != b.stdout
+    p = msb("dispose", "--state-dir", state, "--thread", "k", "--kind", "a")
+    assert p.returncode == 0
+    ls = json.loads(msb("ls", "--state-dir", state, "--json").stdout)
+    assert [e["kind"] for e in ls] == ["b"]
+    assert msb("dispose", "--state-dir", state, "--thread", "k").returncode == 0
+
+
+def test_timeout_kills_the_group_and_reports(msb, state):
+    start = time.monotonic()
+    p = sh(msb, state, "sh", "-c", "sleep 100 & sleep 100", thread="to",
+           extra=("--timeout", "1"))
+    elapsed = time.monotonic() - start
+    assert p.returncode == 6, p.stderr
+    assert b"TimeoutError" in p.stderr
+    assert elapsed < 20
+    # No survivor: nothing but the agent is left inside.
+    q = sh(msb, state, "sh", "-c", "for p in /proc/[0-9]*; do cat $p/comm; done", thread="to")
+    names = q.stdout.decode().split()
+    assert "sleep" not in names, names
+    assert msb("purge", "--state-dir", state, "--scope", "cli", "--thread", "to").returncode == 0
+
+
+def test_output_flood_stops_at_the_budget(msb, state):
+    p = sh(msb, state, "sh", "-c", "yes", thread="fl", extra=("--max-output", "1000"))
+    assert len(p.stdout) == 1000
+    assert b"truncated" in p.stderr
+    assert msb("purge", "--state-dir", state, "--scope", "cli", "--thread", "fl").returncode == 0
+
+
+def test_large_output_arrives_exactly(msb, state):
+    p = sh(msb, state, "sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' 'x'", thread="big")
+    assert p.returncode == 0 and p.stdout == b"x" * 3000000
+    assert msb("purge", "--state-dir", state, "--scope", "cli", "--thread", "big").returncode == 0
+
+
+def test_the_inside_sees_nothing_of_the_host(msb, state):
+    marker = os.path.join("/root", f"msb-host-marker-{os.getpid()}")
+    open(marker, "w").close()
+    try:
+        script = (
+            f"test -e {marker} && echo host-file-visible; "
+            "ls /sys/class/net 2>/dev/null || cat /proc/net/dev; "
+            "ls -d /proc/[0-9]* | wc -l; "
+            "grep -E '^Cap(Eff|Bnd)' /proc/self/status; "
+            "cat /proc/1/comm; hostname"
+        )
+        p = sh(msb, state, "sh", "-c", script, thread="in")
+        out = p.stdout.decode()
+        assert p.returncode == 0, p.stderr
+        assert "host-file-visible" not in out
+        assert "eth" not in out and "lo" in out
+        assert "CapEff:\t0000000000000000" in out
+        assert "CapBnd:\t0000000000000000" in out
+        assert "msb-agent" in out
+        nprocs = int([line for line in out.splitlines() if line.strip().isdigit()][0])
+        assert nprocs < 10, out
+    finally:
+        os.unlink(marker)
+    # mount and ptrace of PID 1 fail; a capability cannot be raised.
+    assert sh(msb, state, "sh", "-c", "mount -t tmpfs x /mnt", thread="in").returncode != 0
+    code = ("import ctypes, sys; libc = ctypes.CDLL(None, use_errno=True); "
+            "PTRACE_ATTACH = 16; r = libc.ptrace(PTRACE_ATTACH, 1, 0, 0); "
+            "print('ptrace', r, ctypes.get_errno()); "
+            "PR_CAP_AMBIENT, RAISE, CAP_SYS_ADMIN = 47, 2, 21; "
+            "r2 = libc.prctl(PR_CAP_AMBIENT, RAISE, CAP_SYS_ADMIN, 0, 0); "
+            "print('raise', r2)")
+    p = sh(msb, state, "python3", "-c", code, thread="in")
+    assert p.returncode == 0, p.stderr
+    assert b"ptrace -1" in p.stdout and b"raise -1" in p.stdout
+    assert msb("purge", "--state-dir", state, "--scope", "cli", "--thread", "in").returncode == 0
+
+
+def test_a_crashed_workload_leaves_the_agent_serving(msb, state):
+    p = sh(msb, state, "sh", "-c", "kill -SEGV $$", thread="cr")
+    assert p.returncode == 128 + signal.SIGSEGV
+    p = sh(msb, state, "echo", "still here", thread="cr")
+    assert p.returncode == 0 and p.stdout == b"still here\n"
+    assert msb("purge", "--state-dir", state, "--scope", "cli", "--thread", "cr").returncode == 0
+
+
+def test_killing_the_shim_leaves_nothing_purge_cannot_remove(msb, state):
+    assert msb("acquire", "--state-dir", state, *FLOOR, "--thread", "kill").returncode == 0
+    ls = json.loads(msb("ls", "--state-dir", state, "--json").stdout)
+    name = ls[0]["name"]
+    with open(os.path.join(state, "ns", name, "shim.pid")) as f:
+        shim = int(f.read().split()[0])
+    os.kill(shim, signal.SIGKILL)
+    time.sleep(0.5)
+    p = msb("purge", "--state-dir", state, "--scope", "cli", "--thread", "kill")
+    assert p.returncode == 0, p.stderr

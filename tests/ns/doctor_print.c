@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Print msb_ns__doctor()'s probes and verdicts (what `msb doctor` will show). */
+#include <stdio.h>
+
+#include "backends/ns/boundary.h"
+
+int main(void)
+{
+	msb_ns_doctor *d = NULL;
+	msb_error *e = NULL;
+	if (msb_ns__doctor(&d, &e) < 0) {
+		fprintf(stderr, "doctor: %s\n", msb_error_message(e));
+		msb_error_free(e);
+		return 1;
+	}
+	printf("probes:\n");
+	for (size_t i = 0; i < d->n_probes; i++)
+		printf("  %-20s %-4s %s\n", d->probes[i].name, d->probes[i].ok ? "ok" : "NO",
+		       d->probes[i].reason);
+	printf("backends:\n");
+	for (size_t i = 0; i < d->n_verdicts; i++)
+		printf("  %-20s %-4s %s\n", d->verdicts[i].name, d->verdicts[i].ok ? "ok" : "NO",
+		       d->verdicts[i].reason);
+	msb_ns__doctor_free(d);
+	return 0;
+}
