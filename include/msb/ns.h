@@ -63,6 +63,28 @@ MSB_EXTERN int msb_ns_list(const msb_ns_options *opts, msb_ns_entry **entries, s
 			   msb_error **err);
 MSB_EXTERN void msb_ns_entries_free(msb_ns_entry *entries, size_t n);
 
+/*
+ * msb doctor: probe this host (user namespaces, overlayfs, cgroup v2 and v1
+ * controllers, seccomp, openat2, Landlock, KVM, ...) by trying each facility,
+ * and give a verdict per backend with the reason. Forks short-lived children;
+ * nothing outlives the call.
+ */
+typedef struct msb_probe {
+	char *name;
+	bool ok;
+	char *reason; /* one line */
+} msb_probe;
+
+typedef struct msb_doctor_report {
+	msb_probe *probes;
+	size_t n_probes;
+	msb_probe *backends; /* one verdict per backend ("ns", "fake", "vm", ...) */
+	size_t n_backends;
+} msb_doctor_report;
+
+MSB_EXTERN int msb_doctor(msb_doctor_report **out, msb_error **err);
+MSB_EXTERN void msb_doctor_report_free(msb_doctor_report *r);
+
 MSB_END_DECLS
 
 #endif

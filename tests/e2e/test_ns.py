@@ -194,3 +194,61 @@ def test_killing_the_shim_leaves_nothing_purge_cannot_remove(msb, state):
     time.sleep(0.5)
     p = msb("purge", "--state-dir", state, "--scope", "cli", "--thread", "kill")
     assert p.returncode == 0, p.stderr
+
+
+def _unprivileged_userns_allowed():
+    try:
+        with open("/proc/sys/kernel/unprivileged_userns_clone") as f:
+            return f.read().strip() == "1"
+    except OSError:
+        return True  # no such knob: the kernel allows it
+
+
+@pytest.mark.skipif(not shutil.which("setpriv") or not _unprivileged_userns_allowed(),
+                    reason="needs setpriv and unprivileged user namespaces")
+def test_runs_as_an_ordinary_user(msb):
+    # Copy the binaries somewhere an ordinary user can execute them from.
+    top = tempfile.mkdtemp(prefix="/tmp/msb-unpriv-")
+    try:
+        os.chmod(top, 0o755)
+        build = os.path.dirname(os.path.dirname(msb.path))
+        for sub, name in (("cli", "msb"), ("shim", "msb-shim"), ("agent", "msb-agent")):
+            os.makedirs(os.path.join(top, sub))
+            shutil.copy2(os.path.join(build, sub, name), os.path.join(top, sub, name))
+            os.chmod(os.path.join(top, sub), 0o755)
+        xdg = os.path.join(top, "xdg")
+        os.makedirs(xdg)
+        os.chown(xdg, 65534, 65534)
+        os.chmod(xdg, 0o700)
+        p = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", "-i",
+             "PATH=/usr/bin:/bin", f"XDG_RUNTIME_DIR={xdg}",
+             os.path.join(top, "cli", "msb"), "run", "--min-isolation", "container", "--",
+             "sh", "-c", "id -u; cat /proc/self/uid_map; echo x > /tmp/f && cat /tmp/f"],
+            capture_output=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        lines = p.stdout.decode().split()
+        assert lines[0] == "0"               # root inside ...
+        assert lines[1:4] == ["0", "65534", "1"]  # ... is the caller outside, one id
+        assert lines[4] == "x"
+        # State lived in $XDG_RUNTIME_DIR/msb and nothing is left there.
+        assert os.listdir(os.path.join(xdg, "msb", "ns")) == []
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_killing_the_host_mid_acquire_leaves_nothing_purge_cannot_remove(msb, state):
+    # Kill `msb acquire` at points spread over its whole run; whatever it
+    # left (a half-made directory, a shim still starting, a live sandbox)
+    # must be removable by purge.
+    for delay_ms in (0, 1, 2, 4, 6, 8, 12, 16, 25, 40):
+        p = subprocess.Popen([msb.path, "acquire", "--state-dir", state, *FLOOR,
+                              "--thread", f"k{delay_ms}"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay_ms / 1000)
+        p.kill()
+        p.wait()
+    time.sleep(0.5)  # let any shim that was already started finish starting
+    for delay_ms in (0, 1, 2, 4, 6, 8, 12, 16, 25, 40):
+        r = msb("purge", "--state-dir", state, "--scope", "cli", "--thread", f"k{delay_ms}")
+        assert r.returncode == 0, r.stderr

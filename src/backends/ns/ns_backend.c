@@ -74,9 +74,14 @@ int msb_ns__backend_init(ns_backend *b, const msb_ns_options *opts, msb_error **
 		msb_ns__backend_clear(b);
 		return r;
 	}
-	b->memory_bytes = opts->memory_bytes ? opts->memory_bytes : 512ull << 20;
-	b->pids_max = opts->pids_max ? opts->pids_max : 512;
-	b->cpu_millis = opts->cpu_millis ? opts->cpu_millis : 1000;
+	/* Default cgroup limits as root. An ordinary user has no cgroup to put a
+	 * sandbox in unless one was delegated, so the defaults do not apply there;
+	 * limits asked for explicitly are enforced or the acquire is refused
+	 * (fail closed, never silently weaker). */
+	bool root = geteuid() == 0;
+	b->memory_bytes = opts->memory_bytes ? opts->memory_bytes : root ? 512ull << 20 : 0;
+	b->pids_max = opts->pids_max ? opts->pids_max : root ? 512 : 0;
+	b->cpu_millis = opts->cpu_millis ? opts->cpu_millis : root ? 1000 : 0;
 	b->writable_bytes = opts->writable_bytes ? opts->writable_bytes : 256ull << 20;
 	b->start_timeout = opts->start_timeout > 0 ? opts->start_timeout : 30.0;
 	return 0;
@@ -151,9 +156,10 @@ static int start_shim(const ns_backend *b, const char *dir, double timeout, msb_
 	pid_t child = fork();
 	if (child == 0) {
 		/* Only async-signal-safe calls from here to execve. */
+		/* The shim makes its own session; as a non-leader its setsid()
+		 * needs no further fork. */
 		if (fork() != 0)
 			_exit(0);
-		setsid();
 		if (pipefd[1] == 3) {
 			int fl = fcntl(3, F_GETFD);
 			fcntl(3, F_SETFD, fl & ~FD_CLOEXEC);
@@ -385,8 +391,17 @@ static int sweep(ns_backend *b, select_fn select, void *ud, uint64_t *disposed,
 		while (flock(dfd, LOCK_EX) < 0 && errno == EINTR)
 			;
 		msb_ns_labels l = {0};
-		bool take = msb_ns__labels_read(dfd, &l, NULL) == 0 && select(&l, ud);
+		bool labelled = msb_ns__labels_read(dfd, &l, NULL) == 0;
+		bool take = labelled && select(&l, ud);
 		msb_ns__labels_clear(&l);
+		int64_t shim = 0;
+		if (!labelled && (msb_ns__shim_alive(dfd, &shim, NULL), shim == 0) &&
+		    faccessat(dfd, MSB_NS_LABELS, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
+			/* An acquire died before its labels landed: labels are written
+			 * before any shim starts, so nothing can run here. We hold its
+			 * lock; remove the debris. */
+			msb__rm_rf_at(dirfd(d), de->d_name);
+		}
 		if (take) {
 			msb_disposal_code code = MSB_DISPOSAL_UNKNOWN;
 			char *detail = NULL;
@@ -613,4 +628,64 @@ void msb_ns_entries_free(msb_ns_entry *entries, size_t n)
 		free(entries[i].instance_id);
 	}
 	free(entries);
+}
+
+/* The public report has the internal one's shape; copy it so the two types
+ * stay independent. */
+static int copy_probes(const msb_ns_probe *in, size_t n, msb_probe **out)
+{
+	*out = calloc(n ? n : 1, sizeof(**out));
+	if (!*out)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		(*out)[i].name = strdup(in[i].name);
+		(*out)[i].reason = strdup(in[i].reason);
+		(*out)[i].ok = in[i].ok;
+		if (!(*out)[i].name || !(*out)[i].reason)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+int msb_doctor(msb_doctor_report **out, msb_error **err)
+{
+	msb_ns_doctor *d = NULL;
+	int r = msb_ns__doctor(&d, err);
+	if (r < 0)
+		return r;
+	msb_doctor_report *rep = calloc(1, sizeof(*rep));
+	if (!rep) {
+		msb_ns__doctor_free(d);
+		return msb__error_nomem(err);
+	}
+	rep->n_probes = d->n_probes;
+	rep->n_backends = d->n_verdicts;
+	r = copy_probes(d->probes, d->n_probes, &rep->probes);
+	if (r == 0)
+		r = copy_probes(d->verdicts, d->n_verdicts, &rep->backends);
+	msb_ns__doctor_free(d);
+	if (r < 0) {
+		msb_doctor_report_free(rep);
+		return msb__error_nomem(err);
+	}
+	*out = rep;
+	return 0;
+}
+
+static void free_probes(msb_probe *p, size_t n)
+{
+	for (size_t i = 0; p && i < n; i++) {
+		free(p[i].name);
+		free(p[i].reason);
+	}
+	free(p);
+}
+
+void msb_doctor_report_free(msb_doctor_report *r)
+{
+	if (!r)
+		return;
+	free_probes(r->probes, r->n_probes);
+	free_probes(r->backends, r->n_backends);
+	free(r);
 }
