@@ -7,8 +7,9 @@ each of those; `snapshot.leaked_since(before)` lists what is new.
 import os
 
 
-def _processes():
-    out = {}
+def _processes(state_root):
+    """msb-shim processes of this state root, and the agents they hold."""
+    procs = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -16,11 +17,17 @@ def _processes():
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
             with open(f"/proc/{pid}/stat") as f:
-                start = f.read().rsplit(")", 1)[1].split()[19]
+                fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if "msb-shim" in cmd or "msb-agent" in cmd:
-            out[(int(pid), start)] = cmd
+        procs[int(pid)] = (cmd, int(fields[1]), fields[19])
+    shims = {pid for pid, (cmd, _, _) in procs.items()
+             if "msb-shim" in cmd and f"--state {state_root}/" in cmd}
+    out = {}
+    for pid, (cmd, ppid, start) in procs.items():
+        # An agent whose shim is gone (reparented to init) is a leak whoever made it.
+        if pid in shims or ("msb-agent" in cmd and (ppid in shims or ppid == 1)):
+            out[(pid, start)] = cmd
     return out
 
 
@@ -55,7 +62,7 @@ def _state(state_root):
 class Snapshot:
     def __init__(self, state_root):
         self.state_root = state_root
-        self.processes = _processes()
+        self.processes = _processes(state_root)
         self.mounts = _mounts(state_root)
         self.cgroups = _cgroups()
         self.state = _state(state_root)

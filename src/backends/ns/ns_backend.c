@@ -63,13 +63,12 @@ int msb_ns__backend_init(ns_backend *b, const msb_ns_options *opts, msb_error **
 		msb_ns__backend_clear(b);
 		return msb__error_nomem(err);
 	}
-	if (strcmp(b->image, "host") != 0 && strncmp(b->image, "dir:", 4) != 0) {
-		int r = msb_error_set(err, MSB_E_VALUE,
-				      "ns image `%s`: expected `host` or `dir:PATH`", b->image);
+	int r = msb_ns__image_check(b->image, err);
+	if (r < 0) {
 		msb_ns__backend_clear(b);
 		return r;
 	}
-	int r = msb_ns__state_dir(opts->state_root, &b->state_dir, err);
+	r = msb_ns__state_dir(opts->state_root, &b->state_dir, err);
 	if (r < 0) {
 		msb_ns__backend_clear(b);
 		return r;
@@ -118,21 +117,6 @@ static int random_hex(char *out, size_t nbytes)
 	}
 	out[2 * nbytes] = '\0';
 	return 0;
-}
-
-/* The shim's configuration for this sandbox (docs/internals/ns-boundary.md). */
-static char *shim_config(const ns_backend *b, const char *work_dir, const char *name)
-{
-	json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I}", "image", b->image, "work_dir",
-			      work_dir, "hostname", name, "memory_bytes",
-			      (json_int_t)b->memory_bytes, "pids_max", (json_int_t)b->pids_max,
-			      "cpu_millis", (json_int_t)b->cpu_millis, "writable_bytes",
-			      (json_int_t)b->writable_bytes);
-	if (!o)
-		return NULL;
-	char *text = msb__json_dump(o);
-	json_decref(o);
-	return text;
 }
 
 /*
@@ -343,9 +327,10 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 		r = msb_ns__labels_write(dfd, &nl, err);
 		if (r < 0)
 			return r;
-		_cleanup_free_ char *cfg = shim_config(b, work_dir, name);
-		if (!cfg)
-			return msb__error_nomem(err);
+		_cleanup_free_ char *cfg = NULL;
+		r = msb_ns__shim_config(b, spec, work_dir, name, &cfg, err);
+		if (r < 0)
+			return r;
 		r = msb__write_file_atomic_at(dfd, "shim.json", cfg, strlen(cfg), 0600);
 		if (r < 0)
 			return msb__error_errno(err, r, "ns: cannot write the shim configuration");
@@ -396,7 +381,8 @@ static int sweep(ns_backend *b, select_fn select, void *ud, uint64_t *disposed,
 		msb_ns__labels_clear(&l);
 		int64_t shim = 0;
 		if (!labelled && (msb_ns__shim_alive(dfd, &shim, NULL), shim == 0) &&
-		    faccessat(dfd, MSB_NS_LABELS, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
+		    faccessat(dfd, MSB_NS_LABELS, F_OK, AT_SYMLINK_NOFOLLOW) < 0 &&
+		    errno == ENOENT) {
 			/* An acquire died before its labels landed: labels are written
 			 * before any shim starts, so nothing can run here. We hold its
 			 * lock; remove the debris. */

@@ -4,7 +4,9 @@
 #define MSB_NS_INT_H
 
 #include <msb/backend.h>
+#include <jansson.h>
 #include <msb/ns.h>
+#include <msb/spec.h>
 
 #include "ns_state.h"
 
@@ -24,6 +26,20 @@ typedef struct ns_backend {
 /* Resolve options into a backend description (defaults, env, paths). */
 int msb_ns__backend_init(ns_backend *b, const msb_ns_options *opts, msb_error **err);
 void msb_ns__backend_clear(ns_backend *b);
+
+/* The shim's configuration for one sandbox, as JSON (ns_config.c;
+ * docs/internals/ns-boundary.md has the keys). */
+int msb_ns__shim_config(const ns_backend *b, const msb_spec *spec, const char *work_dir,
+			const char *name, char **out, msb_error **err);
+
+/* Images (ns_image.c): is `image` one this backend can serve; its keys in
+ * the shim's configuration. */
+int msb_ns__image_check(const char *image, msb_error **err);
+int msb_ns__config_image(json_t *cfg, const ns_backend *b, msb_error **err);
+
+/* Limits (ns_limits.c): the cgroup and writable-layer limits for a sandbox
+ * of this spec, as keys of the shim's configuration. */
+int msb_ns__config_limits(json_t *cfg, const ns_backend *b, const msb_spec *spec, msb_error **err);
 
 /* A handle onto one running sandbox (ns_sandbox.c). */
 int msb_ns__sandbox_new(const ns_backend *b, const char *name, const msb_ns_labels *labels,
