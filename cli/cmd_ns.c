@@ -5,6 +5,7 @@
  * whose default floor is microvm: the `ns` backend (container) is refused
  * unless the caller opts down with --min-isolation container.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -30,6 +31,7 @@ struct ns_args {
 	const char *workdir;
 	double timeout;
 	uint64_t max_output;
+	uint64_t memory, pids, cpu; /* the spec's resource limits; 0 = backend default */
 	bool json;
 	bool kind_set;
 	char shim[PATH_MAX];
@@ -38,13 +40,18 @@ struct ns_args {
 
 #define COMMON_HELP                                                                                \
 	"  --state-dir DIR       state root (default: $MSB_STATE_DIR, /run/msb)\n"                 \
-	"  --image IMAGE         `host` (default) or `dir:PATH`\n"
+	"  --image IMAGE         `host` (default), `dir:PATH` or `oci:PATH[:TAG]`\n"
 
 #define KEY_HELP                                                                                   \
 	"  --scope S             the key's scope (default: cli)\n"                                 \
 	"  --thread T            the key's thread id (conversation)\n"                             \
 	"  --agent A             the key's agent directory (default: cli)\n"                       \
 	"  --kind K              the workload kind (default: shell)\n"
+
+#define LIMITS_HELP                                                                                \
+	"  --memory BYTES        memory limit, swap included (suffix K, M, G: powers of 1024)\n"   \
+	"  --pids N              at most N processes and threads, the agent included\n"            \
+	"  --cpu MILLIS          CPU time in thousandths of a core (500 = half a core)\n"
 
 #define FLOOR_HELP                                                                                 \
 	"  --min-isolation RUNG  the router's floor (default: microvm; `ns` is a container:\n"     \
@@ -67,7 +74,7 @@ const cli_verb verb_run = {
 	"\n" FLOOR_HELP COMMON_HELP "  --workdir DIR         working directory relative to the "
 	"storage base\n"
 	"  --timeout S           the command's bound in seconds (default 300)\n"
-	"  --max-output BYTES    stop the output at this many bytes (stdout+stderr)\n",
+	"  --max-output BYTES    stop the output at this many bytes (stdout+stderr)\n" LIMITS_HELP,
 	cmd_run,
 };
 
@@ -77,7 +84,7 @@ const cli_verb verb_acquire = {
 	"usage: msb acquire --thread T [--scope S] [--agent A] [--kind K] [--min-isolation RUNG]\n"
 	"\n"
 	"Get-or-create through the router; prints the sandbox's instance id.\n"
-	"\n" KEY_HELP FLOOR_HELP COMMON_HELP "  --json                print JSON\n",
+	"\n" KEY_HELP FLOOR_HELP COMMON_HELP "  --json                print JSON\n" LIMITS_HELP,
 	cmd_acquire,
 };
 
@@ -92,7 +99,7 @@ const cli_verb verb_exec = {
 	"  --workdir DIR         working directory relative to the "
 	"storage base\n"
 	"  --timeout S           the command's bound in seconds (default 300)\n"
-	"  --max-output BYTES    stop the output at this many bytes (stdout+stderr)\n",
+	"  --max-output BYTES    stop the output at this many bytes (stdout+stderr)\n" LIMITS_HELP,
 	cmd_exec,
 };
 
@@ -169,6 +176,9 @@ enum {
 	OPT_WORKDIR,
 	OPT_JSON,
 	OPT_MAX_OUTPUT,
+	OPT_MEMORY,
+	OPT_PIDS,
+	OPT_CPU,
 };
 
 static const struct option ns_opts[] = {
@@ -183,8 +193,45 @@ static const struct option ns_opts[] = {
 	{"workdir", required_argument, NULL, OPT_WORKDIR},
 	{"json", no_argument, NULL, OPT_JSON},
 	{"max-output", required_argument, NULL, OPT_MAX_OUTPUT},
+	{"memory", required_argument, NULL, OPT_MEMORY},
+	{"pids", required_argument, NULL, OPT_PIDS},
+	{"cpu", required_argument, NULL, OPT_CPU},
 	{NULL, 0, NULL, 0},
 };
+
+/* A positive count, with a K/M/G suffix (powers of 1024) when `suffixes`. */
+static bool parse_count(const char *s, bool suffixes, uint64_t *out)
+{
+	char *end = NULL;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || !end || end == s || s[0] == '-' || v == 0)
+		return false;
+	unsigned shift = 0;
+	if (suffixes && *end && !end[1]) {
+		switch (*end) {
+		case 'K':
+		case 'k':
+			shift = 10;
+			break;
+		case 'M':
+		case 'm':
+			shift = 20;
+			break;
+		case 'G':
+		case 'g':
+			shift = 30;
+			break;
+		default:
+			return false;
+		}
+		end++;
+	}
+	if (*end || v > (UINT64_MAX >> shift))
+		return false;
+	*out = (uint64_t)v << shift;
+	return true;
+}
 
 /* Parse options up to "--" (or the first non-option). Returns the index of
  * the first remaining argument, or -1 after printing a usage error. */
@@ -238,6 +285,26 @@ static int parse(const cli_verb *verb, int argc, char **argv, struct ns_args *a)
 			a->max_output = v;
 			break;
 		}
+		case OPT_MEMORY:
+			if (!parse_count(optarg, true, &a->memory)) {
+				cli_usage(verb,
+					  "--memory wants a positive byte count (K, M, G allowed)");
+				return -1;
+			}
+			break;
+		case OPT_PIDS:
+			if (!parse_count(optarg, false, &a->pids)) {
+				cli_usage(verb, "--pids wants a positive count");
+				return -1;
+			}
+			break;
+		case OPT_CPU:
+			if (!parse_count(optarg, false, &a->cpu)) {
+				cli_usage(verb,
+					  "--cpu wants a positive number of thousandths of a core");
+				return -1;
+			}
+			break;
 		case OPT_TIMEOUT: {
 			char *end = NULL;
 			a->timeout = strtod(optarg, &end);
@@ -284,6 +351,9 @@ static int make_spec(struct ns_args *a, bool call_scoped, msb_spec **out, msb_er
 	msb_spec_builder_set_requires(sb, MSB_CAP_EXEC);
 	if (call_scoped)
 		msb_spec_builder_set_isolation_scope(sb, MSB_SCOPE_CALL);
+	msb_spec_builder_set_memory_bytes(sb, a->memory);
+	msb_spec_builder_set_pids_max(sb, a->pids);
+	msb_spec_builder_set_cpu_millis(sb, a->cpu);
 	int r = msb_spec_build(sb, out, err);
 	msb_spec_builder_free(sb);
 	return r;
@@ -318,6 +388,14 @@ static int run_in(msb_sandbox *sb, struct ns_args *a, char **cmd, msb_error **er
 	if (res.truncated)
 		fprintf(stderr, "msb: output truncated at the %llu-byte budget\n",
 			(unsigned long long)a->max_output);
+	/* What the sandbox's limits did (docs/ns.md "Limits"). */
+	if (res.oom_killed)
+		fprintf(stderr,
+			"msb: oom_killed: the memory limit's OOM killer killed a process\n");
+	if (res.pids_exhausted)
+		fprintf(stderr, "msb: pids_exhausted: the pids limit refused a fork\n");
+	if (res.no_space)
+		fprintf(stderr, "msb: no_space: the writable layer or the storage base is full\n");
 	int status = res.exit_code;
 	msb_exec_result_clear(&res);
 	return status;

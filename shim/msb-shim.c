@@ -14,7 +14,10 @@
  * dies with its init), removes the cgroups, the socket, the work tree and
  * its own files; DIR itself is left to the caller unless --remove-state-dir.
  * The shim never touches the exec data path: the host talks to the agent on
- * agent.sock directly. docs/internals/ns-boundary.md has the details.
+ * agent.sock directly. It answers on its control socket, shim.sock: "fds"
+ * hands the host the sandbox's writable layer and /dev/shm (the fingerprint
+ * reads what changed there), "reset" restarts the sandbox from scratch in
+ * the same state directory. docs/internals/ns-boundary.md has the details.
  */
 #include <fcntl.h>
 #include <limits.h>
@@ -32,6 +35,7 @@
 
 #define CONFIG_MAX (64 * 1024)
 #define STALE_TIMEOUT_MS 2000
+#define CONTROL_READ_MS 2000
 
 struct shim {
 	char *state_dir;
@@ -46,6 +50,8 @@ struct shim {
 	int listen_fd;
 	int work_fd;
 	int agent_log_fd;
+	int ctl_fd;   /* listening control socket */
+	int ctl_conn; /* the control request being served: die() answers it */
 	msb_ns_config cfg;
 	msb_ns_cgroup *cg;
 	msb_ns_sandbox *sb;
@@ -102,6 +108,10 @@ static int teardown(struct shim *s)
 		close(s->listen_fd);
 		s->listen_fd = -1;
 	}
+	if (s->ctl_fd >= 0) {
+		close(s->ctl_fd);
+		s->ctl_fd = -1;
+	}
 	if (s->work_fd >= 0) {
 		close(s->work_fd);
 		s->work_fd = -1;
@@ -146,6 +156,10 @@ static _Noreturn void die(struct shim *s, const char *fmt, ...)
 	logmsg("msb-shim: %s", msg);
 	teardown(s);
 	report(s, line);
+	if (s->ctl_conn >= 0) {
+		ssize_t w = send(s->ctl_conn, line, strlen(line), MSG_NOSIGNAL);
+		(void)w;
+	}
 	_exit(1);
 }
 
@@ -346,24 +360,33 @@ static void make_work(struct shim *s)
 	s->work_fd = fd;
 }
 
-static void make_socket(struct shim *s)
+/* A listening socket at DIR/name (0700 under umask 077: owner only). */
+static int listen_at(struct shim *s, const char *name, int backlog)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", s->state_dir,
-			 MSB_NS_STATE_SOCKET);
+	int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", s->state_dir, name);
 	if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
 		/* Too long for sun_path: reach the directory through its fd. */
-		snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", s->dfd,
-			 MSB_NS_STATE_SOCKET);
-	if (unlinkat(s->dfd, MSB_NS_STATE_SOCKET, 0) < 0 && errno != ENOENT)
-		die(s, "remove a stale %s: %s", MSB_NS_STATE_SOCKET, strerror(errno));
-	s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (s->listen_fd < 0)
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", s->dfd, name);
+	if (unlinkat(s->dfd, name, 0) < 0 && errno != ENOENT)
+		die(s, "remove a stale %s: %s", name, strerror(errno));
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
 		die(s, "socket: %s", strerror(errno));
-	if (bind(s->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		die(s, "bind %s: %s", MSB_NS_STATE_SOCKET, strerror(errno));
-	if (listen(s->listen_fd, 128) < 0)
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		die(s, "bind %s: %s", name, strerror(errno));
+	}
+	if (listen(fd, backlog) < 0) {
+		close(fd);
 		die(s, "listen: %s", strerror(errno));
+	}
+	return fd;
+}
+
+static void make_socket(struct shim *s)
+{
+	s->listen_fd = listen_at(s, MSB_NS_STATE_SOCKET, 128);
 }
 
 static void make_cgroup(struct shim *s)
@@ -383,6 +406,157 @@ static void make_cgroup(struct shim *s)
 	/* msb_ns__spawn() creates them. */
 }
 
+/* Create the work dir, the agent's socket and the cgroups, and spawn the
+ * sandbox; on success init.pid names its init. */
+static void start_sandbox(struct shim *s)
+{
+	make_work(s);
+	make_socket(s);
+	make_cgroup(s);
+	if (s->agent_log_path) {
+		s->agent_log_fd =
+			open(s->agent_log_path,
+			     O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (s->agent_log_fd < 0)
+			die(s, "agent log `%s`: %s", s->agent_log_path, strerror(errno));
+	}
+
+	msb_ns_spawn_opts o = MSB_NS_SPAWN_OPTS_INIT;
+	o.state_dir = s->state_dir;
+	o.name = s->name;
+	o.agent_path = s->agent;
+	o.listen_fd = s->listen_fd;
+	_cleanup_free_ char *work_path = msb__asprintf("%s/%s", s->state_dir, MSB_NS_STATE_WORK);
+	if (!work_path)
+		die(s, "out of memory");
+	o.work_path = work_path;
+	o.work_fd = s->work_fd;
+	o.stdio_fd = s->agent_log_fd;
+	o.cgroup = s->cg;
+	msb_error *e = NULL;
+	if (msb_ns__spawn(&s->cfg, &o, &s->sb, &e) < 0)
+		die_err(s, e);
+	/* The agent owns the socket now; the shim is not in the data path. */
+	close(s->listen_fd);
+	s->listen_fd = -1;
+	if (s->agent_log_fd >= 0) {
+		close(s->agent_log_fd);
+		s->agent_log_fd = -1;
+	}
+	int r = msb_ns__write_pid_file(s->dfd, MSB_NS_STATE_INIT_PID, s->sb->pid,
+				       s->sb->start_time);
+	if (r < 0)
+		die(s, "write %s: %s", MSB_NS_STATE_INIT_PID, strerror(-r));
+	const msb_ns_timing *t = &s->sb->timing;
+	logmsg("msb-shim: sandbox `%s` ready, init pid %d, cgroup v%d: %.3f ms (clone %.3f, "
+	       "maps %.3f, cgroup setup %.3f, attach %.3f, then waited %.3f)",
+	       s->name, (int)s->sb->pid, msb_ns__cgroup_version(s->cg), (double)t->total_ns / 1e6,
+	       (double)t->clone_ns / 1e6, (double)t->map_ns / 1e6, (double)t->cgroup_ns / 1e6,
+	       (double)t->attach_ns / 1e6, (double)t->wait_ns / 1e6);
+}
+
+/*
+ * Reset: the pristine state of creation again. The init is killed (its pid
+ * namespace, the overlay and its writable tmpfs, /dev/shm go with it), the
+ * cgroups and the work dir are removed, and everything is made anew from the
+ * same configuration. A failure takes the sandbox down (die).
+ */
+static void reset_sandbox(struct shim *s)
+{
+	logmsg("msb-shim: reset of `%s`", s->name);
+	msb_ns__kill(s->sb);
+	msb_ns__wait(s->sb);
+	msb_ns__sandbox_free(s->sb);
+	s->sb = NULL;
+	unlinkat(s->dfd, MSB_NS_STATE_INIT_PID, 0);
+	if (s->cg) {
+		msb_error *e = NULL;
+		if (msb_ns__cgroup_destroy(s->cg, &e) < 0)
+			die(s, "reset: %s", msb_error_message(e));
+		msb_ns__cgroup_free(s->cg);
+		s->cg = NULL;
+	}
+	if (s->work_fd >= 0) {
+		close(s->work_fd);
+		s->work_fd = -1;
+	}
+	int r = msb__rm_rf_at(s->dfd, MSB_NS_STATE_WORK);
+	if (r < 0)
+		die(s, "reset: remove work/: %s", strerror(-r));
+	start_sandbox(s);
+}
+
+static int send_fds(int conn, const char *line, const int *fds, size_t n)
+{
+	struct iovec iov = {.iov_base = (void *)line, .iov_len = strlen(line)};
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+	} u;
+	memset(&u, 0, sizeof(u));
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (n) {
+		msg.msg_control = u.buf;
+		msg.msg_controllen = CMSG_SPACE(n * sizeof(int));
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(n * sizeof(int));
+		memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
+	}
+	ssize_t w;
+	do
+		w = sendmsg(conn, &msg, MSG_NOSIGNAL);
+	while (w < 0 && errno == EINTR);
+	return w == (ssize_t)iov.iov_len ? 0 : -EIO;
+}
+
+/* One request on the control socket (boundary.h: MSB_NS_CONTROL_*). The
+ * socket is the owner's only (0700 in a 0700 directory). */
+static void serve_control(struct shim *s)
+{
+	int conn = accept4(s->ctl_fd, NULL, NULL, SOCK_CLOEXEC);
+	if (conn < 0)
+		return;
+	char line[MSB_NS_CONTROL_LINE_MAX];
+	size_t len = 0;
+	int64_t deadline = msb__now_ns() + (int64_t)CONTROL_READ_MS * 1000000;
+	while (len < sizeof(line) - 1 && !memchr(line, '\n', len)) {
+		int64_t left = (deadline - msb__now_ns()) / 1000000;
+		struct pollfd p = {.fd = conn, .events = POLLIN};
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			break;
+		ssize_t n = read(conn, line + len, sizeof(line) - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	line[len] = '\0';
+	char *nl = strchr(line, '\n');
+	if (!nl) {
+		close(conn);
+		return;
+	}
+	*nl = '\0';
+	if (strcmp(line, MSB_NS_CONTROL_FDS) == 0) {
+		int fds[2] = {s->sb->layer_fd, s->sb->shm_fd};
+		if (fds[0] < 0 || fds[1] < 0)
+			send_fds(conn, "error: the writable layer is not held\n", NULL, 0);
+		else
+			send_fds(conn, "ok\n", fds, 2);
+	} else if (strcmp(line, MSB_NS_CONTROL_RESET) == 0) {
+		s->ctl_conn = conn;
+		reset_sandbox(s);
+		s->ctl_conn = -1;
+		send_fds(conn, "ok\n", NULL, 0);
+	} else {
+		send_fds(conn, "error: unknown request\n", NULL, 0);
+	}
+	close(conn);
+}
+
 static int make_signalfd(sigset_t *set)
 {
 	sigemptyset(set);
@@ -398,8 +572,13 @@ static int make_signalfd(sigset_t *set)
 
 int main(int argc, char **argv)
 {
-	struct shim s = {
-		.ready_fd = -1, .dfd = -1, .listen_fd = -1, .work_fd = -1, .agent_log_fd = -1};
+	struct shim s = {.ready_fd = -1,
+			 .dfd = -1,
+			 .listen_fd = -1,
+			 .work_fd = -1,
+			 .agent_log_fd = -1,
+			 .ctl_fd = -1,
+			 .ctl_conn = -1};
 	if (parse_args(&s, argc, argv) < 0) {
 		usage();
 		if (s.ready_fd >= 0)
@@ -419,51 +598,15 @@ int main(int argc, char **argv)
 	detach(&s);
 	check_state_dir(&s);
 	write_pid(&s);
-	make_work(&s);
-	make_socket(&s);
-	make_cgroup(&s);
-	if (s.agent_log_path) {
-		s.agent_log_fd = open(s.agent_log_path,
-				      O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (s.agent_log_fd < 0)
-			die(&s, "agent log `%s`: %s", s.agent_log_path, strerror(errno));
-	}
-
-	msb_ns_spawn_opts o = MSB_NS_SPAWN_OPTS_INIT;
-	o.state_dir = s.state_dir;
-	o.name = s.name;
-	o.agent_path = s.agent;
-	o.listen_fd = s.listen_fd;
-	_cleanup_free_ char *work_path = msb__asprintf("%s/%s", s.state_dir, MSB_NS_STATE_WORK);
-	if (!work_path)
-		die(&s, "out of memory");
-	o.work_path = work_path;
-	o.work_fd = s.work_fd;
-	o.stdio_fd = s.agent_log_fd;
-	o.cgroup = s.cg;
-	msb_error *e = NULL;
-	if (msb_ns__spawn(&s.cfg, &o, &s.sb, &e) < 0)
-		die_err(&s, e);
-	/* The agent owns the socket now; the shim is not in the data path. */
-	close(s.listen_fd);
-	s.listen_fd = -1;
-	if (s.agent_log_fd >= 0)
-		close(s.agent_log_fd);
-	int r = msb_ns__write_pid_file(s.dfd, MSB_NS_STATE_INIT_PID, s.sb->pid, s.sb->start_time);
-	if (r < 0)
-		die(&s, "write %s: %s", MSB_NS_STATE_INIT_PID, strerror(-r));
+	s.ctl_fd = listen_at(&s, MSB_NS_STATE_CONTROL, 16);
+	start_sandbox(&s);
 	report(&s, "ok\n");
-	const msb_ns_timing *t = &s.sb->timing;
-	logmsg("msb-shim: sandbox `%s` ready, init pid %d, cgroup v%d: %.3f ms (clone %.3f, "
-	       "maps %.3f, cgroup setup %.3f, attach %.3f, then waited %.3f)",
-	       s.name, (int)s.sb->pid, msb_ns__cgroup_version(s.cg), (double)t->total_ns / 1e6,
-	       (double)t->clone_ns / 1e6, (double)t->map_ns / 1e6, (double)t->cgroup_ns / 1e6,
-	       (double)t->attach_ns / 1e6, (double)t->wait_ns / 1e6);
 
 	for (;;) {
-		struct pollfd p[2] = {{.fd = s.sb->pidfd, .events = POLLIN},
-				      {.fd = sfd, .events = POLLIN}};
-		if (poll(p, 2, -1) < 0) {
+		struct pollfd p[3] = {{.fd = s.sb->pidfd, .events = POLLIN},
+				      {.fd = sfd, .events = POLLIN},
+				      {.fd = s.ctl_fd, .events = POLLIN}};
+		if (poll(p, 3, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			logmsg("msb-shim: poll: %s", strerror(errno));
@@ -482,9 +625,11 @@ int main(int argc, char **argv)
 				break;
 			}
 		}
+		if (p[2].revents)
+			serve_control(&s);
 	}
 	close(sfd);
-	r = teardown(&s);
+	int r = teardown(&s);
 	msb_ns__config_clear(&s.cfg);
 	close(s.dfd);
 	free(s.state_dir);

@@ -22,6 +22,9 @@
 
 MSB_BEGIN_DECLS
 
+/* memory_bytes, pids_max, cpu_millis and writable_bytes are each sandbox's
+ * default and the most a spec may ask for (the spec's `resources`; more is
+ * refused at acquire with MSB_E_VALUE). docs/ns.md "Limits". */
 typedef struct msb_ns_options {
 	unsigned version;
 	const char *name;	 /* NULL = "ns" */
@@ -29,7 +32,8 @@ typedef struct msb_ns_options {
 				  * $XDG_RUNTIME_DIR/msb */
 	const char *shim_path;	 /* NULL = $MSB_SHIM, else the installed msb-shim */
 	const char *agent_path;	 /* NULL = $MSB_AGENT, else the installed msb-agent */
-	const char *image;	 /* "host" (default) or "dir:PATH" */
+	const char *image;	 /* "host" (default), "dir:PATH" or "oci:PATH[:TAG]" (an OCI
+				  * image layout, unpacked once under the state root) */
 	uint64_t memory_bytes;	 /* cgroup memory limit; 0 = default (512 MiB) */
 	uint64_t pids_max;	 /* 0 = default (512) */
 	uint64_t cpu_millis;	 /* CPU quota in thousandths of a core; 0 = default (1000) */

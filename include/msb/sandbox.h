@@ -69,6 +69,18 @@ typedef struct msb_exec_result {
 	int exit_code;	 /* the guest's status; 128+N when killed by signal N */
 	int term_signal; /* N when killed by a signal, else 0 */
 	bool truncated;	 /* exec_bounded: output stopped at the budget */
+	/*
+	 * What the sandbox's resource limits did during this exec, as the
+	 * backend observed it from outside (docs/ns.md "Limits"; a backend
+	 * without limits leaves them false). The sandbox keeps serving after
+	 * each. Limits are per sandbox, not per exec: with concurrent execs on
+	 * one sandbox each of them may see a flag another one caused.
+	 */
+	bool oom_killed;     /* the memory limit's OOM killer killed a process */
+	bool pids_exhausted; /* the pids limit refused at least one fork/clone */
+	bool no_space;	     /* after the exec the writable layer or the storage
+			      * base had no free space (or inodes) left: a write
+			      * needing more failed with ENOSPC */
 } msb_exec_result;
 
 /* Free the buffers and zero the struct. */

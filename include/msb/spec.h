@@ -13,7 +13,8 @@
  * work_dir, labels, requires, min_isolation, declared_outputs, files_in,
  * files_out, outputs_named_at_call_time, identities, egress,
  * requires_os_family, isolation_scope, confined_to_guest_call_path,
- * exclusive_admission, min_cleanup.
+ * exclusive_admission, min_cleanup, resources (memory_bytes, pids_max,
+ * cpu_millis, writable_bytes).
  *
  * Thread-safety: a built spec is immutable and may be shared across threads
  * (ref/unref are atomic). A builder belongs to one thread.
@@ -145,6 +146,41 @@ MSB_EXTERN int msb_spec_from_json(const char *json, size_t len, msb_spec **out, 
 MSB_EXTERN int msb_spec_to_json(const msb_spec *s, char **out, msb_error **err);
 /* Field-by-field equality of two built specs. */
 MSB_EXTERN bool msb_spec_equal(const msb_spec *a, const msb_spec *b);
+
+/*
+ * Resource limits: what one sandbox of this spec may use. The `ns` backend
+ * enforces memory, pids and cpu with cgroups and writable_bytes as the size
+ * of the tmpfs holding the sandbox's writable layer (docs/ns.md "Limits").
+ *
+ * 0, the default, means "the backend's default" (for `ns`: 512 MiB, 512,
+ * one core, 256 MiB as root). A backend refuses at acquire, with
+ * MSB_E_VALUE naming the limit, a value above what it allows. build refuses
+ * (MSB_E_VALUE, "resources.<name>: ...") a value outside the ranges below:
+ * less than any sandbox can run with, or more than any host can mean. Not
+ * part of the sandbox's identity (the key and kind are).
+ */
+#define MSB_SPEC_MEMORY_BYTES_MIN (4ull << 20)	 /* 4 MiB */
+#define MSB_SPEC_MEMORY_BYTES_MAX (1ull << 50)	 /* 1 PiB */
+#define MSB_SPEC_PIDS_MAX_MIN 2ull		 /* the agent counts as one */
+#define MSB_SPEC_PIDS_MAX_MAX 4194304ull	 /* the kernel's PID_MAX_LIMIT */
+#define MSB_SPEC_CPU_MILLIS_MIN 10ull		 /* 1 ms of quota per 100 ms period */
+#define MSB_SPEC_CPU_MILLIS_MAX 1024000ull	 /* 1024 cores */
+#define MSB_SPEC_WRITABLE_BYTES_MIN (1ull << 20) /* 1 MiB */
+#define MSB_SPEC_WRITABLE_BYTES_MAX (1ull << 44) /* 16 TiB */
+
+/* Memory in bytes, swap included (JSON resources.memory_bytes). */
+MSB_EXTERN void msb_spec_builder_set_memory_bytes(msb_spec_builder *b, uint64_t bytes);
+/* Processes and threads at once, the agent included (resources.pids_max). */
+MSB_EXTERN void msb_spec_builder_set_pids_max(msb_spec_builder *b, uint64_t n);
+/* CPU time in thousandths of a core: 500 = half a core (resources.cpu_millis). */
+MSB_EXTERN void msb_spec_builder_set_cpu_millis(msb_spec_builder *b, uint64_t millis);
+/* Size of the writable layer in bytes (resources.writable_bytes). */
+MSB_EXTERN void msb_spec_builder_set_writable_bytes(msb_spec_builder *b, uint64_t bytes);
+/* The values set; 0 = the backend's default. */
+MSB_EXTERN uint64_t msb_spec_memory_bytes(const msb_spec *s);
+MSB_EXTERN uint64_t msb_spec_pids_max(const msb_spec *s);
+MSB_EXTERN uint64_t msb_spec_cpu_millis(const msb_spec *s);
+MSB_EXTERN uint64_t msb_spec_writable_bytes(const msb_spec *s);
 
 MSB_END_DECLS
 

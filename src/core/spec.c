@@ -53,6 +53,11 @@ struct spec_fields {
 	bool exclusive;
 	bool has_min_cleanup;
 	msb_cleanup min_cleanup;
+	/* Resource limits; 0 = the backend's default. */
+	uint64_t memory_bytes;
+	uint64_t pids_max;
+	uint64_t cpu_millis;
+	uint64_t writable_bytes;
 };
 
 struct msb_spec_builder {
@@ -567,7 +572,71 @@ void msb_spec_builder_clear_min_cleanup(msb_spec_builder *b)
 		b->f.has_min_cleanup = false;
 }
 
+void msb_spec_builder_set_memory_bytes(msb_spec_builder *b, uint64_t bytes)
+{
+	if (b)
+		b->f.memory_bytes = bytes;
+}
+
+void msb_spec_builder_set_pids_max(msb_spec_builder *b, uint64_t n)
+{
+	if (b)
+		b->f.pids_max = n;
+}
+
+void msb_spec_builder_set_cpu_millis(msb_spec_builder *b, uint64_t millis)
+{
+	if (b)
+		b->f.cpu_millis = millis;
+}
+
+void msb_spec_builder_set_writable_bytes(msb_spec_builder *b, uint64_t bytes)
+{
+	if (b)
+		b->f.writable_bytes = bytes;
+}
+
 /* ---- build: validation and normalisation --------------------------------- */
+
+/* One resource limit: 0 (the backend's default) or within [min, max]. */
+static int check_resource(const char *name, uint64_t v, uint64_t min, uint64_t max,
+			  const char *why_min, msb_error **err)
+{
+	if (v == 0 || (v >= min && v <= max))
+		return 0;
+	if (v < min)
+		return msb_error_set(err, MSB_E_VALUE,
+				     "resources.%s: %llu is below the minimum of %llu (%s); 0 "
+				     "means the backend's default",
+				     name, (unsigned long long)v, (unsigned long long)min, why_min);
+	return msb_error_set(err, MSB_E_VALUE, "resources.%s: %llu is above the maximum of %llu",
+			     name, (unsigned long long)v, (unsigned long long)max);
+}
+
+static int validate_resources(const struct spec_fields *f, msb_error **err)
+{
+	const struct {
+		const char *name;
+		uint64_t value, min, max;
+		const char *why_min;
+	} limits[] = {
+		{"memory_bytes", f->memory_bytes, MSB_SPEC_MEMORY_BYTES_MIN,
+		 MSB_SPEC_MEMORY_BYTES_MAX, "4 MiB: nothing runs in less"},
+		{"pids_max", f->pids_max, MSB_SPEC_PIDS_MAX_MIN, MSB_SPEC_PIDS_MAX_MAX,
+		 "the agent is one of them"},
+		{"cpu_millis", f->cpu_millis, MSB_SPEC_CPU_MILLIS_MIN, MSB_SPEC_CPU_MILLIS_MAX,
+		 "the kernel's smallest quota is 1 ms per 100 ms period"},
+		{"writable_bytes", f->writable_bytes, MSB_SPEC_WRITABLE_BYTES_MIN,
+		 MSB_SPEC_WRITABLE_BYTES_MAX, "1 MiB: the root needs room"},
+	};
+	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+		int r = check_resource(limits[i].name, limits[i].value, limits[i].min,
+				       limits[i].max, limits[i].why_min, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
 
 /* Scalar fields and declared outputs: every value a setter kept as given. */
 static int validate_fields(const struct spec_fields *f, msb_error **err)
@@ -627,7 +696,7 @@ static int validate_fields(const struct spec_fields *f, msb_error **err)
 					     "disposition: expected one of land, consume",
 					     i, (int)o->disposition);
 	}
-	return 0;
+	return validate_resources(f, err);
 }
 
 /* A lowercase letter is the one way a tchar string fails the method check
@@ -1028,6 +1097,26 @@ bool msb_spec_min_cleanup(const msb_spec *s, msb_cleanup *out)
 	return true;
 }
 
+uint64_t msb_spec_memory_bytes(const msb_spec *s)
+{
+	return s ? s->f.memory_bytes : 0;
+}
+
+uint64_t msb_spec_pids_max(const msb_spec *s)
+{
+	return s ? s->f.pids_max : 0;
+}
+
+uint64_t msb_spec_cpu_millis(const msb_spec *s)
+{
+	return s ? s->f.cpu_millis : 0;
+}
+
+uint64_t msb_spec_writable_bytes(const msb_spec *s)
+{
+	return s ? s->f.writable_bytes : 0;
+}
+
 /* ---- equality ------------------------------------------------------------ */
 
 static bool limits_eq(const msb_transfer_limits *a, const msb_transfer_limits *b)
@@ -1099,6 +1188,9 @@ bool msb_spec_equal(const msb_spec *a, const msb_spec *b)
 		return false;
 	if (x->has_min_cleanup != y->has_min_cleanup ||
 	    (x->has_min_cleanup && x->min_cleanup != y->min_cleanup))
+		return false;
+	if (x->memory_bytes != y->memory_bytes || x->pids_max != y->pids_max ||
+	    x->cpu_millis != y->cpu_millis || x->writable_bytes != y->writable_bytes)
 		return false;
 	return true;
 }

@@ -32,6 +32,7 @@ static const char *const spec_keys[] = {
 	"confined_to_guest_call_path",
 	"exclusive_admission",
 	"min_cleanup",
+	"resources",
 	NULL,
 };
 
@@ -40,6 +41,8 @@ static const char *const output_keys[] = {"path", "media_type",	 "required",
 					  "name", "disposition", NULL};
 static const char *const limits_keys[] = {"max_bytes_per_file", "max_total_bytes", "max_files",
 					  NULL};
+static const char *const resource_keys[] = {"memory_bytes", "pids_max", "cpu_millis",
+					    "writable_bytes", NULL};
 
 static void builder_freep(msb_spec_builder **b)
 {
@@ -82,6 +85,29 @@ static int load_limits(json_t *obj, const char *key, msb_transfer_limits *out, m
 	    (r = msb__json_get_u64(o, "max_files", where, &l.max_files, NULL, err)) < 0)
 		return r;
 	*out = l;
+	return 0;
+}
+
+/* The resource limits: a key left out (or null) is 0, the backend's default;
+ * the ranges are checked by build. */
+static int load_resources(json_t *obj, msb_spec_builder *b, msb_error **err)
+{
+	json_t *o = NULL;
+	bool present = false;
+	int r = msb__json_get_object(obj, "resources", WHERE, &o, &present, err);
+	if (r < 0 || !present)
+		return r;
+	const char *where = WHERE ".resources";
+	if ((r = msb__json_check_keys(o, resource_keys, where, err)) < 0)
+		return r;
+	uint64_t v[4] = {0};
+	for (size_t i = 0; i < 4; i++)
+		if ((r = msb__json_get_u64(o, resource_keys[i], where, &v[i], NULL, err)) < 0)
+			return r;
+	msb_spec_builder_set_memory_bytes(b, v[0]);
+	msb_spec_builder_set_pids_max(b, v[1]);
+	msb_spec_builder_set_cpu_millis(b, v[2]);
+	msb_spec_builder_set_writable_bytes(b, v[3]);
 	return 0;
 }
 
@@ -332,7 +358,7 @@ int msb_spec_from_json(const char *json, size_t len, msb_spec **out, msb_error *
 	if ((r = load_scalars(obj, b, err)) < 0 || (r = load_work_dir(obj, b, err)) < 0 ||
 	    (r = load_egress_allow(obj, b, err)) < 0 || (r = load_labels(obj, b, err)) < 0 ||
 	    (r = load_requires(obj, b, err)) < 0 || (r = load_identities(obj, b, err)) < 0 ||
-	    (r = load_declared_outputs(obj, b, err)) < 0 ||
+	    (r = load_declared_outputs(obj, b, err)) < 0 || (r = load_resources(obj, b, err)) < 0 ||
 	    (r = load_limits(obj, "files_in", &files_in, err)) < 0 ||
 	    (r = load_limits(obj, "files_out", &files_out, err)) < 0)
 		return r;
@@ -380,6 +406,15 @@ static json_t *jlimits(msb_transfer_limits l)
 	return json_pack("{sIsIsI}", "max_bytes_per_file", (json_int_t)l.max_bytes_per_file,
 			 "max_total_bytes", (json_int_t)l.max_total_bytes, "max_files",
 			 (json_int_t)l.max_files);
+}
+
+static json_t *jresources(const msb_spec *s)
+{
+	/* Build refused anything above 2^50, so every value is a JSON integer. */
+	return json_pack("{sIsIsIsI}", "memory_bytes", (json_int_t)msb_spec_memory_bytes(s),
+			 "pids_max", (json_int_t)msb_spec_pids_max(s), "cpu_millis",
+			 (json_int_t)msb_spec_cpu_millis(s), "writable_bytes",
+			 (json_int_t)msb_spec_writable_bytes(s));
 }
 
 /* Set members in declaration order, by their names. */
@@ -522,7 +557,8 @@ int msb_spec_to_json(const msb_spec *s, char **out, msb_error **err)
 		     json_boolean(msb_spec_confined_to_guest_call_path(s)), err)) < 0 ||
 	    (r = put(o, "exclusive_admission", json_boolean(msb_spec_exclusive_admission(s)),
 		     err)) < 0 ||
-	    (r = put(o, "min_cleanup", jstr(has_rung ? msb_cleanup_name(rung) : NULL), err)) < 0)
+	    (r = put(o, "min_cleanup", jstr(has_rung ? msb_cleanup_name(rung) : NULL), err)) < 0 ||
+	    (r = put(o, "resources", jresources(s), err)) < 0)
 		return r;
 
 	char *text = msb__json_dump(o);

@@ -33,13 +33,22 @@ struct level {
 	ino_t pino;
 };
 
-/* Open a directory for removal; make it searchable and writable first (an
- * unprivileged sandbox may have left it mode 000). */
+/* Open a directory for removal; when it is closed to us (an unprivileged
+ * sandbox may have left it mode 000), open it up first. The chmod never
+ * follows a link: a guest may swap the directory for a link to a host path
+ * at any moment, and the open then fails with ELOOP. */
 static int open_for_removal(int dirfd, const char *name)
 {
-	if (fchmodat(dirfd, name, 0700, 0) < 0 && errno != EPERM && errno != EACCES)
-		return -errno;
 	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)!fchmod(fd, 0700); /* writable, for the unlinks inside */
+		return fd;
+	}
+	if (errno != EACCES)
+		return -errno;
+	if (fchmodat(dirfd, name, 0700, AT_SYMLINK_NOFOLLOW) < 0)
+		return -EACCES;
+	fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	return fd < 0 ? -errno : fd;
 }
 

@@ -827,3 +827,91 @@ Test(spec, ref_unref_24_7)
 	msb_spec *out = NULL;
 	assert_refused(msb_spec_build(NULL, &out, &e_), MSB_E_VALUE, "no spec builder");
 }
+
+/* Resource limits: 0 by default (the backend's default), set, copied,
+ * compared. */
+Test(spec, resource_limits_default_set_copy_equal)
+{
+	msb_spec *d = default_spec();
+	cr_assert_eq(msb_spec_memory_bytes(d), 0);
+	cr_assert_eq(msb_spec_pids_max(d), 0);
+	cr_assert_eq(msb_spec_cpu_millis(d), 0);
+	cr_assert_eq(msb_spec_writable_bytes(d), 0);
+	cr_assert_eq(msb_spec_memory_bytes(NULL), 0);
+
+	msb_spec_builder *b = msb_spec_builder_new("k");
+	msb_spec_builder_set_memory_bytes(b, 256ull << 20);
+	msb_spec_builder_set_pids_max(b, 64);
+	msb_spec_builder_set_cpu_millis(b, 500);
+	msb_spec_builder_set_writable_bytes(b, 32ull << 20);
+	msb_spec *s = build(b);
+	msb_spec_builder_free(b);
+	cr_assert_eq(msb_spec_memory_bytes(s), 256ull << 20);
+	cr_assert_eq(msb_spec_pids_max(s), 64);
+	cr_assert_eq(msb_spec_cpu_millis(s), 500);
+	cr_assert_eq(msb_spec_writable_bytes(s), 32ull << 20);
+	cr_assert_not(msb_spec_equal(s, d));
+
+	/* Copy-with-changes keeps them; each one alone makes a difference. */
+	b = msb_spec_builder_from(s);
+	msb_spec *c = build(b);
+	cr_assert(msb_spec_equal(s, c));
+	void (*const set[4])(msb_spec_builder *, uint64_t) = {
+		msb_spec_builder_set_memory_bytes, msb_spec_builder_set_pids_max,
+		msb_spec_builder_set_cpu_millis, msb_spec_builder_set_writable_bytes};
+	for (int i = 0; i < 4; i++) {
+		msb_spec_builder *o = msb_spec_builder_from(s);
+		set[i](o, 0);
+		msb_spec *x = build(o);
+		cr_assert_not(msb_spec_equal(s, x), "limit %d compared", i);
+		msb_spec_unref(x);
+		msb_spec_builder_free(o);
+	}
+	msb_spec_unref(c);
+	msb_spec_builder_free(b);
+	msb_spec_unref(s);
+	msb_spec_unref(d);
+}
+
+/* Absurd values are refused at build, naming the limit and the bound; the
+ * bounds themselves are accepted. */
+Test(spec, resource_limits_absurd_values_refused)
+{
+	static const struct {
+		void (*set)(msb_spec_builder *, uint64_t);
+		uint64_t bad, lo, hi;
+		const char *phrase;
+	} cases[] = {
+		{msb_spec_builder_set_memory_bytes, 4096, MSB_SPEC_MEMORY_BYTES_MIN,
+		 MSB_SPEC_MEMORY_BYTES_MAX, "resources.memory_bytes: 4096 is below the minimum"},
+		{msb_spec_builder_set_memory_bytes, MSB_SPEC_MEMORY_BYTES_MAX + 1,
+		 MSB_SPEC_MEMORY_BYTES_MIN, MSB_SPEC_MEMORY_BYTES_MAX,
+		 "resources.memory_bytes: 1125899906842625 is above the maximum"},
+		{msb_spec_builder_set_pids_max, 1, MSB_SPEC_PIDS_MAX_MIN, MSB_SPEC_PIDS_MAX_MAX,
+		 "resources.pids_max: 1 is below the minimum of 2"},
+		{msb_spec_builder_set_pids_max, UINT64_MAX, MSB_SPEC_PIDS_MAX_MIN,
+		 MSB_SPEC_PIDS_MAX_MAX, "resources.pids_max: 18446744073709551615 is above"},
+		{msb_spec_builder_set_cpu_millis, 9, MSB_SPEC_CPU_MILLIS_MIN,
+		 MSB_SPEC_CPU_MILLIS_MAX, "resources.cpu_millis: 9 is below the minimum of 10"},
+		{msb_spec_builder_set_cpu_millis, 1024001, MSB_SPEC_CPU_MILLIS_MIN,
+		 MSB_SPEC_CPU_MILLIS_MAX, "resources.cpu_millis: 1024001 is above"},
+		{msb_spec_builder_set_writable_bytes, 1, MSB_SPEC_WRITABLE_BYTES_MIN,
+		 MSB_SPEC_WRITABLE_BYTES_MAX, "resources.writable_bytes: 1 is below"},
+		{msb_spec_builder_set_writable_bytes, 1ull << 45, MSB_SPEC_WRITABLE_BYTES_MIN,
+		 MSB_SPEC_WRITABLE_BYTES_MAX, "resources.writable_bytes: 35184372088832 is above"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		msb_spec_builder *b = msb_spec_builder_new("k");
+		cases[i].set(b, cases[i].bad);
+		msb_spec *s = NULL;
+		assert_refused(msb_spec_build(b, &s, &e_), MSB_E_VALUE, cases[i].phrase);
+		cr_assert_null(s);
+		cases[i].set(b, cases[i].lo);
+		msb_spec_unref(build(b));
+		cases[i].set(b, cases[i].hi);
+		msb_spec_unref(build(b));
+		cases[i].set(b, 0);
+		msb_spec_unref(build(b));
+		msb_spec_builder_free(b);
+	}
+}

@@ -404,3 +404,57 @@ Test(spec_json, example_spec_allowlist)
 	msb_spec_unref(s);
 	free(text);
 }
+
+/* resources: strict keys, non-negative integers, 0 or absent = the
+ * backend's default, ranges as in C, and the round trip. */
+Test(spec_json, resources_3_x)
+{
+	msb_spec *s = load("{\"kind\":\"k\",\"resources\":{\"memory_bytes\":268435456,"
+			   "\"pids_max\":64,\"cpu_millis\":250,\"writable_bytes\":33554432}}");
+	cr_assert_eq(msb_spec_memory_bytes(s), 268435456);
+	cr_assert_eq(msb_spec_pids_max(s), 64);
+	cr_assert_eq(msb_spec_cpu_millis(s), 250);
+	cr_assert_eq(msb_spec_writable_bytes(s), 33554432);
+	assert_round_trip(s);
+	char *json = NULL;
+	cr_assert_eq(msb_spec_to_json(s, &json, NULL), 0);
+	cr_assert(strstr(json, "\"resources\":{\"cpu_millis\":250,\"memory_bytes\":268435456,"
+			       "\"pids_max\":64,\"writable_bytes\":33554432}") != NULL,
+		  "%s", json);
+	free(json);
+	msb_spec_unref(s);
+
+	/* A key left out is 0; null and {} are the defaults. */
+	s = load("{\"kind\":\"k\",\"resources\":{\"pids_max\":8}}");
+	cr_assert_eq(msb_spec_pids_max(s), 8);
+	cr_assert_eq(msb_spec_memory_bytes(s), 0);
+	msb_spec_unref(s);
+	msb_spec *a = load("{\"kind\":\"k\",\"resources\":null}");
+	msb_spec *b = load("{\"kind\":\"k\",\"resources\":{}}");
+	msb_spec *c = load("{\"kind\":\"k\"}");
+	cr_assert(msb_spec_equal(a, c) && msb_spec_equal(b, c));
+	char *dflt = NULL;
+	cr_assert_eq(msb_spec_to_json(c, &dflt, NULL), 0);
+	cr_assert(strstr(dflt, "\"resources\":{\"cpu_millis\":0,\"memory_bytes\":0,"
+			       "\"pids_max\":0,\"writable_bytes\":0}") != NULL,
+		  "%s", dflt);
+	free(dflt);
+	msb_spec_unref(a);
+	msb_spec_unref(b);
+	msb_spec_unref(c);
+
+	assert_json_refused("{\"kind\":\"k\",\"resources\":{\"memory\":1}}", MSB_E_VALUE,
+			    "spec.resources: unknown key `memory`");
+	assert_json_refused("{\"kind\":\"k\",\"resources\":{\"pids_max\":-1}}", MSB_E_VALUE,
+			    "spec.resources.pids_max: must not be negative");
+	assert_json_refused("{\"kind\":\"k\",\"resources\":{\"cpu_millis\":\"1000\"}}", MSB_E_TYPE,
+			    "spec.resources.cpu_millis: must be an integer");
+	assert_json_refused("{\"kind\":\"k\",\"resources\":{\"memory_bytes\":1.5}}", MSB_E_TYPE,
+			    "spec.resources.memory_bytes: must be an integer");
+	assert_json_refused("{\"kind\":\"k\",\"resources\":[1]}", MSB_E_TYPE,
+			    "spec.resources: must be an object");
+	assert_json_refused("{\"kind\":\"k\",\"resources\":{\"memory_bytes\":1024}}", MSB_E_VALUE,
+			    "spec: resources.memory_bytes: 1024 is below the minimum");
+	assert_json_refused("{\"kind\":\"k\",\"resources\":{\"cpu_millis\":2000000}}", MSB_E_VALUE,
+			    "resources.cpu_millis: 2000000 is above the maximum");
+}

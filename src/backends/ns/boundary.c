@@ -66,6 +66,7 @@ void msb_ns__config_clear(msb_ns_config *cfg)
 	if (!cfg)
 		return;
 	free(cfg->image_path);
+	msb_strv_free(cfg->layers);
 	free(cfg->hostname);
 	free(cfg->work_dir);
 	free(cfg->cgroup_parent);
@@ -125,7 +126,8 @@ static bool path_is_or_under(const char *path, const char *dir)
 
 int msb_ns__config_check(const msb_ns_config *cfg, msb_error **err)
 {
-	if (cfg->image != MSB_NS_IMAGE_HOST && cfg->image != MSB_NS_IMAGE_DIR)
+	if (cfg->image != MSB_NS_IMAGE_HOST && cfg->image != MSB_NS_IMAGE_DIR &&
+	    cfg->image != MSB_NS_IMAGE_OCI)
 		return msb_error_set(err, MSB_E_VALUE, "ns config: unknown image kind %d",
 				     (int)cfg->image);
 	if (cfg->image == MSB_NS_IMAGE_DIR) {
@@ -133,6 +135,21 @@ int msb_ns__config_check(const msb_ns_config *cfg, msb_error **err)
 			return msb_error_set(err, MSB_E_VALUE,
 					     "ns config: image `dir:PATH` needs an absolute, "
 					     "normalised PATH");
+	}
+	if (cfg->image == MSB_NS_IMAGE_OCI) {
+		if (cfg->n_layers == 0 || cfg->n_layers > MSB_NS_MAX_LAYERS || !cfg->layers)
+			return msb_error_set(err, MSB_E_VALUE,
+					     "ns config: image `oci` needs 1 to %d `layers`",
+					     MSB_NS_MAX_LAYERS);
+		for (size_t i = 0; i < cfg->n_layers; i++)
+			if (!cfg->layers[i] || !normalised_abs_path(cfg->layers[i], 4000))
+				return msb_error_set(err, MSB_E_VALUE,
+						     "ns config: layer %zu must be an absolute, "
+						     "normalised path",
+						     i);
+	} else if (cfg->n_layers) {
+		return msb_error_set(err, MSB_E_VALUE,
+				     "ns config: `layers` belong to the `oci` image only");
 	}
 	if (!cfg->hostname || !valid_hostname(cfg->hostname))
 		return msb_error_set(err, MSB_E_VALUE,
@@ -213,13 +230,23 @@ static int parse_image(msb_ns_config *cfg, const char *s, msb_error **err)
 		cfg->image = MSB_NS_IMAGE_DIR;
 		return 0;
 	}
+	if (strcmp(s, "oci") == 0) {
+		free(cfg->image_path);
+		cfg->image_path = NULL;
+		cfg->image = MSB_NS_IMAGE_OCI;
+		return 0;
+	}
 	if (strncmp(s, "oci:", 4) == 0)
-		return msb_error_set(err, MSB_E_VALUE,
-				     "ns config.image: `%s`: oci images are not supported by this "
-				     "build of the ns backend",
-				     s);
+		return msb_error_set(
+			err, MSB_E_VALUE,
+			"ns config.image: `%s`: oci images are not supported unresolved "
+			"here; the host library unpacks them and passes `\"image\": "
+			"\"oci\"` with their `layers`",
+			s);
 	return msb_error_set(err, MSB_E_VALUE,
-			     "ns config.image: `%s` is not an image (use `host` or `dir:PATH`)", s);
+			     "ns config.image: `%s` is not an image (use `host`, `dir:PATH` or "
+			     "`oci` with `layers`)",
+			     s);
 }
 
 static int replace_string(char **dst, const char *s, msb_error **err)
@@ -276,12 +303,54 @@ static int parse_limit(json_t *root, const char *key, uint64_t *out, msb_error *
 	return msb__json_get_u64(root, key, "ns config", out, NULL, err);
 }
 
+/* "layers": the unpacked lower layers of an `oci` image, top first. */
+static int parse_layers(msb_ns_config *cfg, json_t *root, msb_error **err)
+{
+	json_t *v = json_object_get(root, "layers");
+	if (!v)
+		return 0;
+	if (!json_is_array(v))
+		return msb_error_set(err, MSB_E_TYPE,
+				     "ns config.layers: must be an array of paths");
+	size_t n = json_array_size(v);
+	if (n == 0 || n > MSB_NS_MAX_LAYERS)
+		return msb_error_set(err, MSB_E_VALUE, "ns config.layers: 1 to %d layers",
+				     MSB_NS_MAX_LAYERS);
+	char **layers = calloc(n + 1, sizeof(*layers));
+	if (!layers)
+		return msb__error_nomem(err);
+	for (size_t i = 0; i < n; i++) {
+		const char *p = json_string_value(json_array_get(v, i));
+		if (!p) {
+			msb_strv_free(layers);
+			return msb_error_set(err, MSB_E_TYPE,
+					     "ns config.layers[%zu]: must be a string", i);
+		}
+		if (!normalised_abs_path(p, 4000)) {
+			msb_strv_free(layers);
+			return msb_error_set(err, MSB_E_VALUE,
+					     "ns config.layers[%zu]: `%s` must be absolute and "
+					     "normalised",
+					     i, p);
+		}
+		if (!(layers[i] = strdup(p))) {
+			msb_strv_free(layers);
+			return msb__error_nomem(err);
+		}
+	}
+	msb_strv_free(cfg->layers);
+	cfg->layers = layers;
+	cfg->n_layers = n;
+	return 0;
+}
+
 static int parse_root(msb_ns_config *cfg, json_t *root, msb_error **err)
 {
 	static const char *const keys[] = {
-		"image",	  "hostname",  "work_dir",   "uid_base", "gid_base",
-		"writable_bytes", "shm_bytes", "egress",     "cgroup",	 "cgroup_parent",
-		"memory_bytes",	  "pids_max",  "cpu_millis", "rlimits",	 NULL,
+		"image",      "hostname",	"work_dir",	"uid_base",
+		"gid_base",   "writable_bytes", "shm_bytes",	"egress",
+		"cgroup",     "cgroup_parent",	"memory_bytes", "pids_max",
+		"cpu_millis", "rlimits",	"layers",	NULL,
 	};
 	const char *where = "ns config";
 	int r = msb__json_check_keys(root, keys, where, err);
@@ -292,6 +361,8 @@ static int parse_root(msb_ns_config *cfg, json_t *root, msb_error **err)
 	bool present = false;
 	r = msb__json_get_string(root, "image", where, &s, &present, err);
 	if (r < 0 || (present && (r = parse_image(cfg, s, err)) < 0))
+		return r;
+	if ((r = parse_layers(cfg, root, err)) < 0)
 		return r;
 	r = msb__json_get_string(root, "hostname", where, &s, &present, err);
 	if (r < 0 || (present && (r = replace_string(&cfg->hostname, s, err)) < 0))

@@ -22,6 +22,7 @@
 typedef enum msb_ns_image {
 	MSB_NS_IMAGE_HOST = 0, /* the host's /usr, /bin, /sbin, /lib* read-only, synthesized /etc */
 	MSB_NS_IMAGE_DIR = 1,  /* a rootfs directory, read-only below a tmpfs-backed overlay */
+	MSB_NS_IMAGE_OCI = 2,  /* unpacked OCI layers (top first), read-only below the overlay */
 } msb_ns_image;
 
 typedef enum msb_ns_cgroup_mode {
@@ -47,11 +48,14 @@ typedef struct msb_ns_rlimit {
 #define MSB_NS_DEFAULT_ROOTFS_SIZE (256ull << 20)
 #define MSB_NS_DEFAULT_SHM_SIZE (64ull << 20)
 #define MSB_NS_CPU_PERIOD_US 100000ull
+#define MSB_NS_MAX_LAYERS 128 /* lower layers of an `oci` image */
 
 typedef struct msb_ns_config {
 	unsigned version;
 	msb_ns_image image;
 	char *image_path; /* MSB_NS_IMAGE_DIR: absolute path of the rootfs directory */
+	char **layers;	  /* MSB_NS_IMAGE_OCI: absolute paths of the unpacked layers, top first */
+	size_t n_layers;
 	char *hostname;
 	char *work_dir;	      /* guest path of the working directory */
 	uint32_t uid_base;    /* root mode only */
@@ -142,8 +146,13 @@ typedef struct msb_ns_timing {
 } msb_ns_timing;
 
 typedef struct msb_ns_sandbox {
-	pid_t pid;	     /* the init's host pid */
-	int pidfd;	     /* O_CLOEXEC pidfd of the init */
+	pid_t pid; /* the init's host pid */
+	int pidfd; /* O_CLOEXEC pidfd of the init */
+	/* The sandbox's writable storage as the child made it (O_CLOEXEC, -1 if
+	 * absent): the tmpfs holding the overlay's upper/ (every image), and
+	 * /dev/shm. Whoever holds them can read what changed since creation. */
+	int layer_fd;
+	int shm_fd;
 	uint64_t start_time; /* /proc/<pid>/stat field 22 */
 	msb_ns_timing timing;
 	bool exited; /* msb_ns__wait() reaped it */
@@ -177,6 +186,21 @@ void msb_ns__sandbox_free(msb_ns_sandbox *sb);
 #define MSB_NS_STATE_SHIM_PID "shim.pid"
 #define MSB_NS_STATE_INIT_PID "init.pid"
 #define MSB_NS_STATE_CGROUPS "cgroups"
+#define MSB_NS_STATE_CONTROL "shim.sock" /* the shim's control socket (fds, reset) */
+#define MSB_NS_LAYER_UPPER "upper"	 /* in the writable layer: the overlay's upper dir */
+
+/*
+ * The shim's control socket, <state>/shim.sock (0600, in the 0700 state
+ * directory): one request line per connection, one answer line.
+ *   "fds\n"    "ok\n" carrying (SCM_RIGHTS) the writable layer and /dev/shm
+ *              (msb_ns_sandbox.layer_fd, .shm_fd), for the host's fingerprint
+ *   "reset\n"  the sandbox is restarted from scratch under the same state dir:
+ *              "ok\n" once the new agent runs, else "error: REASON\n" (the
+ *              shim then takes the sandbox down)
+ */
+#define MSB_NS_CONTROL_FDS "fds"
+#define MSB_NS_CONTROL_RESET "reset"
+#define MSB_NS_CONTROL_LINE_MAX 512
 
 /* /proc/<pid>/stat field 22 (start time in clock ticks since boot). */
 int msb_ns__proc_start_time(pid_t pid, uint64_t *out);

@@ -29,8 +29,11 @@
 
 static const msb_declarations ns_declarations = {
 	.version = MSB_DECLARATIONS_VERSION,
-	.capabilities = MSB_CAP_EXEC | MSB_CAP_FILES_IN,
-	.limits = MSB_DEFAULT_SANDBOX_LIMITS_INIT,
+	.capabilities = MSB_CAP_EXEC | MSB_CAP_FILES_IN | MSB_CAP_FILES_OUT | MSB_CAP_FILES_LIST |
+			MSB_CAP_FILES_DELETE | MSB_CAP_RECLAIM | MSB_CAP_SNAPSHOT,
+	/* Ceilings the host-side file plane was measured to serve (docs/ns.md);
+	 * the per-file one is MSB_NS_MAX_FILE_BYTES (ns_files.h). */
+	.limits = {{256u << 20, 1u << 30, 4096}, {256u << 20, 1u << 30, 4096}},
 	.egress_modes = MSB_EGRESS_CLOSED,
 	.os_families = MSB_OS_POSIX,
 	.isolation_scopes = MSB_SCOPE_CONVERSATION | MSB_SCOPE_CALL,
@@ -237,6 +240,8 @@ static int clear_dir(int dfd)
 		close(dup);
 		return -errno;
 	}
+	/* The dup shares dfd's offset, which an earlier clear left at the end. */
+	rewinddir(d);
 	int r = 0;
 	struct dirent *de;
 	while ((de = readdir(d)))
@@ -260,10 +265,13 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 	if (work_dir[0] != '/')
 		return msb_error_set(err, MSB_E_VALUE,
 				     "ns: work_dir `%s` must be an absolute guest path", work_dir);
+	int r = msb_ns__limits_check(b, spec, err);
+	if (r < 0)
+		return r;
 	char name[37];
 	msb_ns__name(key, kind, name);
 
-	int r = msb__mkdir_p(b->state_dir, 0700);
+	r = msb__mkdir_p(b->state_dir, 0700);
 	if (r < 0)
 		return msb__error_errno(err, r, "ns: cannot create the state directory `%s`",
 					b->state_dir);
@@ -295,8 +303,10 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 		msb_ns_labels labels = {0};
 		if (pid > 0 && msb_ns__labels_read(dfd, &labels, NULL) == 0 &&
 		    msb__streq_null(labels.kind, kind)) {
-			/* Warm: reuse. */
-			r = msb_ns__sandbox_new(b, name, &labels, out, err);
+			/* Warm: reuse, if it runs with this spec's limits. */
+			r = msb_ns__limits_match(dfd, name, b, spec, err);
+			if (r == 0)
+				r = msb_ns__sandbox_new(b, name, &labels, out, err);
 			msb_ns__labels_clear(&labels);
 			return r;
 		}

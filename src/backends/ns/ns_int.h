@@ -40,6 +40,29 @@ int msb_ns__config_image(json_t *cfg, const ns_backend *b, msb_error **err);
 /* Limits (ns_limits.c): the cgroup and writable-layer limits for a sandbox
  * of this spec, as keys of the shim's configuration. */
 int msb_ns__config_limits(json_t *cfg, const ns_backend *b, const msb_spec *spec, msb_error **err);
+/* At acquire: MSB_E_VALUE naming the limit when the spec asks for more than
+ * the backend allows. */
+int msb_ns__limits_check(const ns_backend *b, const msb_spec *spec, msb_error **err);
+/* Reusing the warm sandbox `name` (its state directory is dirfd): refused
+ * unless it runs with exactly the limits this spec gets. */
+int msb_ns__limits_match(int dirfd, const char *name, const ns_backend *b, const msb_spec *spec,
+			 msb_error **err);
+
+/* What the limits did during one exec (msb_exec_result's oom_killed,
+ * pids_exhausted, no_space): begin reads the sandbox's cgroup counters,
+ * end reads them again and looks at the writable layer and the storage base,
+ * then sets the result's flags (r == 0) or, with no result, adds them to
+ * *err. work_path is the host path of `<state>/<name>/work`. Never fails: a
+ * counter that cannot be read reports nothing. */
+typedef struct ns_outcome {
+	int oom_fd;	/* memory.events (v2) or memory.oom_control (v1) */
+	int failcnt_fd; /* v1 without an oom_kill count: memory.failcnt */
+	int pids_fd;	/* pids.events */
+	uint64_t oom, failcnt, pids;
+} ns_outcome;
+void msb_ns__outcome_begin(ns_outcome *o, const char *work_path);
+void msb_ns__outcome_end(ns_outcome *o, const char *work_path, int r, msb_exec_result *out,
+			 msb_error **err);
 
 /* A handle onto one running sandbox (ns_sandbox.c). */
 int msb_ns__sandbox_new(const ns_backend *b, const char *name, const msb_ns_labels *labels,

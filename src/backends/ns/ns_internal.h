@@ -22,8 +22,17 @@ typedef struct msb_ns_rootfs {
 	ino_t stage_ino, work_ino, image_ino;
 	int stage_fd; /* opened by msb_ns__rootfs_open() */
 	int work_fd;
-	int image_fd;	/* MSB_NS_IMAGE_DIR only */
+	int image_fd; /* MSB_NS_IMAGE_DIR only */
+	/* MSB_NS_IMAGE_OCI: cfg->layers, top first, with the identities the
+	 * parent saw and the fds msb_ns__rootfs_open() fills (n_layers each). */
+	const dev_t *layer_dev;
+	const ino_t *layer_ino;
+	int *layer_fds;
 	bool single_id; /* one-id mapping: only guest uid/gid 0 exist */
+	/* Set by msb_ns__rootfs_build(), O_CLOEXEC: the tmpfs of the writable
+	 * layer (upper/, the overlay's work/, skel/) and /dev/shm's root. */
+	int layer_fd;
+	int shm_fd;
 	char err[512];
 } msb_ns_rootfs;
 

@@ -13,6 +13,7 @@
 #include "ns_files.h"
 #include "backends/ns/boundary.h"
 #include "ns_int.h"
+#include "ns_snapshot.h"
 
 #define NS_IDLE_CLIENTS 4
 #define NS_CONNECT_TIMEOUT 10.0
@@ -61,7 +62,11 @@ static int run(ns_sandbox *s, const msb_exec_request *req, msb_exec_result *out,
 	int r = take_client(s, &c, err);
 	if (r < 0)
 		return r;
+	/* What the limits did: counters before and after (ns_limits.c). */
+	ns_outcome oc;
+	msb_ns__outcome_begin(&oc, s->host_base);
 	r = msb_client__exec(c, req, out, err);
+	msb_ns__outcome_end(&oc, s->host_base, r, out, err);
 	/* A client whose exec failed for the connection's sake reconnects by
 	 * itself; keep it either way. */
 	give_client(s, c);
@@ -95,51 +100,61 @@ static int ns_write_file(void *impl, const char *path, const uint8_t *data, size
 	return msb_ns__write_file(&s->files, path, data, len, working_directory, err);
 }
 
-static int not_yet(const char *what, const char *cap, msb_error **err)
-{
-	return msb_error_set(err, MSB_E_NOT_IMPLEMENTED,
-			     "the ns backend does not declare %s: %s is not served", cap, what);
-}
-
 static int ns_stat_file(void *impl, const char *path, const char *working_directory, bool *present,
 			msb_entry *out, msb_error **err)
 {
-	return not_yet("stat_file", "FILES_OUT", err);
+	ns_sandbox *s = impl;
+	return msb_ns__stat_file(&s->files, path, working_directory, present, out, err);
 }
 
 static int ns_read_file(void *impl, const char *path, const char *working_directory,
 			uint64_t max_bytes, uint8_t **data, size_t *len, msb_error **err)
 {
-	return not_yet("read_file", "FILES_OUT", err);
+	ns_sandbox *s = impl;
+	return msb_ns__read_file(&s->files, path, working_directory, max_bytes, data, len, err);
 }
 
 static int ns_list_dir(void *impl, const char *path, const char *working_directory,
 		       msb_entry **entries, size_t *n, msb_error **err)
 {
-	return not_yet("list_dir", "FILES_LIST", err);
+	ns_sandbox *s = impl;
+	return msb_ns__list_dir(&s->files, path, working_directory, entries, n, err);
 }
 
 static int ns_remove(void *impl, const char *path, const char *working_directory, bool recursive,
 		     msb_error **err)
 {
-	return not_yet("remove", "FILES_DELETE", err);
+	ns_sandbox *s = impl;
+	return msb_ns__remove(&s->files, path, working_directory, recursive, err);
 }
 
+/* Served on the host by system calls that do not wait on the guest; `timeout`
+ * is not applied (a very large tree takes the time its unlinks take). */
 static int ns_reclaim(void *impl, const char *directory, const char *working_directory,
 		      double timeout, msb_error **err)
 {
-	return not_yet("reclaim", "RECLAIM", err);
+	ns_sandbox *s = impl;
+	return msb_ns__reclaim(&s->files, directory, working_directory, err);
 }
 
+/* SNAPSHOT: the shim restarts the sandbox (ns_snapshot.c). */
 static int ns_reset(void *impl, double timeout, msb_error **err)
 {
-	return not_yet("reset", "SNAPSHOT", err);
+	ns_sandbox *s = impl;
+	int r = msb_ns__snapshot_reset(s->sock_path, timeout, err);
+	/* The old agent is gone: so are the connections to it. */
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->n_idle; i++)
+		msb_client__free(s->idle[i]);
+	s->n_idle = 0;
+	pthread_mutex_unlock(&s->lock);
+	return r;
 }
 
 static int ns_fingerprint(void *impl, bool *supported, msb_fingerprint *out, msb_error **err)
 {
-	*supported = false;
-	return 0;
+	ns_sandbox *s = impl;
+	return msb_ns__snapshot_fingerprint(s->sock_path, s->guest_base, supported, out, err);
 }
 
 static const char *ns_instance_id(void *impl)

@@ -336,9 +336,16 @@ static int setup_dev(msb_ns_rootfs *rf, int rootfd)
 	char size[32];
 	snprintf(size, sizeof(size), "%llu", (unsigned long long)rf->cfg->shm_size);
 	struct fs_opt shm_opts[] = {{"size", size}, {"mode", "1777"}, {NULL, NULL}};
-	return new_mount(rf, "tmpfs", shm_opts,
-			 MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, shm, "", NULL,
-			 "/dev/shm");
+	r = new_mount(rf, "tmpfs", shm_opts,
+		      MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, shm, "",
+		      &rf->shm_fd, "/dev/shm");
+	if (r < 0)
+		return r;
+	/* /dev itself is complete: read-only, so that the only writable storage
+	 * is what the host can see (the upper dir, /dev/shm, the work dir). */
+	struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
+	r = msb__sys_mount_setattr(dev, "", AT_EMPTY_PATH, &ro);
+	return r < 0 ? fail(rf, r, "/dev: make read-only") : 0;
 }
 
 static int setup_work(msb_ns_rootfs *rf, int rootfd)
@@ -350,7 +357,20 @@ static int setup_work(msb_ns_rootfs *rf, int rootfd)
 			  "work dir");
 }
 
-/* ---- image `host` --------------------------------------------------------- */
+/* ---- the root: an overlay for every image ------------------------------------
+ *
+ * The writable layer is a tmpfs (writable_bytes) mounted on the staging
+ * directory, holding:
+ *   upper/  the overlay's upper directory: exactly what changed since creation
+ *   work/   the overlay's work directory
+ *   skel/   the bottom lower layer: the mount points the boundary needs (and,
+ *           for `host`, the synthesized tree), so that building the root never
+ *           writes into upper/
+ *   root/   where the overlay is mounted
+ * Lower layers, top first: the image's (`dir:` PATH, or the unpacked `oci`
+ * layers), then skel/. An image's own entries win over skel/'s. The tmpfs is
+ * kept (rf->layer_fd) so that the shim can show upper/ to the host.
+ */
 
 static const char *const host_top[] = {"bin", "sbin", "lib", "lib64", "lib32", "libx32", NULL};
 
@@ -360,11 +380,29 @@ static const char *const host_top[] = {"bin", "sbin", "lib", "lib64", "lib32", "
 static const char *const host_etc[] = {"alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
 				       NULL};
 
-static int bind_host_entry(msb_ns_rootfs *rf, int dirfd, const char *name, const char *src)
+enum host_phase {
+	PHASE_STUB, /* in skel/: symlinks as the host has them, empty mount points */
+	PHASE_BIND, /* in the overlay: the read-only binds onto those mount points */
+};
+
+static int host_entry(msb_ns_rootfs *rf, enum host_phase phase, int dirfd, const char *name,
+		      const char *src)
 {
 	struct stat st;
 	if (lstat(src, &st) < 0)
 		return errno == ENOENT ? 0 : fail(rf, -errno, "stat %s", src);
+	if (!S_ISLNK(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+		return 0;
+	if (phase == PHASE_BIND) {
+		if (S_ISLNK(st.st_mode))
+			return 0;
+		_cleanup_close_ int target = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (target < 0)
+			return fail(rf, -errno, "open the mount point of %s", src);
+		return bind_mount(rf, AT_FDCWD, src,
+				  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, target,
+				  src);
+	}
 	if (S_ISLNK(st.st_mode)) {
 		char target[4096];
 		ssize_t n = readlink(src, target, sizeof(target) - 1);
@@ -375,22 +413,45 @@ static int bind_host_entry(msb_ns_rootfs *rf, int dirfd, const char *name, const
 			return fail(rf, -errno, "symlink %s", src);
 		return 0;
 	}
-	_cleanup_close_ int target = -1;
 	if (S_ISDIR(st.st_mode)) {
 		if (mkdirat(dirfd, name, 0755) < 0)
 			return fail(rf, -errno, "mkdir %s", src);
-		target = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (target < 0)
-			return fail(rf, -errno, "open %s", src);
-	} else if (S_ISREG(st.st_mode)) {
-		target = touch_in(dirfd, name);
-		if (target < 0)
-			return fail(rf, target, "create %s", src);
-	} else {
 		return 0;
 	}
-	return bind_mount(rf, AT_FDCWD, src,
-			  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, target, src);
+	_cleanup_close_ int fd = touch_in(dirfd, name);
+	return fd < 0 ? fail(rf, fd, "create %s", src) : 0;
+}
+
+static int etc_entries(msb_ns_rootfs *rf, enum host_phase phase, int etc)
+{
+	int r;
+	for (size_t i = 0; host_etc[i]; i++) {
+		char src[64];
+		snprintf(src, sizeof(src), "/etc/%s", host_etc[i]);
+		if ((r = host_entry(rf, phase, etc, host_etc[i], src)) < 0)
+			return r;
+	}
+	/* os-release and localtime are symlinks into /usr on Debian; python3*
+	 * holds the interpreter's site configuration. */
+	if ((r = host_entry(rf, phase, etc, "os-release", "/etc/os-release")) < 0)
+		return r;
+	if ((r = host_entry(rf, phase, etc, "localtime", "/etc/localtime")) < 0)
+		return r;
+	DIR *d = opendir("/etc");
+	if (!d)
+		return fail(rf, -errno, "open /etc");
+	struct dirent *de;
+	r = 0;
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, "python3", 7) != 0 || strlen(de->d_name) > 32)
+			continue;
+		char src[64];
+		snprintf(src, sizeof(src), "/etc/%s", de->d_name);
+		if ((r = host_entry(rf, phase, etc, de->d_name, src)) < 0)
+			break;
+	}
+	closedir(d);
+	return r;
 }
 
 static int write_etc(msb_ns_rootfs *rf, int etc)
@@ -420,137 +481,158 @@ static int write_etc(msb_ns_rootfs *rf, int etc)
 	}
 	if (symlinkat("../proc/self/mounts", etc, "mtab") < 0)
 		return fail(rf, -errno, "symlink /etc/mtab");
-	int r;
-	for (size_t i = 0; host_etc[i]; i++) {
-		char src[64];
-		snprintf(src, sizeof(src), "/etc/%s", host_etc[i]);
-		if ((r = bind_host_entry(rf, etc, host_etc[i], src)) < 0)
-			return r;
-	}
-	/* os-release and localtime are symlinks into /usr on Debian; python3*
-	 * holds the interpreter's site configuration. */
-	if ((r = bind_host_entry(rf, etc, "os-release", "/etc/os-release")) < 0)
-		return r;
-	if ((r = bind_host_entry(rf, etc, "localtime", "/etc/localtime")) < 0)
-		return r;
-	DIR *d = opendir("/etc");
-	if (!d)
-		return fail(rf, -errno, "open /etc");
-	struct dirent *de;
-	r = 0;
-	while ((de = readdir(d))) {
-		if (strncmp(de->d_name, "python3", 7) != 0 || strlen(de->d_name) > 32)
-			continue;
-		char src[64];
-		snprintf(src, sizeof(src), "/etc/%s", de->d_name);
-		if ((r = bind_host_entry(rf, etc, de->d_name, src)) < 0)
-			break;
-	}
-	closedir(d);
-	return r;
+	return etc_entries(rf, PHASE_STUB, etc);
 }
 
-static int build_host(msb_ns_rootfs *rf, int *rootfd_out)
+static int skel_dir(msb_ns_rootfs *rf, int skel, const char *path, mode_t mode)
 {
-	char size[32];
-	snprintf(size, sizeof(size), "%llu", (unsigned long long)rf->cfg->rootfs_size);
-	struct fs_opt opts[] = {{"size", size}, {"mode", "0755"}, {NULL, NULL}};
-	_cleanup_close_ int root = -1;
-	int r = new_mount(rf, "tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, rf->stage_fd, "",
-			  &root, "root tmpfs");
-	if (r < 0)
-		return r;
+	_cleanup_close_ int fd = mkdir_in_root(skel, path, 0755);
+	if (fd < 0)
+		return fail(rf, fd, "skeleton: mkdir /%s", path);
+	/* mkdir honours the umask; the sticky bit needs an explicit chmod. */
+	if (fchmodat(skel, path, mode, 0) < 0)
+		return fail(rf, -errno, "skeleton: chmod /%s", path);
+	return 0;
+}
 
-	if (mkdirat(root, "usr", 0755) < 0)
-		return fail(rf, -errno, "mkdir /usr");
-	_cleanup_close_ int usr = openat(root, "usr", O_PATH | O_DIRECTORY | O_CLOEXEC);
+/* The bottom lower layer: mount points for every image; the whole
+ * synthesized tree (minus the binds) for `host`. */
+static int fill_skel(msb_ns_rootfs *rf, int skel)
+{
+	static const struct {
+		const char *path;
+		mode_t mode;
+	} common[] = {{"proc", 0555}, {"dev", 0755},  {"sys", 0555},
+		      {"tmp", 01777}, {"root", 0700}, {NULL, 0}},
+	  host[] = {{"usr", 0755},	{"etc", 0755},	{"run", 0755}, {"var", 0755},
+		    {"var/tmp", 01777}, {"home", 0755}, {NULL, 0}};
+	int r;
+	for (size_t i = 0; common[i].path; i++)
+		if ((r = skel_dir(rf, skel, common[i].path, common[i].mode)) < 0)
+			return r;
+	if ((r = skel_dir(rf, skel, rf->cfg->work_dir + 1, 0755)) < 0)
+		return r;
+	if (rf->cfg->image != MSB_NS_IMAGE_HOST)
+		return 0;
+	for (size_t i = 0; host[i].path; i++)
+		if ((r = skel_dir(rf, skel, host[i].path, host[i].mode)) < 0)
+			return r;
+	for (size_t i = 0; host_top[i]; i++) {
+		char src[32];
+		snprintf(src, sizeof(src), "/%s", host_top[i]);
+		if ((r = host_entry(rf, PHASE_STUB, skel, host_top[i], src)) < 0)
+			return r;
+	}
+	_cleanup_close_ int etc =
+		openat(skel, "etc", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (etc < 0)
+		return fail(rf, -errno, "skeleton: open /etc");
+	return write_etc(rf, etc);
+}
+
+/* `host`: the host's /usr, /bin, ... and /etc entries bound read-only onto
+ * the mount points skel/ provides. */
+static int bind_host(msb_ns_rootfs *rf, int root)
+{
+	_cleanup_close_ int usr =
+		openat(root, "usr", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (usr < 0)
 		return fail(rf, -errno, "open /usr");
-	r = bind_mount(rf, AT_FDCWD, "/usr",
-		       MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, usr, "/usr");
+	int r = bind_mount(rf, AT_FDCWD, "/usr",
+			   MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, usr, "/usr");
 	if (r < 0)
 		return r;
 	for (size_t i = 0; host_top[i]; i++) {
 		char src[32];
 		snprintf(src, sizeof(src), "/%s", host_top[i]);
-		if ((r = bind_host_entry(rf, root, host_top[i], src)) < 0)
+		if ((r = host_entry(rf, PHASE_BIND, root, host_top[i], src)) < 0)
 			return r;
 	}
-
-	static const struct {
-		const char *path;
-		mode_t mode;
-	} dirs[] = {
-		{"etc", 0755}, {"tmp", 01777},	   {"root", 0700}, {"run", 0755},
-		{"var", 0755}, {"var/tmp", 01777}, {"home", 0755}, {NULL, 0},
-	};
-	for (size_t i = 0; dirs[i].path; i++) {
-		if (mkdirat(root, dirs[i].path, dirs[i].mode) < 0)
-			return fail(rf, -errno, "mkdir /%s", dirs[i].path);
-		/* mkdir honours the umask; the sticky bit needs an explicit chmod. */
-		if (fchmodat(root, dirs[i].path, dirs[i].mode, 0) < 0)
-			return fail(rf, -errno, "chmod /%s", dirs[i].path);
-	}
-	_cleanup_close_ int etc = openat(root, "etc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int etc =
+		openat(root, "etc", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (etc < 0)
 		return fail(rf, -errno, "open /etc");
-	if ((r = write_etc(rf, etc)) < 0)
-		return r;
-	*rootfd_out = TAKE_FD(root);
-	return 0;
+	return etc_entries(rf, PHASE_BIND, etc);
 }
 
-/* ---- image `dir:PATH` ------------------------------------------------------ */
+/* "lowerdir": one option when the list fits fsconfig's 256-byte strings,
+ * else one "lowerdir+" per layer (kernels that have it: 6.8 and later). */
+#define MAX_LOWERS (MSB_NS_MAX_LAYERS + 1)
 
-static int build_dir(msb_ns_rootfs *rf, int *rootfd_out)
+static int mount_overlay(msb_ns_rootfs *rf, int upper, int work, int skel, int target, int *root)
+{
+	int lowers[MAX_LOWERS];
+	size_t n = 0;
+	if (rf->cfg->image == MSB_NS_IMAGE_DIR)
+		lowers[n++] = rf->image_fd;
+	for (size_t i = 0; rf->cfg->image == MSB_NS_IMAGE_OCI && i < rf->cfg->n_layers; i++)
+		lowers[n++] = rf->layer_fds[i];
+	lowers[n++] = skel;
+
+	char paths[MAX_LOWERS][24];
+	char joined[256];
+	size_t len = 0;
+	bool fits = true;
+	for (size_t i = 0; i < n; i++) {
+		snprintf(paths[i], sizeof(paths[i]), "/proc/self/fd/%d", lowers[i]);
+		int w = snprintf(joined + len, sizeof(joined) - len, "%s%s", i ? ":" : "",
+				 paths[i]);
+		if (w < 0 || (size_t)w >= sizeof(joined) - len)
+			fits = false;
+		else
+			len += (size_t)w;
+	}
+	char upath[24], wpath[24];
+	snprintf(upath, sizeof(upath), "/proc/self/fd/%d", upper);
+	snprintf(wpath, sizeof(wpath), "/proc/self/fd/%d", work);
+	struct fs_opt opts[MAX_LOWERS + 4];
+	size_t k = 0;
+	if (fits) {
+		opts[k++] = (struct fs_opt){"lowerdir", joined};
+	} else {
+		for (size_t i = 0; i < n; i++)
+			opts[k++] = (struct fs_opt){"lowerdir+", paths[i]};
+	}
+	opts[k++] = (struct fs_opt){"upperdir", upath};
+	opts[k++] = (struct fs_opt){"workdir", wpath};
+	/* user.* xattrs: the only kind a user-namespace mount can write. */
+	opts[k++] = (struct fs_opt){"userxattr", NULL};
+	opts[k] = (struct fs_opt){NULL, NULL};
+	return new_mount(rf, "overlay", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, target, "",
+			 root, "overlay root");
+}
+
+static int build_root(msb_ns_rootfs *rf, int *rootfd_out)
 {
 	char size[32];
 	snprintf(size, sizeof(size), "%llu", (unsigned long long)rf->cfg->rootfs_size);
 	struct fs_opt topts[] = {{"size", size}, {"mode", "0755"}, {NULL, NULL}};
 	_cleanup_close_ int layer = -1;
 	int r = new_mount(rf, "tmpfs", topts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, rf->stage_fd,
-			  "", &layer, "upper tmpfs");
+			  "", &layer, "writable layer tmpfs");
 	if (r < 0)
 		return r;
-	static const char *const sub[] = {"upper", "work", "root", NULL};
-	int fds[3] = {-1, -1, -1};
+	static const char *const sub[] = {MSB_NS_LAYER_UPPER, "work", "skel", "root", NULL};
+	int fds[4] = {-1, -1, -1, -1};
 	for (size_t i = 0; sub[i]; i++) {
 		if (mkdirat(layer, sub[i], 0755) < 0 ||
 		    (fds[i] = openat(layer, sub[i], O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
-			r = fail(rf, -errno, "overlay %s dir", sub[i]);
+			r = fail(rf, -errno, "writable layer: %s dir", sub[i]);
 			goto close_fds;
 		}
 	}
-	char lower[40], upper[40], work[40];
-	snprintf(lower, sizeof(lower), "/proc/self/fd/%d", rf->image_fd);
-	snprintf(upper, sizeof(upper), "/proc/self/fd/%d", fds[0]);
-	snprintf(work, sizeof(work), "/proc/self/fd/%d", fds[1]);
-	/* user.* xattrs: the only kind a user-namespace mount can write. */
-	struct fs_opt oopts[] = {{"lowerdir", lower},
-				 {"upperdir", upper},
-				 {"workdir", work},
-				 {"userxattr", NULL},
-				 {NULL, NULL}};
-	_cleanup_close_ int root = -1;
-	r = new_mount(rf, "overlay", oopts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, fds[2], "", &root,
-		      "overlay root");
-	if (r < 0)
+	if ((r = fill_skel(rf, fds[2])) < 0)
 		goto close_fds;
-	static const struct {
-		const char *path;
-		mode_t mode;
-	} dirs[] = {{"tmp", 01777}, {"root", 0700}, {NULL, 0}};
-	for (size_t i = 0; dirs[i].path; i++) {
-		_cleanup_close_ int d = mkdir_in_root(root, dirs[i].path, dirs[i].mode);
-		if (d < 0) {
-			r = fail(rf, d, "mkdir /%s", dirs[i].path);
-			goto close_fds;
-		}
-	}
+	_cleanup_close_ int root = -1;
+	if ((r = mount_overlay(rf, fds[0], fds[1], fds[2], fds[3], &root)) < 0)
+		goto close_fds;
+	if (rf->cfg->image == MSB_NS_IMAGE_HOST && (r = bind_host(rf, root)) < 0)
+		goto close_fds;
 	*rootfd_out = TAKE_FD(root);
+	rf->layer_fd = TAKE_FD(layer);
 	r = 0;
 close_fds:
-	for (size_t i = 0; i < 3; i++)
+	for (size_t i = 0; i < 4; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
 	return r;
@@ -584,6 +666,12 @@ int msb_ns__rootfs_open(msb_ns_rootfs *rf)
 		if (rf->image_fd < 0)
 			return rf->image_fd;
 	}
+	for (size_t i = 0; rf->cfg->image == MSB_NS_IMAGE_OCI && i < rf->cfg->n_layers; i++) {
+		rf->layer_fds[i] = open_checked(rf, rf->cfg->layers[i], rf->layer_dev[i],
+						rf->layer_ino[i], "image layer");
+		if (rf->layer_fds[i] < 0)
+			return rf->layer_fds[i];
+	}
 	return 0;
 }
 
@@ -591,7 +679,7 @@ int msb_ns__rootfs_build(msb_ns_rootfs *rf)
 {
 	rf->err[0] = '\0';
 	_cleanup_close_ int root = -1;
-	int r = rf->cfg->image == MSB_NS_IMAGE_DIR ? build_dir(rf, &root) : build_host(rf, &root);
+	int r = build_root(rf, &root);
 	if (r < 0)
 		return r;
 	if ((r = setup_proc(rf, root)) < 0 || (r = setup_dev(rf, root)) < 0 ||

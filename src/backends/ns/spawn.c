@@ -8,6 +8,7 @@
  *   write uid_map, gid_map     ──'M'──▶    take uid/gid 0, make / private,
  *   v1: create the cgroups,                lo up, hostname, build the rootfs,
  *   set limits, attach (slow)
+ *   (keeps the writable layer) ◀─'L'──     + SCM_RIGHTS: the writable layer, /dev/shm
  *                              ──'G'──▶    pivot_root (overlapping the attach)
  *                                          re-root the cgroup ns, rlimits,
  *   read the error pipe until  ◀─EOF──     no_new_privs, fds, execveat(agent)
@@ -41,6 +42,7 @@
 
 #define SYNC_MAPPED 'M'
 #define SYNC_GO 'G'
+#define SYNC_LAYER 'L'
 #define SPAWN_TIMEOUT_MS 30000
 
 static const uint64_t ns_flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
@@ -141,6 +143,32 @@ static int cloexec_from_4(void)
 	return 0;
 }
 
+static int send_layer(int sock, int layer_fd, int shm_fd)
+{
+	int fds[2] = {layer_fd, shm_fd};
+	char tag = SYNC_LAYER;
+	struct iovec iov = {.iov_base = &tag, .iov_len = 1};
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(fds))];
+	} u;
+	memset(&u, 0, sizeof(u));
+	struct msghdr msg = {.msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf)};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	ssize_t n;
+	do
+		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	return n == 1 ? 0 : n < 0 ? -errno : -EIO;
+}
+
 static _Noreturn void child_main(struct child_ctx *c)
 {
 	/* Undo what the shim set up for itself: the agent starts clean. */
@@ -179,6 +207,11 @@ static _Noreturn void child_main(struct child_ctx *c)
 		child_fail(c, -errno, "set the host name");
 	if (msb_ns__rootfs_build(&c->rf) < 0)
 		child_fail_msg(c, c->rf.err);
+	/* The parent keeps the writable storage open: the host reads what
+	 * changed from there, never from inside. */
+	r = send_layer(c->sync_fd, c->rf.layer_fd, c->rf.shm_fd);
+	if (r < 0)
+		child_fail(c, r, "hand over the writable layer");
 
 	child_wait_for(c, SYNC_GO);
 	if (c->unshare_cgroup && unshare(CLONE_NEWCGROUP) < 0)
@@ -274,10 +307,58 @@ static int send_sync(int fd, char b)
 	return n == 1 ? 0 : -EPIPE;
 }
 
+/* The child's writable layer and /dev/shm, queued on the sync socket. */
+static int recv_layer(int sock, int *layer_fd, int *shm_fd)
+{
+	char tag = 0;
+	struct iovec iov = {.iov_base = &tag, .iov_len = 1};
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+	} u;
+	memset(&u, 0, sizeof(u));
+	struct msghdr msg = {.msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf)};
+	ssize_t n;
+	do
+		n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	int fds[2] = {-1, -1};
+	size_t got = 0;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (got < 2)
+				fds[got++] = fd;
+			else
+				close(fd);
+		}
+	}
+	if (n != 1 || tag != SYNC_LAYER || got != 2 || (msg.msg_flags & MSG_CTRUNC)) {
+		for (size_t i = 0; i < got; i++)
+			close(fds[i]);
+		return -EPROTO;
+	}
+	*layer_fd = fds[0];
+	*shm_fd = fds[1];
+	return 0;
+}
+
 /* Everything opened for the child, closed by the parent after the clone. */
 struct spawn_fds {
 	int agent, image, stage, null, sync[2], errp[2];
 	struct stat image_st, stage_st, work_st;
+	dev_t layer_dev[MSB_NS_MAX_LAYERS];
+	ino_t layer_ino[MSB_NS_MAX_LAYERS];
+	int layer_fds[MSB_NS_MAX_LAYERS]; /* filled by the child */
 };
 
 static void close_fds(struct spawn_fds *f)
@@ -314,6 +395,14 @@ static int open_inputs(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, 
 					     "ns spawn: image `dir:%s` is the host's root; use the "
 					     "`host` image",
 					     cfg->image_path);
+	}
+	for (size_t i = 0; cfg->image == MSB_NS_IMAGE_OCI && i < cfg->n_layers; i++) {
+		_cleanup_close_ int fd = open(cfg->layers[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st) < 0)
+			return msb__error_errno(err, -errno, "ns spawn: image layer `%s`",
+						cfg->layers[i]);
+		f->layer_dev[i] = st.st_dev;
+		f->layer_ino[i] = st.st_ino;
 	}
 	f->stage = open(opts->state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (f->stage < 0 || fstat(f->stage, &f->stage_st) < 0)
@@ -395,7 +484,12 @@ int msb_ns__spawn(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, msb_n
 		       .stage_fd = -1,
 		       .work_fd = -1,
 		       .image_fd = -1,
-		       .single_id = single_id},
+		       .layer_dev = f.layer_dev,
+		       .layer_ino = f.layer_ino,
+		       .layer_fds = f.layer_fds,
+		       .single_id = single_id,
+		       .layer_fd = -1,
+		       .shm_fd = -1},
 		.sync_fd = f.sync[0],
 		.err_fd = f.errp[1],
 		.agent_fd = f.agent,
@@ -414,6 +508,8 @@ int msb_ns__spawn(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, msb_n
 		return msb__error_nomem(err);
 	}
 	sb->pidfd = -1;
+	sb->layer_fd = -1;
+	sb->shm_fd = -1;
 	uint64_t flags = ns_flags | CLONE_PIDFD | (cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0);
 	int64_t t1 = msb__now_ns();
 	pid_t pid = msb__sys_clone3(flags, SIGCHLD, cgroup_fd, &sb->pidfd);
@@ -452,8 +548,6 @@ int msb_ns__spawn(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, msb_n
 	sb->timing.attach_ns = t4 - t3b;
 	if (r == 0)
 		send_sync(f.sync[1], SYNC_GO); /* a dead child shows on the error pipe */
-	close(f.sync[1]);
-	f.sync[1] = -1;
 	if (r < 0) {
 		abandon(sb);
 		msb_ns__sandbox_free(sb);
@@ -484,6 +578,7 @@ int msb_ns__spawn(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, msb_n
 			break;
 	}
 	msg[len] = '\0';
+	int lr = timed_out || len > 0 ? 0 : recv_layer(f.sync[1], &sb->layer_fd, &sb->shm_fd);
 	close_fds(&f);
 	int64_t t5 = msb__now_ns();
 	sb->timing.wait_ns = t5 - t4;
@@ -498,6 +593,12 @@ int msb_ns__spawn(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, msb_n
 		abandon(sb);
 		msb_ns__sandbox_free(sb);
 		return msb_error_set(err, MSB_E_RUNTIME, "ns spawn: %s", msg);
+	}
+	if (lr < 0) {
+		abandon(sb);
+		msb_ns__sandbox_free(sb);
+		return msb__error_errno(err, lr,
+					"ns spawn: the child did not hand over its writable layer");
 	}
 	siginfo_t si;
 	memset(&si, 0, sizeof(si));
@@ -556,5 +657,9 @@ void msb_ns__sandbox_free(msb_ns_sandbox *sb)
 	}
 	if (sb->pidfd >= 0)
 		close(sb->pidfd);
+	if (sb->layer_fd >= 0)
+		close(sb->layer_fd);
+	if (sb->shm_fd >= 0)
+		close(sb->shm_fd);
 	free(sb);
 }

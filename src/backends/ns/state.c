@@ -161,6 +161,7 @@ int msb_ns__state_remove_files(int dfd)
 {
 	int r = 0, k;
 	static const char *const files[] = {MSB_NS_STATE_SOCKET,
+					    MSB_NS_STATE_CONTROL,
 					    MSB_NS_STATE_INIT_PID,
 					    MSB_NS_STATE_CGROUPS,
 					    "." MSB_NS_STATE_INIT_PID ".tmp",

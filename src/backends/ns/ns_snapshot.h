@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Fingerprint and reset of an `ns` sandbox (checklist 18.12-18.15, 9.28),
+ * served on the host from the sandbox's state directory and its shim
+ * (docs/internals/ns-boundary.md, "Fingerprint and reset").
+ */
+#ifndef MSB_NS_SNAPSHOT_H
+#define MSB_NS_SNAPSHOT_H
+
+#include <msb/sandbox.h>
+
+/* Most paths and processes a fingerprint reports; more is "cannot attest". */
+#define MSB_NS_FINGERPRINT_MAX_PATHS (1u << 18)
+#define MSB_NS_FINGERPRINT_MAX_PROCS 65536u
+
+/*
+ * What changed since the sandbox was created, read by the engine (the host),
+ * never asked of the guest:
+ *  - changed_paths: guest paths of every entry of the overlay's upper
+ *    directory (whiteouts, i.e. deletions, included), of the storage base
+ *    (`work_dir`/...) and of /dev/shm, sorted;
+ *  - running_programs: "PID:STARTTIME:ARGV" of every process in the sandbox
+ *    but its init (the agent); PID as the guest sees it, STARTTIME in clock
+ *    ticks after boot, so a replacement with the same pid differs.
+ * Refused (MSB_E_RUNTIME, "cannot attest") when the sandbox has writable
+ * storage that is none of these (a writable mount the fingerprint cannot
+ * see), a process in another mount namespace, or more than the limits.
+ * `sock_path` is the sandbox's `<state>/<name>/agent.sock`; `work_dir` its
+ * guest storage base.
+ */
+int msb_ns__snapshot_fingerprint(const char *sock_path, const char *work_dir, bool *supported,
+				 msb_fingerprint *out, msb_error **err);
+
+/*
+ * Reset to the pristine state of acquire: the shim restarts the sandbox
+ * from its configuration (new init, empty writable layer, empty storage
+ * base, no process left) under the same name, labels and instance id. Holds
+ * the state directory's lock meanwhile, so a concurrent acquire waits.
+ * MSB_E_TIMEOUT when `timeout` seconds pass first (the restart may still
+ * complete); MSB_E_RUNTIME when the restart failed (the sandbox is then
+ * gone: the next acquire makes a new one).
+ */
+int msb_ns__snapshot_reset(const char *sock_path, double timeout, msb_error **err);
+
+#endif
