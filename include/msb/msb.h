@@ -13,8 +13,10 @@
 #include <msb/error.h>
 #include <msb/key.h>
 #include <msb/observer.h>
+#include <msb/ns.h>
 #include <msb/router.h>
 #include <msb/sandbox.h>
+#include <msb/session.h>
 #include <msb/spec.h>
 #include <msb/vocab.h>
 

@@ -144,6 +144,229 @@ MSB_EXTERN int msb_router_options_from_json(const char *json, size_t len, msb_ro
 MSB_EXTERN int msb_router_options_to_json(const msb_router_options *opts, char **out,
 					  msb_error **err);
 
+/* ==== Lifecycle (checklist sections 7 and 8) ==================================================
+ *
+ * The declarations below were added with the lifecycle; docs/lifecycle.md is
+ * their manual. Every function here is thread-safe.
+ */
+
+/* The two 120 s bounds (8.17, 8.18; DESIGN 9.29): an entrant's wait for the
+ * calls ahead of it (plus twice the cleanup bound, per call ahead), and a
+ * wait for a pending cleanup to complete. */
+#define MSB_ADMISSION_TIMEOUT_DEFAULT 120.0
+#define MSB_CLEANUP_WAIT_TIMEOUT 120.0
+
+/*
+ * The clock the admission and cleanup-completion waits read (monotonic
+ * nanoseconds). NULL restores CLOCK_MONOTONIC. Waits re-read the clock at
+ * least every 10 ms of real time, so a test can advance an injected clock
+ * past a 120 s bound without waiting for it. Set it before the router is
+ * shared between threads.
+ */
+typedef int64_t (*msb_clock_fn)(void *userdata);
+MSB_EXTERN void msb_router_set_clock(msb_router *r, msb_clock_fn fn, void *userdata);
+
+/*
+ * The cleanup rung a call's instance gets when the call ends (8.1-8.6,
+ * 23.38): the strongest of the router's min_cleanup and the spec's
+ * min_cleanup, then the weakest rung the serving backend can establish at
+ * or above it - RECLAIM only where the backend declares RECLAIM, RESET only
+ * where it declares SNAPSHOT, DISPOSE otherwise. A call-scoped workload is
+ * always DISPOSE. Runs the checks to find the serving backend; their
+ * refusals are returned as from acquire.
+ */
+MSB_EXTERN int msb_router_effective_cleanup(const msb_router *r, const msb_spec *spec,
+					    msb_cleanup *out, msb_error **err);
+
+typedef struct msb_dispose_kind_options {
+	unsigned version;
+	const char *instance_id; /* NULL = every instance of the kind */
+	msb_cancel *cancel;	 /* may be NULL */
+	const char *call;	 /* recorded on SandboxDisposed; NULL outside a call */
+} msb_dispose_kind_options;
+#define MSB_DISPOSE_KIND_OPTIONS_VERSION 1
+#define MSB_DISPOSE_KIND_OPTIONS_INIT                                                              \
+	{                                                                                          \
+		MSB_DISPOSE_KIND_OPTIONS_VERSION, NULL, NULL, NULL                                 \
+	}
+
+/*
+ * dispose_kind (7.6-7.9): delete only `kind`'s sandboxes for the key, on
+ * every registered backend - or, with instance_id, only that physical
+ * instance on its serving backend (FIXED: the resolved backend; PER_SPEC:
+ * every registered backend, each treating an id it does not hold as absent).
+ *
+ * `timeout` (seconds) must be finite and > 0 (MSB_E_VALUE otherwise); it
+ * covers waiting for the key's disposal lock and the whole sweep. A backend
+ * call still running at the bound is abandoned: it keeps running on a helper
+ * thread and counts as a `timeout` failure (its late result can still clear
+ * what it disposed, never a newer failure, 7.12).
+ *
+ * *all_landed (may be NULL) is true iff every backend reported success.
+ * Failures are logged and carried on one SandboxDisposed event; they are not
+ * errors. A kind-level disposal records no refusal; its success clears the
+ * pending unclean targets of that kind only (7.8, 23.16). An instance
+ * disposal that does not land refuses the key (SandboxUnclean) unless the
+ * router's failed_reclaim_policy is KEEP (7.9).
+ *
+ * Returns 0, MSB_E_VALUE for bad arguments, or MSB_E_CANCELLED when the token
+ * fires (cancellation is never swallowed, 7.7, 7.16).
+ */
+MSB_EXTERN int msb_router_dispose_kind(msb_router *r, const msb_key *key, const char *kind,
+				       double timeout, const msb_dispose_kind_options *opts,
+				       bool *all_landed, msb_error **err);
+
+typedef struct msb_dispose_unclean_options {
+	unsigned version;
+	const char *kind;	 /* NULL = targets of every kind */
+	const char *instance_id; /* NULL = targets of every instance */
+	msb_cancel *cancel;	 /* may be NULL */
+} msb_dispose_unclean_options;
+#define MSB_DISPOSE_UNCLEAN_OPTIONS_VERSION 1
+#define MSB_DISPOSE_UNCLEAN_OPTIONS_INIT                                                           \
+	{                                                                                          \
+		MSB_DISPOSE_UNCLEAN_OPTIONS_VERSION, NULL, NULL, NULL                              \
+	}
+
+/*
+ * dispose_unclean (7.11): retry the key's recorded unclean targets (each on
+ * its own backend with its own kind/instance selectors), optionally narrowed
+ * by kind and instance. A landed retry clears its target unless a newer
+ * failure was recorded for it meanwhile (7.12); a failed one updates it. The
+ * key reopens once no target remains. `timeout` as for dispose_kind.
+ * *all_landed (may be NULL): every retried target landed (true when there
+ * was nothing to retry). MSB_E_CANCELLED on cancellation.
+ */
+MSB_EXTERN int msb_router_dispose_unclean(msb_router *r, const msb_key *key, double timeout,
+					  const msb_dispose_unclean_options *opts, bool *all_landed,
+					  msb_error **err);
+
+/* true when acquire(key) would be refused with SandboxUnclean (7.10);
+ * *n_targets (may be NULL) receives the number of pending targets. */
+MSB_EXTERN bool msb_router_key_unclean(msb_router *r, const msb_key *key, size_t *n_targets);
+
+/*
+ * The scope helper (7.5; C form of `async with router.scope(...)`, 24.32).
+ *
+ * begin zeroes *record (which must outlive the scope) and returns a guard;
+ * end runs dispose_scope(scope, thread_id) - always, whatever block_rc says -
+ * fills *record (disposed, undisposed) and frees the guard. end returns
+ * block_rc unchanged when it is non-zero (the block's own error is never
+ * masked); otherwise 0, or MSB_E_CANCELLED if the disposal was cancelled.
+ */
+typedef struct msb_router_scope msb_router_scope;
+MSB_EXTERN int msb_router_scope_begin(msb_router *r, const char *scope, const char *thread_id,
+				      msb_scope_purge *record, msb_router_scope **out,
+				      msb_error **err);
+MSB_EXTERN int msb_router_scope_end(msb_router_scope *guard, int block_rc, msb_error **err);
+
+/* The block of msb_router_with_scope: its return code and *err are the
+ * scope's. */
+typedef int (*msb_scope_block_fn)(void *userdata, msb_error **err);
+
+/*
+ * Run `fn` inside a scope: begin, fn, end. Returns fn's code with fn's error
+ * when fn fails; otherwise what end returns. *record reads zero while fn
+ * runs and is filled only after.
+ */
+MSB_EXTERN int msb_router_with_scope(msb_router *r, const char *scope, const char *thread_id,
+				     msb_scope_block_fn fn, void *userdata, msb_scope_purge *record,
+				     msb_error **err);
+
+/*
+ * SandboxPurger.purge_scoped_thread (7.14): dispose_scope, log the count,
+ * never fail a conversation delete - a backend's failure leaves the count it
+ * did not add and a log line. *out (may be NULL) receives the ScopePurge.
+ * Only a missing argument is an error. Stop new work for the conversation
+ * across replicas first (7.15): a backend may refuse acquire while a purge
+ * runs, and an incomplete purge must be retried.
+ */
+MSB_EXTERN int msb_purge_scoped_thread(msb_router *r, const char *scope, const char *thread_id,
+				       msb_scope_purge *out, msb_error **err);
+
+/* ---- Call admission (checklist 8.11-8.21) ----------------------------------------------------
+ *
+ * A gate per sandbox slot (serving backend, key, kind) of one router. Calls
+ * overlap freely (8.11) unless one is exclusive (8.15). A call that needs
+ * whole-instance cleanup (RESET or DISPOSE) queues it at release: admission
+ * closes for that slot, active siblings finish, and the last call leaving
+ * cleans each physical instance once with the strongest rung queued (8.13).
+ * Entrants wait for that cleanup's outcome (8.14): a disposal that did not
+ * land refuses them with SandboxUnclean. The gate coordinates one router's
+ * callers only (8.21): use IsolationScope.CALL across routers or processes.
+ */
+typedef struct msb_call_hold msb_call_hold;
+
+typedef struct msb_enter_call_options {
+	unsigned version;
+	bool exclusive;		  /* hold the slot alone; forced by exclusive_admission */
+	double admission_timeout; /* seconds; 0 = MSB_ADMISSION_TIMEOUT_DEFAULT */
+	double cleanup_timeout;	  /* this tool's cleanup bound; 0 = router reclaim.timeout */
+	const char *call;	  /* the call id, for events; NULL outside a call */
+	msb_cancel *cancel;	  /* may be NULL */
+} msb_enter_call_options;
+#define MSB_ENTER_CALL_OPTIONS_VERSION 1
+#define MSB_ENTER_CALL_OPTIONS_INIT                                                                \
+	{                                                                                          \
+		MSB_ENTER_CALL_OPTIONS_VERSION, false, 0, 0, NULL, NULL                            \
+	}
+
+/*
+ * enter_call: run the checks (refusals as from acquire), refuse an unclean
+ * key, then wait to be admitted. The wait is bounded (8.17) by
+ * admission_timeout + 2 x cleanup_timeout while calls ahead are active,
+ * restarting whenever one of them leaves or completes a cleanup step, and by
+ * MSB_CLEANUP_WAIT_TIMEOUT while a queued cleanup runs (8.18); expiry is
+ * MSB_E_TIMEOUT. Cancellation is MSB_E_CANCELLED. A waiter that gives up
+ * leaves the pending cleanup to its holder (8.19). After the wait the key is
+ * checked again: a cleanup that did not land refuses with SandboxUnclean.
+ */
+MSB_EXTERN int msb_router_enter_call(msb_router *r, const msb_key *key, const msb_spec *spec,
+				     const msb_enter_call_options *opts, msb_call_hold **out,
+				     msb_error **err);
+
+/*
+ * acquire inside a hold: acquire (7.1) for the hold's key and spec, without
+ * the admission wait the hold already passed. The sandbox is owned by the
+ * hold (borrowed here) and valid until release. Acquiring again returns the
+ * same handle while the instance is the same.
+ */
+MSB_EXTERN int msb_call_hold_acquire(msb_call_hold *hold, msb_sandbox **out, msb_error **err);
+
+/* release_call's cleanup: the rung this call needs for its instance.
+ * RECLAIM queues nothing (the call removed its own directory). */
+#define MSB_RELEASE_CLEANUP_EFFECTIVE ((msb_cleanup)-1) /* msb_router_effective_cleanup */
+
+typedef struct msb_release_options {
+	unsigned version;
+	msb_cleanup cleanup;	/* default MSB_RELEASE_CLEANUP_EFFECTIVE */
+	double cleanup_timeout; /* bound of each cleanup step; 0 = router reclaim.timeout */
+} msb_release_options;
+#define MSB_RELEASE_OPTIONS_VERSION 1
+#define MSB_RELEASE_OPTIONS_INIT                                                                   \
+	{                                                                                          \
+		MSB_RELEASE_OPTIONS_VERSION, MSB_RELEASE_CLEANUP_EFFECTIVE, 0                      \
+	}
+
+typedef struct msb_release_report {
+	bool executed;		  /* this release ran queued cleanup (its own or a sibling's) */
+	size_t instances_cleaned; /* physical instances cleaned by this release */
+	bool landed;		  /* every cleanup this release ran landed */
+} msb_release_report;
+
+/*
+ * release_call (8.16): queue whole-instance cleanup for each instance acquired
+ * through the hold (if its rung is RESET or DISPOSE; a hold that acquired
+ * nothing queues nothing), leave, and - when this was the last hold on the slot -
+ * run every queued cleanup once per instance before returning. Steps are
+ * bounded by cleanup_timeout each (8.22). A failed RESET escalates to
+ * DISPOSE, and a DISPOSE that does not land refuses the key, unless the
+ * router's policy is KEEP (8.10). Always frees the hold (NULL is accepted).
+ * *report may be NULL. Only argument errors are returned.
+ */
+MSB_EXTERN int msb_router_release_call(msb_call_hold *hold, const msb_release_options *opts,
+				       msb_release_report *report, msb_error **err);
+
 MSB_END_DECLS
 
 #endif

@@ -9,7 +9,7 @@
  */
 #include <math.h>
 
-#include "core/router_int.h"
+#include "core/lifecycle_int.h"
 
 #define ISOLATION_SCOPE_VALID(s) ((s) == MSB_SCOPE_CONVERSATION || (s) == MSB_SCOPE_CALL)
 #define IDENTITY_ALL ((msb_identity_set)(MSB_IDENTITY_APP | MSB_IDENTITY_USER))
@@ -99,6 +99,7 @@ void msb_router_free(msb_router *r)
 	}
 	free(r->entries);
 	free(r->selected);
+	msb_lifecycle__unref(r->lc);
 	free(r);
 }
 
@@ -262,6 +263,12 @@ int msb_router_new(msb_backend *const *backends, size_t n_backends, const msb_ro
 		r->n++;
 	}
 
+	rc = msb_lifecycle__new(r, err);
+	if (rc < 0) {
+		msb_router_free(r);
+		return rc;
+	}
+
 	/* With no backends the router is disabled (5.4). */
 	if (r->n > 0) {
 		if (r->opts.selection == MSB_SELECTION_FIXED)
@@ -319,20 +326,25 @@ const msb_router_options *msb_router_options_get(const msb_router *r)
 
 /* ---- acquire (7.1, 7.2) ---------------------------------------------------------------------- */
 
-int msb_router_acquire(msb_router *r, const msb_key *key, const msb_spec *spec,
-		       const msb_acquire_options *opts, msb_sandbox **out, msb_error **err)
+size_t msb_router__backend_index(const struct msb_router *r, const char *name)
 {
-	if (!r || !spec || !out)
-		return msb_error_set(err, MSB_E_VALUE, "acquire: missing argument");
-	if (opts && opts->version != MSB_ACQUIRE_OPTIONS_VERSION)
-		return msb_error_set(err, MSB_E_VALUE, "acquire options: unsupported version %u",
-				     opts->version);
+	for (size_t i = 0; name && i < r->n; i++)
+		if (strcmp(r->entries[i].name, name) == 0)
+			return i;
+	return SIZE_MAX;
+}
+
+int msb_router__acquire(struct msb_router *r, const msb_key *key, const msb_spec *spec,
+			const char *call, msb_cancel *cancel, struct msb_call_hold *hold,
+			msb_sandbox **out, msb_error **err)
+{
 	int rc = msb_key_validate(key, err);
 	if (rc < 0)
 		return rc;
 
 	/* Every refusal ensure_can_serve performs, before any backend is
-	 * called (6.1); then the serving backend's get-or-create. */
+	 * called (6.1); then the unclean-key refusal (7.10), admission (8.14)
+	 * and the serving backend's get-or-create. */
 	msb_error *e = NULL;
 	msb_sandbox *sb = NULL;
 	size_t i = SIZE_MAX;
@@ -348,10 +360,20 @@ int msb_router_acquire(msb_router *r, const msb_key *key, const msb_spec *spec,
 				   "the '%s' workload runs at the call isolation scope, so its key "
 				   "must carry the call id",
 				   msb_spec_kind(spec));
-	if (rc == 0 && opts && opts->cancel && msb_cancel_requested(opts->cancel))
+	if (rc == 0)
+		rc = msb_unclean__refuse(r->lc, key, &e);
+	if (rc == 0 && !hold) {
+		/* A cleanup waited for may not have landed (8.14). */
+		rc = msb_admission__wait_open(r, i, key, msb_spec_kind(spec), cancel, &e);
+		if (rc == 0)
+			rc = msb_unclean__refuse(r->lc, key, &e);
+	}
+	if (rc == 0 && cancel && msb_cancel_requested(cancel))
 		rc = msb_error_set(&e, MSB_E_CANCELLED, "acquire cancelled");
 	if (rc == 0)
 		rc = msb_backend_acquire(r->entries[i].backend, key, spec, &sb, &e);
+	if (rc == 0 && hold)
+		rc = msb_admission__add_instance(hold, sb, &sb, &e);
 
 	if (msb_observer__wants(&r->observer, sandbox_acquired)) {
 		/* A refusal is recorded by its name, never its message (7.2). */
@@ -359,7 +381,7 @@ int msb_router_acquire(msb_router *r, const msb_key *key, const msb_spec *spec,
 			.key = key,
 			.spec = spec,
 			.refusal = rc < 0 ? msb_code_name(rc) : NULL,
-			.call = opts ? opts->call : NULL,
+			.call = call,
 			.backend = rc < 0 ? NULL : r->entries[i].name,
 			.instance_id = rc < 0 ? NULL : msb_sandbox_instance_id(sb),
 		};
@@ -369,6 +391,18 @@ int msb_router_acquire(msb_router *r, const msb_key *key, const msb_spec *spec,
 		return msb__error_propagate(err, e);
 	*out = sb;
 	return 0;
+}
+
+int msb_router_acquire(msb_router *r, const msb_key *key, const msb_spec *spec,
+		       const msb_acquire_options *opts, msb_sandbox **out, msb_error **err)
+{
+	if (!r || !spec || !out)
+		return msb_error_set(err, MSB_E_VALUE, "acquire: missing argument");
+	if (opts && opts->version != MSB_ACQUIRE_OPTIONS_VERSION)
+		return msb_error_set(err, MSB_E_VALUE, "acquire options: unsupported version %u",
+				     opts->version);
+	return msb_router__acquire(r, key, spec, opts ? opts->call : NULL,
+				   opts ? opts->cancel : NULL, NULL, out, err);
 }
 
 /* ---- disposal (7.3, 7.4, 7.16) ------------------------------------------------------------------
@@ -399,7 +433,10 @@ int msb_router_dispose(msb_router *r, const msb_key *key, bool *all_disposed, ms
 		return msb__error_nomem(err);
 
 	/* Every registered backend, including ones no longer serving new
-	 * calls: two kinds of one key may live on different backends (5.15). */
+	 * calls: two kinds of one key may live on different backends (5.15).
+	 * A host disposal records no refusal; where it lands it clears the
+	 * key's unclean targets older than itself (23.16). */
+	uint64_t since = msb_unclean__snapshot(r->lc);
 	bool all = true;
 	for (size_t i = 0; i < r->n; i++) {
 		const struct msb_router_entry *e = &r->entries[i];
@@ -427,6 +464,8 @@ int msb_router_dispose(msb_router *r, const msb_key *key, bool *all_disposed, ms
 			results[i].failed = true;
 			results[i].code = f->code;
 			all = false;
+		} else {
+			msb_unclean__clear(r->lc, key, i, NULL, NULL, MSB_CLEAR_KEY, since, 0);
 		}
 		msb_disposal_failure_free(f);
 		msb_error_free(be);

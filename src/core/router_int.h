@@ -75,8 +75,9 @@ struct msb_router {
 	char *selected;
 	msb_observer observer;
 	msb_logger lg;
-	size_t resolved; /* FIXED: index of the resolved backend; SIZE_MAX otherwise */
-	bool reporting;	 /* the backends hold this router's egress reporter */
+	size_t resolved;	  /* FIXED: index of the resolved backend; SIZE_MAX otherwise */
+	bool reporting;		  /* the backends hold this router's egress reporter */
+	struct msb_lifecycle *lc; /* unclean keys, disposal locks, admission (lifecycle_int.h) */
 };
 
 /* router.c: the option rules of 5.2, 5.3 and 5.9 (MSB_E_VALUE). */
