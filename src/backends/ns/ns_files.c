@@ -386,7 +386,7 @@ static int cap_exceeded(const ns_target *t, const char *how, uint64_t max_bytes,
 /* A buffer for `size` bytes that free() releases. A large one is aligned to
  * and advised for transparent huge pages: a 64 MiB read then takes ~32 page
  * faults instead of 16384, which in a VM with costly faults is most of the
- * read's time (docs/performance-files.md). The advice is only a hint. */
+ * read's time (docs/performance.md, "File transfer"). The advice is only a hint. */
 static void *alloc_read_buffer(size_t size)
 {
 	if (size < NS_HUGE_PAGE)
