@@ -12,6 +12,8 @@
 
 #include <msb/msb.h>
 
+#include "inert_sandbox.h"
+
 /* ---- a recording backend: a real msb_backend_ops counting every call ------ */
 
 struct rec {
@@ -29,80 +31,6 @@ struct rec {
 	pthread_mutex_t lock;
 };
 
-static int sb_na(void)
-{
-	return MSB_E_NOT_IMPLEMENTED;
-}
-static int sb_exec(void *i, const msb_exec_request *q, msb_exec_result *o, msb_error **e)
-{
-	return sb_na();
-}
-static int sb_run_code(void *i, const char *c, double t, msb_cancel *k, msb_exec_result *o,
-		       msb_error **e)
-{
-	return sb_na();
-}
-static int sb_write(void *i, const char *p, const uint8_t *d, size_t l, const char *w,
-		    msb_error **e)
-{
-	return sb_na();
-}
-static int sb_stat(void *i, const char *p, const char *w, bool *pr, msb_entry *o, msb_error **e)
-{
-	return sb_na();
-}
-static int sb_read(void *i, const char *p, const char *w, uint64_t m, uint8_t **d, size_t *l,
-		   msb_error **e)
-{
-	return sb_na();
-}
-static int sb_list(void *i, const char *p, const char *w, msb_entry **o, size_t *n, msb_error **e)
-{
-	return sb_na();
-}
-static int sb_remove(void *i, const char *p, const char *w, bool r, msb_error **e)
-{
-	return sb_na();
-}
-static int sb_reclaim(void *i, const char *d, const char *w, double t, msb_error **e)
-{
-	return sb_na();
-}
-static int sb_reset(void *i, double t, msb_error **e)
-{
-	return sb_na();
-}
-static int sb_fingerprint(void *i, bool *s, msb_fingerprint *o, msb_error **e)
-{
-	*s = false;
-	return 0;
-}
-static const char *sb_instance_id(void *i)
-{
-	return i;
-}
-static void sb_release(void *i)
-{
-	free(i);
-}
-
-static const msb_sandbox_ops sandbox_ops = {
-	.version = MSB_SANDBOX_OPS_VERSION,
-	.exec = sb_exec,
-	.exec_bounded = sb_exec,
-	.run_code = sb_run_code,
-	.write_file = sb_write,
-	.stat_file = sb_stat,
-	.read_file = sb_read,
-	.list_dir = sb_list,
-	.remove = sb_remove,
-	.reclaim = sb_reclaim,
-	.reset = sb_reset,
-	.fingerprint = sb_fingerprint,
-	.instance_id = sb_instance_id,
-	.release = sb_release,
-};
-
 static int rec_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_sandbox **out,
 		       msb_error **err)
 {
@@ -114,7 +42,7 @@ static int rec_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb
 		return msb_error_set(err, r->acquire_rc, "secret-endpoint unreachable");
 	char id[96];
 	snprintf(id, sizeof(id), "%s/%s", r->name, msb_spec_kind(spec));
-	return msb_sandbox_new(&sandbox_ops, strdup(id), r->name, out, err);
+	return test_inert_sandbox_new(id, r->name, out, err);
 }
 
 static int rec_dispose(void *impl, const msb_key *key, const char *kind, const char *instance_id,

@@ -14,17 +14,7 @@
 
 #include <msb/spec.h>
 
-#define assert_refused(call, code, phrase)                                                         \
-	do {                                                                                       \
-		msb_error *e_ = NULL;                                                              \
-		int r_ = (call);                                                                   \
-		cr_assert_eq(r_, (code), "%s returned %d", #call, r_);                             \
-		cr_assert_not_null(e_);                                                            \
-		cr_assert_eq(msb_error_code(e_), (code));                                          \
-		cr_assert(strstr(msb_error_message(e_), (phrase)) != NULL,                         \
-			  "message `%s` lacks `%s`", msb_error_message(e_), (phrase));             \
-		msb_error_free(e_);                                                                \
-	} while (0)
+#include "helpers.h"
 
 static msb_spec *load(const char *json)
 {

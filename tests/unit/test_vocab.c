@@ -15,17 +15,7 @@
 #include "core/core.h"
 
 /* Assert a refusal: code and a phrase of the message. */
-#define assert_refused(call, code, phrase)                                                         \
-	do {                                                                                       \
-		msb_error *e_ = NULL;                                                              \
-		int r_ = (call);                                                                   \
-		cr_assert_eq(r_, (code), "%s returned %d", #call, r_);                             \
-		cr_assert_not_null(e_);                                                            \
-		cr_assert_eq(msb_error_code(e_), (code));                                          \
-		cr_assert(strstr(msb_error_message(e_), (phrase)) != NULL,                         \
-			  "message `%s` lacks `%s`", msb_error_message(e_), (phrase));             \
-		msb_error_free(e_);                                                                \
-	} while (0)
+#include "helpers.h"
 
 static const char *const rungs[] = {
 	"none", "runtime", "os_process", "container", "hardened_container", "microvm", "vm"};
