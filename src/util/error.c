@@ -242,7 +242,8 @@ static void tidy_message(char *m)
 		m[n - 1] = '\0';
 }
 
-static int error_vset(msb_error **err, int code, const char *fmt, va_list ap)
+__attribute__((format(printf, 3, 0))) static int error_vset(msb_error **err, int code,
+							    const char *fmt, va_list ap)
 {
 	if (!err)
 		return code;

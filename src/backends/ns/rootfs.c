@@ -608,6 +608,9 @@ static int build_root(msb_ns_rootfs *rf, int *rootfd_out)
 	snprintf(size, sizeof(size), "%llu", (unsigned long long)rf->cfg->rootfs_size);
 	struct fs_opt topts[] = {{"size", size}, {"mode", "0755"}, {NULL, NULL}};
 	_cleanup_close_ int layer = -1;
+	/* Declared before the first goto: a jump past a cleanup variable's
+	 * initialisation would close an indeterminate fd. */
+	_cleanup_close_ int root = -1;
 	int r = new_mount(rf, "tmpfs", topts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, rf->stage_fd,
 			  "", &layer, "writable layer tmpfs");
 	if (r < 0)
@@ -623,7 +626,6 @@ static int build_root(msb_ns_rootfs *rf, int *rootfd_out)
 	}
 	if ((r = fill_skel(rf, fds[2])) < 0)
 		goto close_fds;
-	_cleanup_close_ int root = -1;
 	if ((r = mount_overlay(rf, fds[0], fds[1], fds[2], fds[3], &root)) < 0)
 		goto close_fds;
 	if (rf->cfg->image == MSB_NS_IMAGE_HOST && (r = bind_host(rf, root)) < 0)
