@@ -43,6 +43,16 @@ void msb_observer__tool_call_ended(const msb_observer *o, const msb_logger *lg,
  * Deep copy into one allocation (token strings included); free with free(). */
 msb_declarations *msb_declarations__dup(const msb_declarations *d);
 
+/* ---- TransferLimits as JSON (limits_json.c) -------------------------------------
+ * Strict: unknown keys refused naming `where`; a field left out keeps its
+ * default. to_json returns NULL for a value JSON integers cannot carry
+ * (above INT64_MAX) or on allocation failure. */
+typedef struct json_t json_t;
+const char *const *msb_vocab__transfer_limits_keys(void);
+int msb_vocab__transfer_limits_from_json(json_t *obj, const char *where, msb_transfer_limits *out,
+					 msb_error **err);
+json_t *msb_vocab__transfer_limits_to_json(const msb_transfer_limits *t);
+
 /* ---- vocab (vocab.c) ------------------------------------------------------- */
 /* Parse a JSON/CLI list of names into a set; `what` names the field. */
 int msb_vocab__capset_parse(const char *const *names, size_t n, const char *what, msb_capset *out,

@@ -258,8 +258,6 @@ json_t *msb_json__set_array(enum msb_set_kind kind, uint32_t set)
 
 /* ---- JSON limits (4.12) -------------------------------------------------------------- */
 
-static const char *const transfer_keys[] = {"max_bytes_per_file", "max_total_bytes", "max_files",
-					    NULL};
 static const char *const limits_keys[] = {"files_in", "files_out", NULL};
 
 static int limits_shape_error(const char *where, const char *what, msb_error **err)
@@ -271,23 +269,6 @@ static int limits_shape_error(const char *where, const char *what, msb_error **e
 			     where, what);
 }
 
-static int transfer_limits_from_object(json_t *obj, const char *where, msb_transfer_limits *out,
-				       msb_error **err)
-{
-	int r = msb__json_check_keys(obj, transfer_keys, where, err);
-	if (r < 0)
-		return r;
-	msb_transfer_limits t = MSB_DEFAULT_TRANSFER_LIMITS;
-	if ((r = msb__json_get_u64(obj, "max_bytes_per_file", where, &t.max_bytes_per_file, NULL,
-				   err)) < 0 ||
-	    (r = msb__json_get_u64(obj, "max_total_bytes", where, &t.max_total_bytes, NULL, err)) <
-		    0 ||
-	    (r = msb__json_get_u64(obj, "max_files", where, &t.max_files, NULL, err)) < 0)
-		return r;
-	*out = t;
-	return 0;
-}
-
 static int limits_from_json(json_t *v, const char *where, msb_sandbox_limits *out, msb_error **err)
 {
 	if (!json_is_object(v))
@@ -295,6 +276,7 @@ static int limits_from_json(json_t *v, const char *where, msb_sandbox_limits *ou
 
 	/* One direction's TransferLimits where the pair belongs: refused with
 	 * the pair shape explained, never read as both directions. */
+	const char *const *transfer_keys = msb_vocab__transfer_limits_keys();
 	const char *key;
 	json_t *value;
 	json_object_foreach (v, key, value) {
@@ -328,19 +310,13 @@ static int limits_from_json(json_t *v, const char *where, msb_sandbox_limits *ou
 				return msb__error_nomem(err);
 			return limits_shape_error(where, what, err);
 		}
-		int r = transfer_limits_from_object(d, w, i == 0 ? &l.files_in : &l.files_out, err);
+		int r = msb_vocab__transfer_limits_from_json(
+			d, w, i == 0 ? &l.files_in : &l.files_out, err);
 		if (r < 0)
 			return r;
 	}
 	*out = l;
 	return 0;
-}
-
-static json_t *transfer_limits_json(const msb_transfer_limits *t)
-{
-	return json_pack("{s:I, s:I, s:I}", "max_bytes_per_file", (json_int_t)t->max_bytes_per_file,
-			 "max_total_bytes", (json_int_t)t->max_total_bytes, "max_files",
-			 (json_int_t)t->max_files);
 }
 
 /* ---- JSON declarations ------------------------------------------------------------------ */
@@ -467,9 +443,9 @@ int msb_declarations_to_json(const msb_declarations *d, char **out, msb_error **
 				tokens = NULL;
 			}
 	}
-	json_t *limits =
-		json_pack("{s:o, s:o}", "files_in", transfer_limits_json(&d->limits.files_in),
-			  "files_out", transfer_limits_json(&d->limits.files_out));
+	json_t *limits = json_pack(
+		"{s:o, s:o}", "files_in", msb_vocab__transfer_limits_to_json(&d->limits.files_in),
+		"files_out", msb_vocab__transfer_limits_to_json(&d->limits.files_out));
 	/* Each set_new consumes its value, even on failure. */
 	bool failed = !o;
 	failed |= json_object_set_new(o, "capabilities",

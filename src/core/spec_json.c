@@ -39,8 +39,6 @@ static const char *const spec_keys[] = {
 static const char *const rule_keys[] = {"host", "methods", NULL};
 static const char *const output_keys[] = {"path", "media_type",	 "required",
 					  "name", "disposition", NULL};
-static const char *const limits_keys[] = {"max_bytes_per_file", "max_total_bytes", "max_files",
-					  NULL};
 static const char *const resource_keys[] = {"memory_bytes", "pids_max", "cpu_millis",
 					    "writable_bytes", NULL};
 
@@ -73,19 +71,7 @@ static int load_limits(json_t *obj, const char *key, msb_transfer_limits *out, m
 	_cleanup_free_ char *where = msb__asprintf(WHERE ".%s", key);
 	if (!where)
 		return msb__error_nomem(err);
-	r = msb__json_check_keys(o, limits_keys, where, err);
-	if (r < 0)
-		return r;
-	/* A field left out keeps its default, as in TransferLimits(max_files=4). */
-	msb_transfer_limits l = MSB_DEFAULT_TRANSFER_LIMITS;
-	if ((r = msb__json_get_u64(o, "max_bytes_per_file", where, &l.max_bytes_per_file, NULL,
-				   err)) < 0 ||
-	    (r = msb__json_get_u64(o, "max_total_bytes", where, &l.max_total_bytes, NULL, err)) <
-		    0 ||
-	    (r = msb__json_get_u64(o, "max_files", where, &l.max_files, NULL, err)) < 0)
-		return r;
-	*out = l;
-	return 0;
+	return msb_vocab__transfer_limits_from_json(o, where, out, err);
 }
 
 /* The resource limits: a key left out (or null) is 0, the backend's default;
@@ -397,15 +383,9 @@ static int put(json_t *obj, const char *key, json_t *v, msb_error **err)
 	return 0;
 }
 
-/* NULL for a value JSON integers here cannot carry (above INT64_MAX). */
-static json_t *jlimits(msb_transfer_limits l)
+static json_t *jlimits_of(msb_transfer_limits l)
 {
-	if (l.max_bytes_per_file > INT64_MAX || l.max_total_bytes > INT64_MAX ||
-	    l.max_files > INT64_MAX)
-		return NULL;
-	return json_pack("{sIsIsI}", "max_bytes_per_file", (json_int_t)l.max_bytes_per_file,
-			 "max_total_bytes", (json_int_t)l.max_total_bytes, "max_files",
-			 (json_int_t)l.max_files);
+	return msb_vocab__transfer_limits_to_json(&l);
 }
 
 static json_t *jresources(const msb_spec *s)
@@ -543,8 +523,8 @@ int msb_spec_to_json(const msb_spec *s, char **out, msb_error **err)
 	    (r = put(o, "min_isolation", jstr(has_floor ? msb_isolation_name(floor) : NULL), err)) <
 		    0 ||
 	    (r = put(o, "declared_outputs", joutputs(s), err)) < 0 ||
-	    (r = put(o, "files_in", jlimits(msb_spec_files_in(s)), err)) < 0 ||
-	    (r = put(o, "files_out", jlimits(msb_spec_files_out(s)), err)) < 0 ||
+	    (r = put(o, "files_in", jlimits_of(msb_spec_files_in(s)), err)) < 0 ||
+	    (r = put(o, "files_out", jlimits_of(msb_spec_files_out(s)), err)) < 0 ||
 	    (r = put(o, "outputs_named_at_call_time",
 		     json_boolean(msb_spec_outputs_named_at_call_time(s)), err)) < 0 ||
 	    (r = put(o, "identities", jidentities(msb_spec_identities(s)), err)) < 0 ||
