@@ -32,6 +32,7 @@
 
 #include "backends/ns/boundary.h"
 #include "util/fs.h"
+#include "util/sha256.h"
 
 #define CONFIG_MAX (64 * 1024)
 #define STALE_TIMEOUT_MS 2000
@@ -392,7 +393,19 @@ static void make_socket(struct shim *s)
 static void make_cgroup(struct shim *s)
 {
 	msb_error *e = NULL;
-	if (msb_ns__cgroup_plan(&s->cfg, s->name, &s->cg, &e) < 0)
+	/* The leaf carries a digest of the state directory as well as the
+	 * sandbox's name: two state roots may hold sandboxes of the same key
+	 * (parallel test runs do), and their cgroups must not meet. */
+	uint8_t d[32];
+	msb_sha256 h;
+	msb__sha256_init(&h);
+	msb__sha256_update(&h, s->state_dir, strlen(s->state_dir));
+	msb__sha256_final(&h, d);
+	_cleanup_free_ char *leaf =
+		msb__asprintf("%s-%02x%02x%02x%02x", s->name, d[0], d[1], d[2], d[3]);
+	if (!leaf)
+		die(s, "out of memory");
+	if (msb_ns__cgroup_plan(&s->cfg, leaf, &s->cg, &e) < 0)
 		die_err(s, e);
 	if (!s->cg)
 		return;
