@@ -28,6 +28,7 @@ bool cli_wants_help(int argc, char **argv);
 
 int cmd_check(int argc, char **argv);
 extern const cli_verb verb_check;
+extern const cli_verb verb_conformance;
 extern const cli_verb verb_run, verb_acquire, verb_exec, verb_ls, verb_dispose, verb_purge,
 	verb_doctor;
 

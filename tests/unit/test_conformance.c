@@ -568,6 +568,7 @@ struct per_call {
 	char ids[8][64];
 	msb_fake_sandbox *fs[8];
 	size_t n;
+	bool dispose_all; /* broken: disposal ignores the call id */
 };
 
 static int pc_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_sandbox **out,
@@ -591,7 +592,8 @@ static int pc_dispose(void *impl, const msb_key *key, const char *kind, const ch
 {
 	struct per_call *pc = impl;
 	for (size_t i = 0; i < pc->n; i++) {
-		if (pc->fs[i] && strcmp(pc->ids[i], key->call_id ? key->call_id : "") == 0) {
+		if (pc->fs[i] && (pc->dispose_all ||
+				  strcmp(pc->ids[i], key->call_id ? key->call_id : "") == 0)) {
 			msb_fake_sandbox_unref(pc->fs[i]);
 			pc->fs[i] = NULL;
 		}
@@ -637,6 +639,26 @@ Test(conformance, call_scope_per_call_backend_passes_18_10)
 	expect_only(r, NULL);
 	cr_assert_eq(r->n_results, 4);
 	msb_conformance_report_free(r);
+	msb_backend_unref(b);
+}
+
+Test(conformance, call_scope_disposal_ignoring_the_call_fails_18_10)
+{
+	msb_declarations d = MSB_FAKE_BACKEND_DECLARATIONS;
+	d.isolation_scopes = MSB_SCOPE_CONVERSATION | MSB_SCOPE_CALL;
+	msb_backend_info info = {MSB_BACKEND_INFO_VERSION, "per-call", "none", &d};
+	struct per_call *pc = calloc(1, sizeof(*pc));
+	pc->dispose_all = true;
+	msb_backend *b = NULL;
+	cr_assert_eq(msb_backend_new(&pc_ops, &info, pc, &b, NULL), 0);
+	msb_conformance_report *r = NULL;
+	msb_error *err = NULL;
+	cr_assert_eq(msb_assert_call_scope_conformance(b, &conv, NULL, &r, &err),
+		     MSB_E_CONFORMANCE_FAILURE);
+	const char *f[] = {"disposing-one-call-leaves-the-other", NULL};
+	expect_only(r, f);
+	msb_conformance_report_free(r);
+	msb_error_free(err);
 	msb_backend_unref(b);
 }
 
