@@ -195,6 +195,14 @@ int cli_conformance_backend(cli_conformance_args *a, msb_backend **out, msb_erro
 		locate("MSB_AGENT", "agent/msb-agent", agent, sizeof(agent));
 		o.shim_path = shim[0] ? shim : NULL;
 		o.agent_path = agent[0] ? agent : NULL;
+		const char *root = o.state_root ? o.state_root : getenv("MSB_STATE_DIR");
+		const char *xdg = getenv("XDG_RUNTIME_DIR");
+		if (root)
+			snprintf(a->state_root, sizeof(a->state_root), "%s", root);
+		else if (geteuid() == 0 || !xdg)
+			snprintf(a->state_root, sizeof(a->state_root), "/run/msb");
+		else
+			snprintf(a->state_root, sizeof(a->state_root), "%s/msb", xdg);
 		r = msb_ns_backend_new(&o, out, err);
 		json_decref(cfg); /* o's strings are copied by the backend */
 		return r;

@@ -15,6 +15,8 @@ typedef struct cli_conformance_args {
 	const char *allowed_url, *denied_url;
 	char allowed_host[256];
 	bool json;
+	/* ns: the state root the backend uses, resolved by cli_conformance_backend. */
+	char state_root[4096];
 } cli_conformance_args;
 
 /* The backend named by a->backend, configured from --config and the flags. */
