@@ -34,10 +34,16 @@
 #define MSB_LIBEXECDIR "/usr/local/libexec"
 #endif
 
-/* The limits the probed sandbox runs with: small, so the fill probes end fast. */
-#define ESC_MEMORY (64ull << 20)
+/*
+ * The limits the probed sandbox runs with: small, so the fill probes end
+ * fast, and memory above what its tmpfs mounts can hold (the writable layer
+ * plus ns's 64 MiB /dev/shm): below that, filling tmpfs reaches the memory
+ * limit itself and the OOM killer may take the agent (docs/security.md,
+ * "Residual risks").
+ */
+#define ESC_MEMORY (128ull << 20)
 #define ESC_PIDS 64ull
-#define ESC_WRITABLE (32ull << 20)
+#define ESC_WRITABLE (16ull << 20)
 
 /* What each probe must come back as on a backend with a boundary. The list
  * is the host's: a probe missing from the guest's report fails. */
@@ -102,10 +108,6 @@ static const struct expectation {
 	{"raise-rlimit-nofile", "blocked"},
 	{"raise-rlimit-nproc", "blocked"},
 	{"raise-rlimit-memlock", "blocked"},
-	{"fill-memory", "contained"},
-	{"fork-bomb", "contained"},
-	{"fill-writable-layer", "contained"},
-	{"fill-dev-shm", "contained"},
 	{"mknod-block-device", "blocked"},
 	{"host-device-nodes", "blocked"},
 	{"capabilities-empty", "blocked"},
@@ -117,6 +119,10 @@ static const struct expectation {
 	{"adjtimex", "blocked"},
 	{"sethostname", "blocked"},
 	{"setdomainname", "blocked"},
+	{"fill-memory", "contained"},
+	{"fork-bomb", "contained"},
+	{"fill-writable-layer", "contained"},
+	{"fill-dev-shm", "contained"},
 };
 #define N_EXPECT (sizeof(expectations) / sizeof(expectations[0]))
 
@@ -505,18 +511,25 @@ int cli_escape(cli_conformance_args *a)
 			      pids,
 			      "--writable",
 			      wr,
+			      getenv("MSB_ESCAPE_ONLY") ? "--only" : NULL,
+			      getenv("MSB_ESCAPE_ONLY"),
 			      NULL};
-	if (exec_in(sb, argv, 300, &res, &err) < 0) {
-		msb_error_wrap(&err, "running the escape probe");
-		status = cli_fail(err);
-		goto out;
-	}
+	/* A run the sandbox did not survive is itself the finding: every probe
+	 * it did not report is missing, and the host is still checked. */
+	int run_rc = exec_in(sb, argv, 300, &res, &err);
 	if (!a->json)
 		printf("%-24s %-10s %-10s %-4s %s\n", "PROBE", "OUTCOME", "EXPECTED", "OK",
 		       "DETAIL");
+	if (run_rc < 0) {
+		verdict(&v, "probe-run", "broken", "completed", false, msb_error_message(err),
+			"the probe run must end with a report, not take the sandbox down");
+		msb_error_free(err);
+		err = NULL;
+		msb_exec_result_clear(&res);
+	}
 	judge(&v, &res);
 	host_checks(&v, &h, &res, sb);
-	if (res.exit_code != 0)
+	if (run_rc == 0 && res.exit_code != 0)
 		verdict(&v, "probe-exit-status", "error", "0", false, "the probe binary failed",
 			NULL);
 	if (a->json) {
