@@ -157,6 +157,66 @@ struct collection {
 	size_t n;
 };
 
+struct keyed {
+	char *key;
+	size_t index;
+};
+
+static int keyed_cmp(const void *a, const void *b)
+{
+	const struct keyed *x = a, *y = b;
+	int r = strcmp(x->key, y->key);
+	return r ? r : (x->index > y->index) - (x->index < y->index);
+}
+
+/* Landing names whose collision keys are equal (12.9); CONSUME outputs never
+ * collide. Sorted, so a flood of names costs n log n. The pair reported is
+ * the one the declaration order meets first: the smallest second index. */
+static int check_collisions(struct collection *c, msb_error **err)
+{
+	struct keyed *v = msb__reallocarray(NULL, c->n ? c->n : 1, sizeof(*v));
+	if (!v)
+		return msb__error_nomem(err);
+	size_t n = 0;
+	int r = 0;
+	for (size_t i = 0; i < c->n && r == 0; i++) {
+		if (!c->items[i].land)
+			continue;
+		r = msb_artifact_name_collision_key(c->items[i].name, &v[n].key, err);
+		if (r == 0)
+			v[n++].index = i;
+	}
+	if (r == 0 && n > 1) {
+		qsort(v, n, sizeof(*v), keyed_cmp);
+		size_t best_first = 0, best_second = SIZE_MAX, start = 0;
+		for (size_t k = 1; k < n; k++) {
+			if (strcmp(v[k].key, v[k - 1].key) != 0) {
+				start = k;
+				continue;
+			}
+			/* The group's second entry has its second-smallest index. */
+			if (k == start + 1 && v[k].index < best_second) {
+				best_first = v[start].index;
+				best_second = v[k].index;
+			}
+		}
+		if (best_second != SIZE_MAX) {
+			const struct item *a = &c->items[best_first], *b = &c->items[best_second];
+			bool same = strcmp(a->given, b->given) == 0;
+			r = msb_error_set(err, MSB_E_ARTIFACT_NAME_COLLISION,
+					  same ? "artifact names `%s` and `%s` are identical"
+					       : "artifact names `%s` and `%s` differ only in case "
+						 "or Unicode form",
+					  a->given, b->given);
+			msb__error_set_path(err, b->decl->path);
+		}
+	}
+	for (size_t k = 0; k < n; k++)
+		free(v[k].key);
+	free(v);
+	return r;
+}
+
 /* Phase 1: the declaration alone. */
 static int phase_declare(struct collection *c, msb_error **err)
 {
@@ -210,32 +270,7 @@ static int phase_declare(struct collection *c, msb_error **err)
 		    (r = msb_validate_artifact_name(it->name, err)) < 0)
 			return r;
 	}
-	/* Collisions among landing names (12.9); CONSUME outputs never collide. */
-	char **keys = msb__reallocarray(NULL, total ? total : 1, sizeof(char *));
-	if (!keys)
-		return msb__error_nomem(err);
-	memset(keys, 0, (total ? total : 1) * sizeof(char *));
-	int r = 0;
-	for (size_t i = 0; i < total && r == 0; i++) {
-		if (!c->items[i].land)
-			continue;
-		r = msb_artifact_name_collision_key(c->items[i].name, &keys[i], err);
-		for (size_t j = 0; j < i && r == 0; j++) {
-			if (!keys[j] || strcmp(keys[i], keys[j]) != 0)
-				continue;
-			bool same = strcmp(c->items[i].given, c->items[j].given) == 0;
-			r = msb_error_set(err, MSB_E_ARTIFACT_NAME_COLLISION,
-					  same ? "artifact names `%s` and `%s` are identical"
-					       : "artifact names `%s` and `%s` differ only in case "
-						 "or Unicode form",
-					  c->items[j].given, c->items[i].given);
-			msb__error_set_path(err, c->items[i].decl->path);
-		}
-	}
-	for (size_t i = 0; i < total; i++)
-		free(keys[i]);
-	free(keys);
-	return r;
+	return check_collisions(c, err);
 }
 
 /* Phase 2: stat and cap every declared output, CONSUME too (12.12-12.16). */

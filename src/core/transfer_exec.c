@@ -14,9 +14,11 @@
 
 const char *const MSB_SHELL_UTILITIES[] = {"sh", "mkdir", "mv", "rm", "base64", "wc", NULL};
 
-#define DEFAULT_CHUNK (48u * 1024u)
-#define MAX_CHUNK (64u * 1024u) /* base64 of it stays well under MAX_ARG_STRLEN */
-#define SMALL_BUDGET 4096u	/* probes, mkdir, mv, rm: a few lines of output */
+/* base64 of a chunk is one argv string: 44 KiB encode to 60,076 bytes, under
+ * both the kernel's MAX_ARG_STRLEN and the wire protocol's 61,440 a string. */
+#define DEFAULT_CHUNK (44u * 1024u)
+#define MAX_CHUNK DEFAULT_CHUNK
+#define SMALL_BUDGET 4096u /* probes, mkdir, mv, rm: a few lines of output */
 
 /* The scripts. $1, $2 are the arguments; `set -C` makes `>` exclusive. */
 static const char SCRIPT_BEGIN[] = "set -C; mkdir -p -- \"$1\" && : > \"$2\"";

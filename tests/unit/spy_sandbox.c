@@ -43,7 +43,7 @@ static int sp_stat(void *i, const char *p, const char *w, bool *pr, msb_entry *o
 	if (r == 0 && s->grow_rel && strcmp(p, s->grow_rel) == 0) {
 		/* Grow it behind the stat's back. */
 		static const uint8_t more[] = "0123456789abcdef0123456789abcdef";
-		msb_sandbox_write_file(s->inner, s->grow_path, more, sizeof(more) - 1, "/", NULL);
+		msb_sandbox_write_file(s->inner, s->grow_path, more, sizeof(more) - 1, w, NULL);
 	}
 	return r;
 }

@@ -19,8 +19,8 @@ struct spy {
 	const char *read_fail_path;
 	int read_fail_code;
 	const char *unknown_size_path;
-	const char *grow_path; /* absolute in the fake */
-	const char *grow_rel;  /* as collect_outputs names it */
+	const char *grow_rel;  /* after a stat of this path ... */
+	const char *grow_path; /* ... this one (same working directory) grows */
 	int (*exec)(struct spy *s, const msb_exec_request *req, bool bounded, msb_exec_result *out,
 		    msb_error **err);
 	void *ud;

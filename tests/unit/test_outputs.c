@@ -500,6 +500,14 @@ Test(outputs, landing_collisions_refused_up_front_12_9)
 			 dflt, false);
 	COLLECT_REFUSED(spec, &sink, NULL, 0, NULL, MSB_E_ARTIFACT_NAME_COLLISION, "identical");
 	msb_spec_unref(spec);
+	/* The pair reported is the first the declaration order meets. */
+	spec = spec_with((struct out_decl[]){{"p1", .name = "a"},
+					     {"p2", .name = "B"},
+					     {"p3", .name = "b"},
+					     {"p4", .name = "A"}},
+			 4, dflt, false);
+	COLLECT_REFUSED(spec, &sink, NULL, 0, NULL, MSB_E_ARTIFACT_NAME_COLLISION, "`B` and `b`");
+	msb_spec_unref(spec);
 	cr_assert_eq(spy.stats, 0);
 	/* One LAND and one CONSUME with the same name: fine. */
 	msb_fake_seed s[] = {FILE_SEED("same", "x")};
@@ -709,7 +717,7 @@ Test(outputs, file_grown_between_stat_and_read_is_refused_12_17)
 	msb_fake_seed s[] = {FILE_SEED("first", "ok"), FILE_SEED("g.txt", "0123456789")};
 	seed(s, 2);
 	spy.grow_rel = "g.txt";
-	spy.grow_path = BASE "/g.txt";
+	spy.grow_path = "g.txt";
 	struct rec_sink r = {0};
 	msb_output_sink sink = rec_sink_of(&r);
 	msb_spec *spec = spec_with((struct out_decl[]){{"first"}, {"g.txt"}}, 2, dflt, false);
