@@ -13,6 +13,7 @@
 #include <msb/testing.h>
 
 #include "helpers.h"
+#include "scripted_backend.h"
 #include "spy_sandbox.h"
 
 #define BASE MSB_DEFAULT_WORK_DIR
@@ -456,4 +457,67 @@ Test(transfer_exec, cancellation_passes_through_11_11)
 		       MSB_E_CANCELLED, "cancelled");
 	size_t n = 0;
 	cr_assert_null(contents(BASE "/f", &n));
+}
+
+/* 11.10 in a tool call: the unfinished transfer reports the instance unclean
+ * on the call, so at the call's end it is disposed even under RECLAIM. */
+static int unclean_run(bool transfer)
+{
+	msb_fake_sandbox_options so = MSB_FAKE_SANDBOX_OPTIONS_INIT;
+	so.raises = MSB_E_TIMEOUT; /* every exec's bound expires */
+	msb_fake_sandbox *fs = NULL;
+	cr_assert_eq(msb_fake_sandbox_new(&so, &fs, NULL), 0);
+	msb_fake_backend_options fo = MSB_FAKE_BACKEND_OPTIONS_INIT;
+	fo.sandbox = fs;
+	msb_backend *b = NULL;
+	msb_fake_backend *fb = NULL;
+	cr_assert_eq(msb_fake_backend_new(&fo, &b, &fb, NULL), 0);
+	msb_spec *spec = spec_from("{\"kind\": \"A\"}");
+	logcap log;
+	logcap_init(&log);
+	msb_router *r =
+		router_over(&b, 1, MSB_CLEANUP_RECLAIM, MSB_FAILED_RECLAIM_DISPOSE, NULL, &log);
+	struct test_ctx tc;
+	test_ctx_init(&tc, "s", "t");
+	msb_caller_context ctx = test_ctx_context(&tc);
+	msb_tool_session_options o = MSB_TOOL_SESSION_OPTIONS_INIT;
+	o.router = r;
+	o.context = &ctx;
+	o.agent_dir = "a";
+	o.spec = spec;
+	o.name = "tool";
+	msb_tool_session *s = NULL;
+	cr_assert_eq(msb_tool_session_attach(&o, &s, NULL), 0);
+	msb_tool_call *c = NULL;
+	cr_assert_eq(msb_tool_session_begin_call(s, NULL, &c, NULL), 0);
+	static const msb_key key = {"s", "t", "a", NULL};
+	msb_sandbox *guest = NULL;
+	char *sentence = NULL;
+	cr_assert_eq(msb_tool_call_acquire(c, &key, &guest, &sentence, NULL), 0);
+	cr_assert_not_null(guest, "%s", sentence ? sentence : "");
+	if (transfer) {
+		msb_exec_transfer_options to = MSB_EXEC_TRANSFER_OPTIONS_INIT;
+		to.call = c;
+		assert_refused(
+			msb_write_file_over_exec(guest, "f", (const uint8_t *)"x", 1, &to, &e_),
+			MSB_E_SHELL_TRANSFER_UNFINISHED, "treat the sandbox as unclean");
+	}
+	msb_call_outcome oc = MSB_CALL_OUTCOME_INIT;
+	oc.text = "done";
+	msb_tool_result *res = NULL;
+	cr_assert_eq(msb_tool_call_end(c, &oc, &res, NULL), 0);
+	msb_tool_result_free(res);
+	int disposed = (int)msb_fake_backend_disposed_count(fb);
+	msb_tool_session_unref(s);
+	msb_router_free(r);
+	msb_spec_unref(spec);
+	msb_backend_unref(b);
+	msb_fake_sandbox_unref(fs);
+	return disposed;
+}
+
+Test(transfer_exec, unfinished_transfer_marks_the_instance_unclean_11_10)
+{
+	cr_assert_eq(unclean_run(false), 0, "a clean call under RECLAIM is not disposed");
+	cr_assert_eq(unclean_run(true), 1, "the unfinished transfer's instance was not disposed");
 }
