@@ -388,3 +388,35 @@ Test(ns_outputs, shell_road_round_trip_and_refusals)
 	msb_error_free(e);
 	free(data);
 }
+
+/* 11.4 on the real shell: `test -e` is false behind an unsearchable directory
+ * (guest root holds no capabilities, so mode 000 stops it too), and the
+ * probe's open tells that apart from an absent file. */
+Test(ns_outputs, shell_road_permission_denied_is_not_not_found)
+{
+	sh("mkdir locked && echo s > locked/f && chmod 000 locked");
+	msb_exec_transfer_options o = MSB_EXEC_TRANSFER_OPTIONS_INIT;
+	uint8_t *d = NULL;
+	size_t len = 0;
+	msb_error *e = NULL;
+	int refusal = -1;
+	cr_assert_eq(msb_read_file_over_exec(sb, "locked/f", &o, &d, &len, &e), MSB_E_FILE_REFUSED,
+		     "%s", e ? msb_error_message(e) : "");
+	cr_assert(msb_error_file_refusal(e, &refusal));
+	cr_assert_eq(refusal, MSB_FILE_REFUSAL_PERMISSION_DENIED, "%s", msb_error_message(e));
+	msb_error_free(e);
+	e = NULL;
+	cr_assert_eq(msb_read_file_over_exec(sb, "absent/f", &o, &d, &len, &e), MSB_E_FILE_REFUSED);
+	cr_assert(msb_error_file_refusal(e, &refusal));
+	cr_assert_eq(refusal, MSB_FILE_REFUSAL_NOT_FOUND);
+	msb_error_free(e);
+	e = NULL;
+	/* Writing there is refused the same way, and nothing lands. */
+	cr_assert_eq(msb_write_file_over_exec(sb, "locked/g", (const uint8_t *)"x", 1, &o, &e),
+		     MSB_E_FILE_REFUSED);
+	cr_assert(msb_error_file_refusal(e, &refusal));
+	cr_assert_eq(refusal, MSB_FILE_REFUSAL_PERMISSION_DENIED, "%s", msb_error_message(e));
+	msb_error_free(e);
+	sh("chmod 755 locked");
+	cr_assert_str_eq(sh("ls -A locked"), "f\n");
+}
