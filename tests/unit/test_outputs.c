@@ -1215,3 +1215,86 @@ Test(outputs, read_tools_over_the_store_16_21)
 	free(text);
 	mem_store_clear(&m);
 }
+
+/* ---- names under generated input ------------------------------------------------------------ */
+
+/* An independent reading of the 12.24 rules, for the property test below. */
+static bool rules_allow(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 255 || s[0] == '/' || s[n - 1] == '/' || strstr(s, "//") ||
+	    strchr(s, '\\'))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20)
+			return false;
+	bool ok = true;
+	for (const char *seg = s; seg;) {
+		const char *slash = strchr(seg, '/');
+		size_t len = slash ? (size_t)(slash - seg) : strlen(seg);
+		ok = ok && !(len == 1 && seg[0] == '.') && !(len == 2 && !strncmp(seg, "..", 2));
+		seg = slash ? slash + 1 : NULL;
+	}
+	/* UTF-8: the text decode is byte-identical exactly for valid input. */
+	size_t tl = 0;
+	char *t = msb_text_from_bytes_len((const uint8_t *)s, n, &tl);
+	ok = ok && tl == n && memcmp(t, s, n) == 0;
+	free(t);
+	return ok;
+}
+
+Test(outputs, names_hold_their_properties_under_generated_input_12_24_12_9)
+{
+	static const char *const pieces[] = {"a",
+					     "B",
+					     "/",
+					     ".",
+					     "..",
+					     "\\",
+					     "\xc3\xa9",
+					     "e\xcc\x81",
+					     "\xff",
+					     "\xed\xa0\x80",
+					     "\x01",
+					     "\xc3\x9f",
+					     "\xef\xac\x81",
+					     "\xe0\xa5\x98",
+					     "\xc0\xaf",
+					     ":",
+					     "CON",
+					     " ",
+					     "\xe1\xba\x9e",
+					     "\xc4\xb0"};
+	unsigned seed = 12345;
+	for (int iter = 0; iter < 20000; iter++) {
+		char name[400] = "";
+		int parts = 1 + (int)(rand_r(&seed) % 12);
+		for (int p = 0; p < parts; p++) {
+			const char *piece =
+				pieces[rand_r(&seed) % (sizeof(pieces) / sizeof(*pieces))];
+			size_t have = strlen(name), add = strlen(piece);
+			if (have + add < sizeof(name) - 1)
+				memcpy(name + have, piece, add + 1);
+		}
+		bool valid = msb_validate_artifact_name(name, NULL) == 0;
+		cr_assert_eq(valid, rules_allow(name), "`%s`: validate says %d", name, valid);
+		if (!valid)
+			continue;
+		char *key = NULL, *again = NULL, *nfc = NULL;
+		cr_assert_eq(msb_artifact_name_collision_key(name, &key, NULL), 0);
+		cr_assert_eq(msb_artifact_name_collision_key(key, &again, NULL), 0);
+		cr_assert_str_eq(key, again, "the key of a key is itself");
+		cr_assert_eq(msb_artifact_name_normalize(name, MSB_NORMALIZATION_NFC, &nfc, NULL),
+			     0);
+		free(again);
+		cr_assert_eq(msb_artifact_name_collision_key(nfc, &again, NULL), 0);
+		cr_assert_str_eq(key, again, "a name and its NFC spelling collide");
+		char *portable = NULL;
+		cr_assert_eq(msb_portable_name(name, &portable, NULL), 0);
+		cr_assert_null(strpbrk(portable, "<>:\"|?*\\"));
+		free(portable);
+		free(key);
+		free(again);
+		free(nfc);
+	}
+}
