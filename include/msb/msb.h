@@ -15,6 +15,7 @@
 #include <msb/key.h>
 #include <msb/observer.h>
 #include <msb/ns.h>
+#include <msb/outputs.h>
 #include <msb/router.h>
 #include <msb/sandbox.h>
 #include <msb/session.h>
