@@ -36,12 +36,13 @@
 
 /*
  * The limits the probed sandbox runs with: small, so the fill probes end
- * fast, and memory above what its tmpfs mounts can hold (the writable layer
- * plus ns's 64 MiB /dev/shm): below that, filling tmpfs reaches the memory
- * limit itself and the OOM killer may take the agent (docs/security.md,
- * "Residual risks").
+ * fast. The memory limit is below what ns's tmpfs mounts would hold at their
+ * configured sizes (the writable layer plus a 64 MiB /dev/shm) on purpose:
+ * the backend must size them down so that filling them cannot take the
+ * memory limit and the agent with it (docs/ns.md, "Memory covers files in
+ * tmpfs").
  */
-#define ESC_MEMORY (128ull << 20)
+#define ESC_MEMORY (64ull << 20)
 #define ESC_PIDS 64ull
 #define ESC_WRITABLE (16ull << 20)
 
