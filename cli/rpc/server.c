@@ -405,7 +405,8 @@ static void take_line(rpc_server *srv, const char *line, size_t len)
 	if (a == len)
 		return; /* blank lines are not messages */
 	json_error_t jerr;
-	json_t *msg = json_loadb(line, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
+	json_t *msg = json_loadb(line, len,
+				 JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
 	if (!msg) {
 		char m[256];
 		snprintf(m, sizeof(m), "parse error: %.200s", jerr.text);

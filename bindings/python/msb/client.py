@@ -144,8 +144,9 @@ class Client:
         for p in pending.values():
             p.done.set()
 
-    def call(self, method, timeout=None, **params):
-        """Send one request and wait for its result; raise its error as an exception."""
+    def call(self, method, _wait=None, **params):
+        """Send one request and wait for its result (at most `_wait` seconds; None:
+        as long as it takes); raise its error as an exception."""
         rid = next(self._ids)
         p = _Pending()
         with self._lock:
@@ -160,8 +161,10 @@ class Client:
                 self._proc.stdin.flush()
         except (BrokenPipeError, ValueError) as e:
             raise ServerGone(f"msb serve is not running: {e}") from None
-        if not p.done.wait(timeout):
-            raise TimeoutError(f"no response to {method} within {timeout} s")
+        if not p.done.wait(_wait):
+            with self._lock:
+                self._pending.pop(rid, None)
+            raise TimeoutError(f"no response to {method} within {_wait} s")
         if p.response is None:
             raise ServerGone("msb serve exited before answering")
         if "error" in p.response:
