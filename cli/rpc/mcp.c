@@ -137,8 +137,8 @@ static int m_tools_list(rpc_server *srv, json_t *params, json_t **result, msb_er
 /* A tool result: one text item, isError, and structured content. */
 static json_t *tool_result(const char *text, bool is_error, json_t *structured)
 {
-	json_t *r = json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text", text,
-			      "isError", is_error);
+	json_t *r = json_pack("{s:[{s:s, s:o}], s:b}", "content", "type", "text", "text",
+			      rpc_text(text), "isError", is_error);
 	if (structured)
 		json_object_set_new(r, "structuredContent", structured);
 	return r;
@@ -370,8 +370,8 @@ static json_t *t_list_files(mcp_state *st, json_t *args)
 			cap += (size_t)w;
 			text[used] = '\0';
 			json_array_append_new(
-				list, json_pack("{s:s, s:s}", "path", entries[i].path, "kind",
-						msb_entry_kind_name(entries[i].kind)));
+				list, json_pack("{s:o, s:s}", "path", rpc_text(entries[i].path),
+						"kind", msb_entry_kind_name(entries[i].kind)));
 		}
 		out = tool_result(text && used ? text : "(empty)", false,
 				  json_pack("{s:o}", "entries", list));

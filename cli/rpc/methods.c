@@ -96,7 +96,7 @@ static json_t *exec_result_json(const msb_exec_result *r)
 
 static json_t *entry_json(const msb_entry *e)
 {
-	json_t *o = json_pack("{s:s, s:s, s:b}", "path", e->path, "kind",
+	json_t *o = json_pack("{s:o, s:s, s:b}", "path", rpc_text(e->path), "kind",
 			      msb_entry_kind_name(e->kind), "size_known", e->size_known);
 	if (o && e->size_known)
 		json_object_set_new(o, "size_bytes", json_integer((json_int_t)e->size_bytes));
@@ -557,7 +557,7 @@ static json_t *strv_json(char **v)
 {
 	json_t *a = json_array();
 	for (size_t i = 0; v && v[i]; i++)
-		json_array_append_new(a, json_string(v[i]));
+		json_array_append_new(a, rpc_text(v[i]));
 	return a;
 }
 
@@ -725,7 +725,7 @@ static int m_call_key(rpc_server *srv, json_t *params, json_t **result, msb_erro
 	char *sentence = NULL;
 	if ((r = msb_tool_call_key(h->ptr, &key, &sentence, err)) == 0)
 		*result = key ? json_pack("{s:o}", "key", key_json(key))
-			      : json_pack("{s:s}", "sentence", sentence);
+			      : json_pack("{s:o}", "sentence", rpc_text(sentence));
 	msb_key_free(key);
 	free(sentence);
 	put_call(srv, h);
@@ -751,7 +751,7 @@ static int m_call_acquire(rpc_server *srv, json_t *params, json_t **result, msb_
 	r = msb_tool_call_acquire(h->ptr, present ? &given : made, &sb, &sentence, err);
 answer:
 	if (r == 0 && sentence) {
-		*result = json_pack("{s:s}", "sentence", sentence);
+		*result = json_pack("{s:o}", "sentence", rpc_text(sentence));
 	} else if (r == 0) {
 		rpc_handle *sh = rpc_handle_add(table(srv), H_SANDBOX, sb, h);
 		if (!sh) {

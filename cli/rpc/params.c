@@ -184,3 +184,17 @@ int rpc_b64_decode(const char *text, size_t n, uint8_t **out, size_t *len)
 	*len = (size_t)(p - buf);
 	return 0;
 }
+
+json_t *rpc_text(const char *s)
+{
+	if (!s)
+		return json_null();
+	json_t *v = json_string(s);
+	if (v)
+		return v;
+	size_t n = 0;
+	char *fixed = msb_text_from_bytes_len((const uint8_t *)s, strlen(s), &n);
+	v = fixed ? json_stringn(fixed, n) : NULL;
+	free(fixed);
+	return v;
+}

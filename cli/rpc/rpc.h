@@ -92,6 +92,11 @@ char *rpc_b64_encode(const uint8_t *data, size_t len);
 /* Strict: padding required, no whitespace. -1 on bad input. */
 int rpc_b64_decode(const char *text, size_t text_len, uint8_t **out, size_t *len);
 
+/* A JSON string for text the library or a guest produced: invalid UTF-8 is
+ * replaced (U+FFFD), never dropped; NULL becomes JSON null. Never NULL
+ * unless out of memory. */
+json_t *rpc_text(const char *s);
+
 /* ---- errors as JSON ------------------------------------------------------------------------- */
 
 /* {"name", "message", "code", "categories", "payload"?} for a library error. */

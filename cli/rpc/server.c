@@ -165,8 +165,8 @@ json_t *rpc_error_data(const msb_error *err)
 	for (size_t i = 0; i < sizeof(categories) / sizeof(categories[0]); i++)
 		if (mask & categories[i].bit)
 			json_array_append_new(cats, json_string(categories[i].name));
-	json_t *d = json_pack("{s:s, s:s, s:i, s:o}", "name", msb_error_name(err), "message",
-			      msb_error_message(err), "code", code, "categories", cats);
+	json_t *d = json_pack("{s:s, s:o, s:i, s:o}", "name", msb_error_name(err), "message",
+			      rpc_text(msb_error_message(err)), "code", code, "categories", cats);
 	if (!d)
 		return NULL;
 	json_t *payload = json_object();
@@ -175,11 +175,11 @@ json_t *rpc_error_data(const msb_error *err)
 	const uint8_t *output;
 	size_t output_len;
 	if (msb_error_cap(err, &cap, &file)) {
-		json_object_set_new(payload, "cap", json_string(cap));
-		json_object_set_new(payload, "file", file ? json_string(file) : json_null());
+		json_object_set_new(payload, "cap", rpc_text(cap));
+		json_object_set_new(payload, "file", rpc_text(file));
 	}
 	if (msb_error_path(err, &path))
-		json_object_set_new(payload, "path", json_string(path));
+		json_object_set_new(payload, "path", rpc_text(path));
 	if (msb_error_file_refusal(err, &refusal))
 		json_object_set_new(payload, "file_refusal",
 				    json_string(msb_file_refusal_name((msb_file_refusal)refusal)));
@@ -200,7 +200,7 @@ json_t *rpc_error_data(const msb_error *err)
 
 static json_t *error_response(json_t *id, int code, const char *message, json_t *data)
 {
-	json_t *e = json_pack("{s:i, s:s}", "code", code, "message", message);
+	json_t *e = json_pack("{s:i, s:o}", "code", code, "message", rpc_text(message));
 	if (data)
 		json_object_set_new(e, "data", data);
 	return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "error",
@@ -316,6 +316,10 @@ static json_t *handle_one(rpc_server *srv, json_t *req)
 		resp = error_response(id, RPC_INTERNAL_ERROR, "internal error: no detail", NULL);
 	}
 	msb_error_free(err);
+	if (!resp)
+		resp = json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id, "error",
+				 "code", RPC_INTERNAL_ERROR, "message",
+				 "internal error: the response could not be encoded");
 	return resp;
 }
 

@@ -581,3 +581,13 @@ def test_ns_floor_refusal_and_eof_leaves_the_conversation_sandbox(serve, state, 
     p = msb("dispose", "--state-dir", state, "--scope", "app", "--thread", "t1", "--agent",
             "agent")
     assert p.returncode == 0, p.stderr
+
+
+@needs_root
+def test_guest_bytes_that_are_not_utf8_are_replaced_not_dropped(ns):
+    s = ns
+    s.call("sandbox.exec", sandbox=s.sandbox, shell="touch \"$(printf 'bad\\377name')\"")
+    entries = s.call("sandbox.list", sandbox=s.sandbox)["entries"]
+    assert [e["path"] for e in entries] == ["bad\ufffdname"]
+    fp = s.call("sandbox.fingerprint", sandbox=s.sandbox)
+    assert any("bad\ufffdname" in p for p in fp["changed_paths"]) or not fp["supported"]
