@@ -4,6 +4,7 @@ After dispose nothing may remain (DESIGN §8): no process, no mount, no
 cgroup, no socket, no state directory. `Snapshot.take(state_root)` records
 each of those; `snapshot.leaked_since(before)` lists what is new.
 """
+import hashlib
 import os
 
 
@@ -26,7 +27,8 @@ def _processes(state_root):
     out = {}
     for pid, (cmd, ppid, start) in procs.items():
         # An agent whose shim is gone (reparented to init) is a leak whoever made it.
-        if pid in shims or ("msb-agent" in cmd and (ppid in shims or ppid == 1)):
+        is_agent = cmd.split(" ", 1)[0].endswith("msb-agent")  # not a shim's --agent argument
+        if pid in shims or (is_agent and (ppid in shims or ppid == 1)):
             out[(pid, start)] = cmd
     return out
 
@@ -37,7 +39,17 @@ def _mounts(state_root):
                 if state_root in line or "/msb-" in line.split()[4]}
 
 
-def _cgroups():
+def _ours(leaf, state_root):
+    """A sandbox's cgroup leaf is `<name>-<digest>`, the digest the first four
+    bytes of SHA-256 over its state directory (shim/msb-shim.c): only this
+    state root's leaves are compared, so tests running beside ours do not
+    show up as our leaks."""
+    name, _, digest = leaf.rpartition("-")
+    want = hashlib.sha256(f"{state_root}/ns/{name}".encode()).hexdigest()[:8]
+    return bool(name) and digest == want
+
+
+def _cgroups(state_root):
     found = set()
     base = "/sys/fs/cgroup"
     for ctrl in os.listdir(base) if os.path.isdir(base) else []:
@@ -46,7 +58,7 @@ def _cgroups():
             continue
         for root, dirs, _ in os.walk(top):
             for d in dirs:
-                if d.startswith("msb-") or d == "msb":
+                if d.startswith("msb-") and _ours(d, state_root):
                     found.add(os.path.join(root, d))
             # Only look a few levels down: msb's cgroups live near the top.
             if root.count("/") > top.count("/") + 2:
@@ -64,7 +76,7 @@ class Snapshot:
         self.state_root = state_root
         self.processes = _processes(state_root)
         self.mounts = _mounts(state_root)
-        self.cgroups = _cgroups()
+        self.cgroups = _cgroups(state_root)
         self.state = _state(state_root)
 
     @classmethod
