@@ -11,6 +11,7 @@ static const char *const kind_names[] = {"router", "sandbox", "session", "call"}
 void rpc_handles_init(rpc_handles *t)
 {
 	pthread_mutex_init(&t->lock, NULL);
+	pthread_cond_init(&t->released, NULL);
 	t->list = NULL;
 	t->next_id = 1;
 }
@@ -95,6 +96,7 @@ void rpc_handle_put(rpc_handles *t, rpc_handle *h)
 		return;
 	pthread_mutex_lock(&t->lock);
 	bool last = --h->refs == 0;
+	pthread_cond_broadcast(&t->released);
 	pthread_mutex_unlock(&t->lock);
 	if (last)
 		destroy(t, h);
@@ -116,6 +118,14 @@ void rpc_handle_close(rpc_handles *t, rpc_handle *h)
 	pthread_mutex_unlock(&t->lock);
 	if (was_open)
 		rpc_handle_put(t, h);
+}
+
+void rpc_handle_wait_refs(rpc_handles *t, rpc_handle *h, int n)
+{
+	pthread_mutex_lock(&t->lock);
+	while (h->refs > n)
+		pthread_cond_wait(&t->released, &t->lock);
+	pthread_mutex_unlock(&t->lock);
 }
 
 void rpc_handle_close_children(rpc_handles *t, rpc_hkind kind, rpc_handle *parent)

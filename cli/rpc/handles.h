@@ -37,6 +37,7 @@ struct rpc_handle {
 
 typedef struct rpc_handles {
 	pthread_mutex_t lock;
+	pthread_cond_t released; /* a reference was dropped */
 	rpc_handle *list;
 	unsigned long next_id;
 } rpc_handles;
@@ -51,6 +52,9 @@ int rpc_handle_get(rpc_handles *t, json_t *params, const char *key, rpc_hkind ki
 void rpc_handle_put(rpc_handles *t, rpc_handle *h);
 /* Remove from the table (idempotent); freed when the last request lets go. */
 void rpc_handle_close(rpc_handles *t, rpc_handle *h);
+/* Wait until `h` is held by at most `n` references (the caller's among them):
+ * every other request using it, and every child, has let go. */
+void rpc_handle_wait_refs(rpc_handles *t, rpc_handle *h, int n);
 /* Close every open handle of `kind` whose parent is `parent` (NULL: any). */
 void rpc_handle_close_children(rpc_handles *t, rpc_hkind kind, rpc_handle *parent);
 /* The number of open handles (for tests and the shutdown rule). */

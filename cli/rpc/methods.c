@@ -840,11 +840,13 @@ static int m_call_end(rpc_server *srv, json_t *params, json_t **result, msb_erro
 		r = msb_error_set(err, MSB_E_RUNTIME, "the call has already ended");
 		goto out;
 	}
-	/* The call's sandboxes go with it. */
+	/* The call's sandboxes go with it. Requests still running on them, or
+	 * on the call, finish first: the library frees both at the end. */
 	rpc_handle_close_children(table(srv), H_SANDBOX, h);
+	rpc_handle_close(table(srv), h);
+	rpc_handle_wait_refs(table(srv), h, 1);
 	msb_tool_result *res = NULL;
 	r = msb_tool_call_end(h->ptr, &oc, &res, err);
-	rpc_handle_close(table(srv), h);
 	if (r == 0) {
 		json_t *items = json_array();
 		for (size_t i = 0; res && i < res->n_items; i++) {

@@ -591,3 +591,22 @@ def test_guest_bytes_that_are_not_utf8_are_replaced_not_dropped(ns):
     assert [e["path"] for e in entries] == ["bad\ufffdname"]
     fp = s.call("sandbox.fingerprint", sandbox=s.sandbox)
     assert any("bad\ufffdname" in p for p in fp["changed_paths"]) or not fp["supported"]
+
+
+@needs_root
+def test_call_end_waits_for_requests_on_the_calls_sandbox(serve, state):
+    s = serve()
+    r = s.call("router.new", config=ns_config(state))["router"]
+    sess = s.call("session.attach", router=r, spec=SPEC)["session"]
+    c = s.call("session.begin_call", session=sess, scope="app", thread_id="t5")
+    sb = s.call("call.acquire", call=c["call"])["sandbox"]
+    running = s.send("sandbox.exec", {"sandbox": sb, "shell": "sleep 1; echo done"})
+    time.sleep(0.3)
+    end = s.send("call.end", {"call": c["call"], "outcome": {"kind": "result", "text": "x"}})
+    # The exec finishes on a live sandbox; the end comes after it, then cleans up.
+    assert unb64(s.response(running)["result"]["stdout"]) == b"done\n"
+    assert s.response(end)["result"]["items"] == [{"text": "x", "guidance": False}]
+    ordered = [m.get("id") for m in s.lines if isinstance(m, dict) and "id" in m]
+    assert ordered.index(running) < ordered.index(end)
+    s.call("router.dispose_scope", router=r, scope="app", thread_id="t5")
+    assert s.close() == 0
