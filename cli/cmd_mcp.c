@@ -54,9 +54,10 @@ static int load_config(const char *path, char **router, char **spec, msb_error *
 	json_t *v;
 	json_object_foreach (o, key, v) {
 		if (strcmp(key, "router") && strcmp(key, "spec")) {
-			json_decref(o);
-			return msb_error_set(err, MSB_E_VALUE, "config `%s`: unknown key `%s`",
-					     path, key);
+			r = msb_error_set(err, MSB_E_VALUE, "config `%s`: unknown key `%s`", path,
+					  key);
+			json_decref(o); /* after: `key` lives in it */
+			return r;
 		}
 	}
 	json_t *ro = json_object_get(o, "router"), *so = json_object_get(o, "spec");

@@ -16,11 +16,21 @@ void rpc_handles_init(rpc_handles *t)
 	t->next_id = 1;
 }
 
-rpc_handle *rpc_handle_add(rpc_handles *t, rpc_hkind kind, void *ptr, rpc_handle *parent)
+rpc_handle *rpc_handle_add(rpc_handles *t, rpc_hkind kind, void *ptr, rpc_handle *parent,
+			   const rpc_handle_extra *extra)
 {
 	rpc_handle *h = calloc(1, sizeof(*h));
 	if (!h)
 		return NULL;
+	if (extra) {
+		h->call_owned = extra->call_owned;
+		if ((extra->scope && !(h->scope = strdup(extra->scope))) ||
+		    (extra->thread_id && !(h->thread_id = strdup(extra->thread_id)))) {
+			free(h->scope);
+			free(h);
+			return NULL;
+		}
+	}
 	h->kind = kind;
 	h->ptr = ptr;
 	h->refs = 1;
@@ -120,12 +130,14 @@ void rpc_handle_close(rpc_handles *t, rpc_handle *h)
 		rpc_handle_put(t, h);
 }
 
-void rpc_handle_wait_refs(rpc_handles *t, rpc_handle *h, int n)
+bool rpc_handle_wait_refs(rpc_handles *t, rpc_handle *h, int n)
 {
 	pthread_mutex_lock(&t->lock);
-	while (h->refs > n)
+	if (h->refs > n)
 		pthread_cond_wait(&t->released, &t->lock);
+	bool done = h->refs <= n;
 	pthread_mutex_unlock(&t->lock);
+	return done;
 }
 
 void rpc_handle_close_children(rpc_handles *t, rpc_hkind kind, rpc_handle *parent)

@@ -43,18 +43,28 @@ typedef struct rpc_handles {
 } rpc_handles;
 
 void rpc_handles_init(rpc_handles *t);
+/* What a handle carries beyond its object, set before anyone can see it. */
+typedef struct rpc_handle_extra {
+	bool call_owned;       /* a sandbox owned by its parent call */
+	const char *scope;     /* a call's caller context (copied) */
+	const char *thread_id; /* (copied; NULL = no thread) */
+} rpc_handle_extra;
+
 /* A new handle with one reference held by the table; takes a reference on
- * parent. NULL on allocation failure (ptr is then not freed). */
-rpc_handle *rpc_handle_add(rpc_handles *t, rpc_hkind kind, void *ptr, rpc_handle *parent);
+ * parent. `extra` may be NULL. NULL on allocation failure (ptr is then not
+ * freed). */
+rpc_handle *rpc_handle_add(rpc_handles *t, rpc_hkind kind, void *ptr, rpc_handle *parent,
+			   const rpc_handle_extra *extra);
 /* Look up params[key] as a handle of `kind` and take a reference. */
 int rpc_handle_get(rpc_handles *t, json_t *params, const char *key, rpc_hkind kind,
 		   rpc_handle **out, msb_error **err);
 void rpc_handle_put(rpc_handles *t, rpc_handle *h);
 /* Remove from the table (idempotent); freed when the last request lets go. */
 void rpc_handle_close(rpc_handles *t, rpc_handle *h);
-/* Wait until `h` is held by at most `n` references (the caller's among them):
- * every other request using it, and every child, has let go. */
-void rpc_handle_wait_refs(rpc_handles *t, rpc_handle *h, int n);
+/* true when `h` is held by at most `n` references (the caller's among
+ * them); otherwise wait for one reference anywhere to be dropped and answer
+ * again. */
+bool rpc_handle_wait_refs(rpc_handles *t, rpc_handle *h, int n);
 /* Close every open handle of `kind` whose parent is `parent` (NULL: any). */
 void rpc_handle_close_children(rpc_handles *t, rpc_hkind kind, rpc_handle *parent);
 /* The number of open handles (for tests and the shutdown rule). */

@@ -138,7 +138,7 @@ static int m_router_new(rpc_server *srv, json_t *params, json_t **result, msb_er
 	free(text);
 	if (r < 0)
 		return r;
-	rpc_handle *h = rpc_handle_add(table(srv), H_ROUTER, router, NULL);
+	rpc_handle *h = rpc_handle_add(table(srv), H_ROUTER, router, NULL, NULL);
 	if (!h) {
 		msb_router_free(router);
 		return msb_error_set(err, MSB_E_NOMEM, "out of memory");
@@ -247,7 +247,7 @@ static int m_acquire(rpc_server *srv, json_t *params, json_t **result, msb_error
 	r = msb_router_acquire(h->ptr, &key, spec, &ao, &sb, err);
 	if (r < 0)
 		goto out;
-	rpc_handle *sh = rpc_handle_add(table(srv), H_SANDBOX, sb, h);
+	rpc_handle *sh = rpc_handle_add(table(srv), H_SANDBOX, sb, h, NULL);
 	if (!sh) {
 		msb_sandbox_release(sb);
 		r = msb_error_set(err, MSB_E_NOMEM, "out of memory");
@@ -647,7 +647,7 @@ static int m_session_attach(rpc_server *srv, json_t *params, json_t **result, ms
 		*result = json_pack("{s:n}", "session");
 		goto out;
 	}
-	rpc_handle *sh = rpc_handle_add(table(srv), H_SESSION, s, h);
+	rpc_handle *sh = rpc_handle_add(table(srv), H_SESSION, s, h, NULL);
 	if (!sh) {
 		msb_tool_session_unref(s);
 		r = msb_error_set(err, MSB_E_NOMEM, "out of memory");
@@ -685,7 +685,8 @@ static int m_begin_call(rpc_server *srv, json_t *params, json_t **result, msb_er
 	    (r = rpc_str(params, "thread_id", false, &thread, err)) < 0 ||
 	    (r = msb_tool_session_begin_call(h->ptr, NULL, &c, err)) < 0)
 		goto out;
-	rpc_handle *ch = rpc_handle_add(table(srv), H_CALL, c, h);
+	rpc_handle_extra extra = {false, scope ? scope : "rpc", thread};
+	rpc_handle *ch = rpc_handle_add(table(srv), H_CALL, c, h, &extra);
 	if (!ch) {
 		msb_call_outcome oc = MSB_CALL_OUTCOME_INIT;
 		oc.kind = MSB_CALL_CANCELLED;
@@ -693,8 +694,6 @@ static int m_begin_call(rpc_server *srv, json_t *params, json_t **result, msb_er
 		r = msb_error_set(err, MSB_E_NOMEM, "out of memory");
 		goto out;
 	}
-	ch->scope = strdup(scope ? scope : "rpc");
-	ch->thread_id = thread ? strdup(thread) : NULL;
 	*result = json_pack("{s:s, s:s}", "call", ch->id, "call_id", msb_tool_call_id(c));
 out:
 	rpc_handle_put(table(srv), h);
@@ -753,12 +752,12 @@ answer:
 	if (r == 0 && sentence) {
 		*result = json_pack("{s:o}", "sentence", rpc_text(sentence));
 	} else if (r == 0) {
-		rpc_handle *sh = rpc_handle_add(table(srv), H_SANDBOX, sb, h);
+		rpc_handle_extra extra = {true, NULL, NULL};
+		rpc_handle *sh = rpc_handle_add(table(srv), H_SANDBOX, sb, h, &extra);
 		if (!sh) {
 			r = msb_error_set(err, MSB_E_NOMEM, "out of memory");
 			goto out;
 		}
-		sh->call_owned = true;
 		*result = sandbox_json(sh);
 	}
 out:
@@ -841,10 +840,12 @@ static int m_call_end(rpc_server *srv, json_t *params, json_t **result, msb_erro
 		goto out;
 	}
 	/* The call's sandboxes go with it. Requests still running on them, or
-	 * on the call, finish first: the library frees both at the end. */
-	rpc_handle_close_children(table(srv), H_SANDBOX, h);
+	 * on the call (a call.acquire may still add a sandbox), finish first:
+	 * the library frees both at the end. */
 	rpc_handle_close(table(srv), h);
-	rpc_handle_wait_refs(table(srv), h, 1);
+	do
+		rpc_handle_close_children(table(srv), H_SANDBOX, h);
+	while (!rpc_handle_wait_refs(table(srv), h, 1));
 	msb_tool_result *res = NULL;
 	r = msb_tool_call_end(h->ptr, &oc, &res, err);
 	if (r == 0) {

@@ -55,6 +55,7 @@ def drive(sdk_client, plan, *args, env=None, timeout=120):
     finally:
         os.unlink(f.name)
     assert p.returncode == 0, p.stderr.decode()
+    assert b"Sanitizer" not in p.stderr and b"runtime error:" not in p.stderr, p.stderr.decode()
     return json.loads(p.stdout)
 
 

@@ -40,7 +40,10 @@ class Serve:
 
     def __init__(self, *args, env=None):
         self.p = subprocess.Popen([MSB, "serve", *args], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, env=env)
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.stderr = b""
+        self.t_err = threading.Thread(target=self._read_err, daemon=True)
+        self.t_err.start()
         self.cond = threading.Condition()
         self.lines = []  # every message, in arrival order
         self.next_id = 1000  # raw messages in the tests use small ids
@@ -56,6 +59,9 @@ class Serve:
         with self.cond:
             self.lines.append(None)
             self.cond.notify_all()
+
+    def _read_err(self):
+        self.stderr = self.p.stderr.read()
 
     def send_raw(self, data):
         self.p.stdin.write(data)
@@ -135,6 +141,10 @@ def serve():
         if s.p.poll() is None:
             s.p.kill()
             s.p.wait()
+        s.t_err.join(10)
+        # Under build-asan a sanitizer report fails the test that caused it.
+        assert b"Sanitizer" not in s.stderr and b"runtime error:" not in s.stderr, \
+            s.stderr.decode(errors="replace")
 
 
 @pytest.fixture
