@@ -350,6 +350,41 @@ static int m_key_unclean(rpc_server *srv, json_t *params, json_t **result, msb_e
 	return r;
 }
 
+static int m_purge_scoped_thread(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
+{
+	rpc_handle *h;
+	const char *scope = NULL, *thread = NULL;
+	int r = rpc_handle_get(table(srv), params, "router", H_ROUTER, &h, err);
+	if (r < 0)
+		return r;
+	msb_scope_purge p = {0, 0};
+	if ((r = rpc_str(params, "scope", true, &scope, err)) == 0 &&
+	    (r = rpc_str(params, "thread_id", true, &thread, err)) == 0 &&
+	    (r = msb_purge_scoped_thread(h->ptr, scope, thread, &p, err)) == 0)
+		*result = json_pack("{s:I, s:I}", "disposed", (json_int_t)p.disposed, "undisposed",
+				    (json_int_t)p.undisposed);
+	rpc_handle_put(table(srv), h);
+	return r;
+}
+
+static int m_router_options(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
+{
+	rpc_handle *h;
+	int r = rpc_handle_get(table(srv), params, "router", H_ROUTER, &h, err);
+	if (r < 0)
+		return r;
+	char *text = NULL;
+	if ((r = msb_router_options_to_json(msb_router_options_get(h->ptr), &text, err)) == 0) {
+		json_error_t jerr;
+		*result = json_loads(text, 0, &jerr);
+		if (!*result)
+			r = msb_error_set(err, MSB_E_RUNTIME, "router options: %s", jerr.text);
+	}
+	free(text);
+	rpc_handle_put(table(srv), h);
+	return r;
+}
+
 /* ---- sandbox.* ------------------------------------------------------------------------------- */
 
 static int get_sandbox(rpc_server *srv, json_t *params, rpc_handle **h, msb_error **err)
@@ -661,6 +696,24 @@ out:
 	return r;
 }
 
+static int m_session_properties(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
+{
+	rpc_handle *h;
+	int r = rpc_handle_get(table(srv), params, "session", H_SESSION, &h, err);
+	if (r < 0)
+		return r;
+	char *text = NULL;
+	if ((r = msb_tool_session_properties(h->ptr, &text, err)) == 0) {
+		json_error_t jerr;
+		*result = json_loads(text, 0, &jerr);
+		if (!*result)
+			r = msb_error_set(err, MSB_E_RUNTIME, "session properties: %s", jerr.text);
+	}
+	free(text);
+	rpc_handle_put(table(srv), h);
+	return r;
+}
+
 static int m_session_detach(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
 {
 	rpc_handle *h;
@@ -780,6 +833,28 @@ static int m_call_path(rpc_server *srv, json_t *params, json_t **result, msb_err
 	return r;
 }
 
+static int m_call_report_unclean(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
+{
+	rpc_handle *h, *sh = NULL;
+	const char *reason = NULL;
+	int r = get_call(srv, params, &h, err);
+	if (r < 0)
+		return r;
+	if ((r = rpc_str(params, "reason", true, &reason, err)) < 0 ||
+	    (r = rpc_handle_get(table(srv), params, "sandbox", H_SANDBOX, &sh, err)) < 0)
+		goto out;
+	if (sh->parent != h) {
+		r = rpc_bad_params(err, "`sandbox`: `%s` was not acquired by this call", sh->id);
+		goto out;
+	}
+	if ((r = msb_tool_call_report_unclean(h->ptr, sh->ptr, reason, err)) == 0)
+		*result = json_object();
+out:
+	rpc_handle_put(table(srv), sh);
+	put_call(srv, h);
+	return r;
+}
+
 static const char *const outcome_members[] = {"kind", "text", "error", NULL};
 
 static int m_call_end(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
@@ -887,6 +962,8 @@ const rpc_method serve_methods[] = {
 	{"router.dispose_unclean", P("router", "key", "kind", "instance_id", "timeout"),
 	 m_dispose_unclean},
 	{"router.key_unclean", P("router", "key"), m_key_unclean},
+	{"router.purge_scoped_thread", P("router", "scope", "thread_id"), m_purge_scoped_thread},
+	{"router.options", P("router"), m_router_options},
 	{"sandbox.exec",
 	 P("sandbox", "argv", "shell", "working_directory", "env", "stdin", "timeout"), m_exec},
 	{"sandbox.exec_bounded",
@@ -908,10 +985,12 @@ const rpc_method serve_methods[] = {
 	   "admission_timeout"),
 	 m_session_attach},
 	{"session.detach", P("session"), m_session_detach},
+	{"session.properties", P("session"), m_session_properties},
 	{"session.begin_call", P("session", "scope", "thread_id"), m_begin_call},
 	{"call.key", P("call"), m_call_key},
 	{"call.acquire", P("call", "key"), m_call_acquire},
 	{"call.guest_call_path", P("call"), m_call_path},
+	{"call.report_unclean", P("call", "sandbox", "reason"), m_call_report_unclean},
 	{"call.end", P("call", "outcome"), m_call_end},
 	{NULL, NULL, NULL},
 };

@@ -134,7 +134,13 @@ def test_session_and_calls(client):
         with tool.begin_call(scope="app", thread_id="t2") as call:
             1 / 0
     ended = [e for e in client.events if e["event"] == "ToolCallEnded"]
-    assert [e["outcome"] for e in ended] == ["result", "RuntimeError"]
+    assert [e["outcome"] for e in ended][:2] == ["result", "RuntimeError"]
+    assert tool.properties() == {"source_integrity": "trusted"}
+    assert r.options()["min_isolation"] == "none"
+    assert r.purge_scoped_thread("app", "t2")[1] == 0
+    with tool.begin_call(scope="app", thread_id="t3") as call:
+        call.report_unclean(call.acquire(), "a survivor")
+    assert call.items == [{"text": "", "guidance": False}]
     c = tool.begin_call()
     assert "no active thread context" in c.acquire()
     c.end(kind="refusal", text="no")

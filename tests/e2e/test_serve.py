@@ -620,3 +620,46 @@ def test_call_end_waits_for_requests_on_the_calls_sandbox(serve, state):
     assert ordered.index(running) < ordered.index(end)
     s.call("router.dispose_scope", router=r, scope="app", thread_id="t5")
     assert s.close() == 0
+
+
+def test_options_purge_properties_and_report_unclean_7_14_8_8(serve):
+    s = serve()
+    r = s.call("router.new", config=dict(FAKE, min_cleanup="reclaim"))["router"]
+    opts = s.call("router.options", router=r)
+    assert opts["min_isolation"] == "none" and opts["min_cleanup"] == "reclaim"
+    assert opts["reclaim"] == {"timeout": 30.0, "failed_reclaim_policy": "dispose"}
+    purge = s.call("router.purge_scoped_thread", router=r, scope="app", thread_id="t1")
+    assert sorted(purge) == ["disposed", "undisposed"]
+    assert any(e["event"] == "ScopeDisposed" for e in s.events())  # 7.14
+    sess = s.call("session.attach", router=r, spec=SPEC)["session"]
+    assert s.call("session.properties", session=sess) == {"source_integrity": "trusted"}
+    c1 = s.call("session.begin_call", session=sess, scope="app", thread_id="t1")
+    c2 = s.call("session.begin_call", session=sess, scope="app", thread_id="t1")
+    sb1 = s.call("call.acquire", call=c1["call"])["sandbox"]
+    e = s.error("call.report_unclean", {"call": c2["call"], "sandbox": sb1, "reason": "x"})
+    assert e["code"] == -32602 and "not acquired by this call" in e["message"]
+    assert s.call("call.report_unclean", call=c1["call"], sandbox=sb1,
+                  reason="a survivor") == {}
+    e = s.error("call.end", {"call": c2["call"]})  # a result needs its text
+    assert e["data"]["name"] == "ValueError" and "no text" in e["message"]
+    n = len(s.events())
+    s.call("call.end", call=c1["call"], outcome={"kind": "result", "text": "ok"})
+    # 8.8: the unclean instance reaches the unclean policy (dispose), though the
+    # rung was reclaim.
+    disposed = [e for e in s.events()[n:] if e["event"] == "SandboxDisposed"]
+    assert disposed and disposed[0]["origin"] == "framework"
+
+
+def test_every_method_is_served_and_documented():
+    import re
+    from conftest import ROOT
+    with open(os.path.join(ROOT, "cli", "rpc", "methods.c")) as f:
+        table = set(re.findall(r'^\s+\{"([a-z_.]+)",', f.read(), re.M))
+    with open(os.path.join(ROOT, "docs", "serve.md")) as f:
+        documented = set(re.findall(r"^### `([a-z_.]+)`", f.read(), re.M))
+    assert len(table) >= 35 and table == documented
+    s = Serve()
+    for m in sorted(table):
+        e = s.response(s.send(m, {"no_such_parameter": 1}))
+        assert e["error"]["code"] == -32602, (m, e)  # known, and strict about its params
+    assert s.close() == 0

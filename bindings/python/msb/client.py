@@ -229,6 +229,15 @@ class Router:
         return self._call("router.dispose_kind", key=_key(key), kind=kind, timeout=timeout,
                           instance_id=instance_id, call=call)["all_landed"]
 
+    def purge_scoped_thread(self, scope, thread_id):
+        """SandboxPurger.purge_scoped_thread: dispose_scope that never fails."""
+        r = self._call("router.purge_scoped_thread", scope=scope, thread_id=thread_id)
+        return r["disposed"], r["undisposed"]
+
+    def options(self):
+        """The router's options as JSON (rung strings, never ranks)."""
+        return self._call("router.options")
+
     def dispose_unclean(self, key, timeout=30.0, kind=None, instance_id=None):
         return self._call("router.dispose_unclean", key=_key(key), timeout=timeout, kind=kind,
                           instance_id=instance_id)["all_landed"]
@@ -323,6 +332,10 @@ class Session:
                              thread_id=thread_id)
         return Call(self.client, r["call"], r["call_id"])
 
+    def properties(self):
+        """The tool's information-flow properties (additional_properties)."""
+        return self.client.call("session.properties", session=self.id)
+
     def detach(self):
         self.client.call("session.detach", session=self.id)
 
@@ -333,7 +346,7 @@ class Call:
 
     def __init__(self, client, hid, call_id):
         self.client, self.id, self.call_id = client, hid, call_id
-        self._outcome = {"kind": "result"}
+        self._outcome = {"kind": "result", "text": ""}
         self.items = None
 
     def key(self):
@@ -349,6 +362,11 @@ class Call:
 
     def guest_call_path(self):
         return self.client.call("call.guest_call_path", call=self.id)["path"]
+
+    def report_unclean(self, sandbox, reason):
+        """The call could not establish that its programs stopped in `sandbox` (8.8)."""
+        self.client.call("call.report_unclean", call=self.id, sandbox=sandbox.id,
+                         reason=reason)
 
     def result(self, text):
         self._outcome = {"kind": "result", "text": text}
