@@ -17,6 +17,10 @@
 
 #include "rpc.h"
 
+/* Messages read but not yet taken by a worker: past this the reader stops
+ * reading stdin until a worker takes one (backpressure, not refusal). */
+#define QUEUE_MAX 1024
+
 /* One event datagram is at most this large (the recorder writes one line). */
 #define EVENT_MAX (1u << 20)
 
@@ -29,8 +33,10 @@ struct rpc_server {
 	rpc_server_options o;
 	pthread_mutex_t out_lock; /* every line written to stdout */
 	pthread_mutex_t q_lock;
-	pthread_cond_t q_cond;
+	pthread_cond_t q_cond;	/* a job was queued, or EOF */
+	pthread_cond_t q_space; /* a job was taken */
 	struct job *head, *tail;
+	size_t queued;
 	bool eof;
 	/* events: the JSON-lines recorder writes datagrams into ev[1]; they are
 	 * forwarded as notifications, before the response of the request that
@@ -366,6 +372,8 @@ static void *worker(void *arg)
 			srv->head = j->next;
 			if (!srv->head)
 				srv->tail = NULL;
+			srv->queued--;
+			pthread_cond_signal(&srv->q_space);
 		}
 		pthread_mutex_unlock(&srv->q_lock);
 		if (!j)
@@ -385,6 +393,9 @@ static void enqueue(rpc_server *srv, json_t *msg)
 	}
 	j->msg = msg;
 	pthread_mutex_lock(&srv->q_lock);
+	while (srv->queued >= QUEUE_MAX)
+		pthread_cond_wait(&srv->q_space, &srv->q_lock);
+	srv->queued++;
 	if (srv->tail)
 		srv->tail->next = j;
 	else
@@ -512,6 +523,7 @@ int rpc_serve(const rpc_server_options *opts)
 	pthread_mutex_init(&srv->out_lock, NULL);
 	pthread_mutex_init(&srv->q_lock, NULL);
 	pthread_cond_init(&srv->q_cond, NULL);
+	pthread_cond_init(&srv->q_space, NULL);
 	srv->ev[0] = srv->ev[1] = srv->stop_pipe[0] = srv->stop_pipe[1] = -1;
 
 	msb_error *err = NULL;
@@ -587,6 +599,7 @@ int rpc_serve(const rpc_server_options *opts)
 	pthread_mutex_destroy(&srv->out_lock);
 	pthread_mutex_destroy(&srv->q_lock);
 	pthread_cond_destroy(&srv->q_cond);
+	pthread_cond_destroy(&srv->q_space);
 	free(srv);
 	return 0;
 }

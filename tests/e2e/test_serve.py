@@ -663,3 +663,37 @@ def test_every_method_is_served_and_documented():
         e = s.response(s.send(m, {"no_such_parameter": 1}))
         assert e["error"]["code"] == -32602, (m, e)  # known, and strict about its params
     assert s.close() == 0
+
+
+def test_garbage_never_stops_the_server(serve):
+    """Random bytes, random JSON and truncated requests: every line is answered or
+    ignored, none kills the server (the wire is untrusted input)."""
+    import random
+    rnd = random.Random(1234)
+    s = serve("--max-message", "4096")
+    valid = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "router.new",
+                        "params": {"config": FAKE}}).encode()
+    pieces = [b"{", b"}", b"[", b"]", b'"', b":", b",", b"null", b"1e999", b"\\u0000",
+              b'"jsonrpc"', b'"2.0"', b'"id"', b'"method"', b'"params"', b"\xff", b"\x00"]
+    for _ in range(400):
+        kind = rnd.randrange(3)
+        if kind == 0:
+            line = bytes(rnd.randrange(256) for _ in range(rnd.randrange(1, 200)))
+        elif kind == 1:
+            line = b"".join(rnd.choice(pieces) for _ in range(rnd.randrange(1, 30)))
+        else:
+            line = valid[:rnd.randrange(len(valid))]
+        s.send_raw(line.replace(b"\n", b" ") + b"\n")
+    s.send_raw(b"x" * 10000 + b"\n")
+    assert s.call("msb.version")["version"]
+    assert s.close() == 0
+
+
+def test_crlf_and_a_last_line_without_newline(serve):
+    s = serve()
+    s.send_raw(b'{"jsonrpc":"2.0","id":"crlf","method":"msb.version"}\r\n')
+    assert "result" in s.response("crlf")
+    s.send_raw(b'{"jsonrpc":"2.0","id":"last","method":"msb.version"}')
+    s.p.stdin.close()
+    assert s.p.wait(30) == 0
+    assert "result" in s.response("last")
