@@ -14,7 +14,8 @@
 const cli_verb verb_mcp = {
 	"mcp",
 	"serve sandbox tools to an agent over the Model Context Protocol (stdio)",
-	"usage: msb mcp [--config FILE | --min-isolation RUNG [--state-dir DIR] [--image IMAGE]]\n"
+	"usage: msb mcp [--config FILE | --min-isolation RUNG [--state-dir DIR] [--image IMAGE]\n"
+	"               [--memory BYTES] [--pids N] [--cpu MILLIS]]\n"
 	"               [--max-output BYTES] [--events FILE]\n"
 	"\n"
 	"Speak MCP on stdin/stdout, offering the tools execute, write_file, read_file,\n"
@@ -27,6 +28,10 @@ const cli_verb verb_mcp = {
 	"                        (default microvm, which refuses `ns`: pass container)\n"
 	"  --state-dir DIR       without --config: the ns state root\n"
 	"  --image IMAGE         without --config: `host`, `dir:PATH` or `oci:PATH[:TAG]`\n"
+	"  --memory BYTES        without --config: the sandbox's memory limit (K, M, G: powers\n"
+	"                        of 1024)\n"
+	"  --pids N              without --config: at most N processes and threads\n"
+	"  --cpu MILLIS          without --config: CPU time in thousandths of a core\n"
 	"  --max-output BYTES    execute's output budget, stdout+stderr (default 1 MiB)\n"
 	"  --events FILE         append observer events to FILE as JSON lines\n",
 	cmd_mcp,
@@ -83,10 +88,13 @@ int cmd_mcp(int argc, char **argv)
 		{"image", required_argument, NULL, 'i'},
 		{"max-output", required_argument, NULL, 'o'},
 		{"events", required_argument, NULL, 'e'},
+		{"memory", required_argument, NULL, 'M'},
+		{"pids", required_argument, NULL, 'P'},
+		{"cpu", required_argument, NULL, 'C'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *config = NULL, *floor = NULL, *state_dir = NULL, *image = NULL, *events = NULL;
-	uint64_t max_output = 1u << 20;
+	uint64_t max_output = 1u << 20, memory = 0, pids = 0, cpu = 0;
 	int c;
 	optind = 1;
 	opterr = 0;
@@ -107,6 +115,34 @@ int cmd_mcp(int argc, char **argv)
 		case 'e':
 			events = optarg;
 			break;
+		case 'M': {
+			size_t n = strlen(optarg);
+			unsigned shift = 0;
+			char digits[32];
+			if (n && n < sizeof(digits) && strchr("KkMmGg", optarg[n - 1])) {
+				shift = strchr("Kk", optarg[n - 1])   ? 10
+					: strchr("Mm", optarg[n - 1]) ? 20
+								      : 30;
+				n--;
+			}
+			snprintf(digits, sizeof(digits), "%.*s", (int)n, optarg);
+			if (n >= sizeof(digits) || !cli_parse_size(digits, &memory) ||
+			    memory > (UINT64_MAX >> shift))
+				return cli_usage(
+					&verb_mcp,
+					"--memory wants a positive byte count (K, M, G allowed)");
+			memory <<= shift;
+			break;
+		}
+		case 'P':
+			if (!cli_parse_size(optarg, &pids))
+				return cli_usage(&verb_mcp, "--pids wants a positive count");
+			break;
+		case 'C':
+			if (!cli_parse_size(optarg, &cpu))
+				return cli_usage(&verb_mcp, "--cpu wants a positive number of "
+							    "thousandths of a core");
+			break;
 		case 'o':
 			if (!cli_parse_size(optarg, &max_output))
 				return cli_usage(&verb_mcp, "--max-output wants a positive count");
@@ -117,9 +153,10 @@ int cmd_mcp(int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage(&verb_mcp, "unexpected argument `%s`", argv[optind]);
-	if (config && (floor || state_dir || image))
-		return cli_usage(&verb_mcp, "--config replaces --min-isolation, --state-dir and "
-					    "--image");
+	if (config && (floor || state_dir || image || memory || pids || cpu))
+		return cli_usage(&verb_mcp,
+				 "--config replaces --min-isolation, --state-dir, --image, "
+				 "--memory, --pids and --cpu");
 	cli_locate_helpers();
 
 	msb_error *err = NULL;
@@ -137,8 +174,23 @@ int cmd_mcp(int argc, char **argv)
 		if (floor)
 			json_object_set_new(ro, "min_isolation", json_string(floor));
 		router_json = json_dumps(ro, JSON_COMPACT);
-		spec_json = strdup(default_spec);
 		json_decref(ro);
+		json_error_t jerr;
+		json_t *so = json_loads(default_spec, 0, &jerr);
+		if (so && (memory || pids || cpu))
+			json_object_set_new(so, "resources",
+					    json_pack("{s:I, s:I, s:I}", "memory_bytes",
+						      (json_int_t)memory, "pids_max",
+						      (json_int_t)pids, "cpu_millis",
+						      (json_int_t)cpu));
+		spec_json = so ? json_dumps(so, JSON_COMPACT) : NULL;
+		json_decref(so);
+		if (!router_json || !spec_json) {
+			free(router_json);
+			free(spec_json);
+			msb_error_set(&err, MSB_E_NOMEM, "out of memory");
+			return cli_fail(err);
+		}
 	}
 
 	int events_fd = -1;

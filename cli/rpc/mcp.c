@@ -78,13 +78,20 @@ static int m_ping(rpc_server *srv, json_t *params, json_t **result, msb_error **
 
 /* ---- tools ----------------------------------------------------------------------------------- */
 
-static json_t *tool(const char *name, const char *description, const char *schema)
+/* A tool with its input schema and its behaviour hints (annotations). */
+static json_t *tool(const char *name, const char *description, const char *schema,
+		    const char *annotations)
 {
 	json_error_t e;
 	json_t *s = json_loads(schema, 0, &e);
-	return json_pack("{s:s, s:s, s:o}", "name", name, "description", description, "inputSchema",
-			 s ? s : json_object());
+	json_t *a = json_loads(annotations, 0, &e);
+	return json_pack("{s:s, s:s, s:o, s:o}", "name", name, "description", description,
+			 "inputSchema", s ? s : json_object(), "annotations",
+			 a ? a : json_object());
 }
+
+#define WRITES "{\"readOnlyHint\":false,\"destructiveHint\":true,\"openWorldHint\":false}"
+#define READS "{\"readOnlyHint\":true,\"openWorldHint\":false}"
 
 static int m_tools_list(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
 {
@@ -104,7 +111,8 @@ static int m_tools_list(rpc_server *srv, json_t *params, json_t **result, msb_er
 		     "\"seconds (default 60)\"},"
 		     "\"working_directory\":{\"type\":\"string\",\"description\":\"relative to "
 		     "the sandbox's storage base\"}},"
-		     "\"required\":[\"command\"],\"additionalProperties\":false}"));
+		     "\"required\":[\"command\"],\"additionalProperties\":false}",
+		     WRITES));
 	json_array_append_new(
 		tools, tool("write_file", "Write a file in the sandbox (created or replaced).",
 			    "{\"type\":\"object\",\"properties\":{"
@@ -112,24 +120,28 @@ static int m_tools_list(rpc_server *srv, json_t *params, json_t **result, msb_er
 			    "\"content\":{\"type\":\"string\"},"
 			    "\"encoding\":{\"type\":\"string\",\"enum\":[\"utf-8\",\"base64\"],"
 			    "\"description\":\"how content is encoded (default utf-8)\"}},"
-			    "\"required\":[\"path\",\"content\"],\"additionalProperties\":false}"));
+			    "\"required\":[\"path\",\"content\"],\"additionalProperties\":false}",
+			    WRITES));
 	json_array_append_new(
 		tools,
 		tool("read_file", "Read a file from the sandbox, as text (invalid UTF-8 replaced).",
 		     "{\"type\":\"object\",\"properties\":{"
 		     "\"path\":{\"type\":\"string\"}},"
-		     "\"required\":[\"path\"],\"additionalProperties\":false}"));
+		     "\"required\":[\"path\"],\"additionalProperties\":false}",
+		     READS));
 	json_array_append_new(
 		tools, tool("list_files", "List a directory of the sandbox: kind, size and name.",
 			    "{\"type\":\"object\",\"properties\":{"
 			    "\"path\":{\"type\":\"string\",\"description\":\"default: the storage "
-			    "base\"}},\"additionalProperties\":false}"));
+			    "base\"}},\"additionalProperties\":false}",
+			    READS));
 	json_array_append_new(
 		tools,
 		tool("dispose",
 		     "Dispose this session's sandbox: every file and process in it is "
 		     "gone; the next call starts a fresh one.",
-		     "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}"));
+		     "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}",
+		     WRITES));
 	*result = json_pack("{s:o}", "tools", tools);
 	return 0;
 }
@@ -242,14 +254,20 @@ static json_t *t_execute(mcp_state *st, json_t *args)
 	char *out_text = msb_text_from_bytes_len(res.stdout_bytes, res.stdout_len, &out_len);
 	char *err_text = msb_text_from_bytes_len(res.stderr_bytes, res.stderr_len, &err_len);
 	char *text = NULL;
-	if (asprintf(&text, "%.*s%s%.*s%sexit code: %d%s", (int)out_len, out_text ? out_text : "",
-		     err_len ? "\n[stderr]\n" : "", (int)err_len, err_text ? err_text : "",
-		     (out_len || err_len) ? "\n" : "", res.exit_code,
-		     res.truncated ? " (output truncated)" : "") < 0)
+	/* What the sandbox's limits did, in words the model can act on. */
+	if (asprintf(&text, "%.*s%s%.*s%sexit code: %d%s%s%s%s", (int)out_len,
+		     out_text ? out_text : "", err_len ? "\n[stderr]\n" : "", (int)err_len,
+		     err_text ? err_text : "", (out_len || err_len) ? "\n" : "", res.exit_code,
+		     res.truncated ? " (output truncated)" : "",
+		     res.oom_killed ? " (the memory limit killed a process)" : "",
+		     res.pids_exhausted ? " (the process limit refused a fork)" : "",
+		     res.no_space ? " (the sandbox's disk is full)" : "") < 0)
 		text = NULL;
-	json_t *structured = json_pack("{s:s%, s:s%, s:i, s:b}", "stdout", out_text ? out_text : "",
-				       out_len, "stderr", err_text ? err_text : "", err_len,
-				       "exit_code", res.exit_code, "truncated", res.truncated);
+	json_t *structured = json_pack(
+		"{s:s%, s:s%, s:i, s:b, s:b, s:b, s:b}", "stdout", out_text ? out_text : "",
+		out_len, "stderr", err_text ? err_text : "", err_len, "exit_code", res.exit_code,
+		"truncated", res.truncated, "oom_killed", res.oom_killed, "pids_exhausted",
+		res.pids_exhausted, "no_space", res.no_space);
 	json_t *out = tool_result(text ? text : "", false, structured);
 	free(text);
 	free(out_text);
@@ -425,6 +443,13 @@ static int m_tools_call(rpc_server *srv, json_t *params, json_t **result, msb_er
 		if (strcmp(tools[i].name, name) == 0) {
 			*result = tools[i].fn(state(srv), args);
 			json_decref(empty);
+			/* structuredContent arrived with protocol 2025-06-18. */
+			mcp_state *st = state(srv);
+			pthread_mutex_lock(&st->lock);
+			bool old = st->protocol[0] && strcmp(st->protocol, "2025-06-18") < 0;
+			pthread_mutex_unlock(&st->lock);
+			if (old && *result)
+				json_object_del(*result, "structuredContent");
 			return 0;
 		}
 	}

@@ -109,6 +109,8 @@ def test_sdk_client_initializes_lists_and_calls_tools(sdk_client, state, tmp_pat
     assert tools["execute"]["inputSchema"]["required"] == ["command"]
     assert tools["write_file"]["inputSchema"]["properties"]["encoding"]["enum"] == [
         "utf-8", "base64"]
+    assert tools["read_file"]["annotations"]["readOnlyHint"] is True
+    assert tools["execute"]["annotations"]["destructiveHint"] is True
 
     c = [x.get("result", x) for x in out["calls"]]
     assert not c[0]["isError"] and "9 bytes" in text(c[0])
@@ -184,9 +186,14 @@ def test_protocol_version_negotiation(fake_config, asked, answered):
     out = raw_session({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                        "params": {"protocolVersion": asked, "capabilities": {},
                                   "clientInfo": {"name": "t", "version": "0"}}},
+                      {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                      {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                       "params": {"name": "execute", "arguments": {"command": "true"}}},
                       args=("--config", fake_config))
     assert out[0]["result"]["protocolVersion"] == answered
     assert out[0]["result"]["serverInfo"]["name"] == "msb"
+    # structuredContent exists from 2025-06-18 on; older sessions do not get it.
+    assert ("structuredContent" in out[1]["result"]) == (answered >= "2025-06-18")
 
 
 def test_raw_wire_errors_and_ping(fake_config):
@@ -222,3 +229,18 @@ def test_config_errors_fail_at_start(tmp_path):
     p = subprocess.run([MSB, "mcp", "--config", str(bad)], capture_output=True,
                        input=b"", timeout=30)
     assert p.returncode == 3 and b"SandboxBackendNotPermitted" in p.stderr
+
+
+@needs_root
+def test_resource_options_reach_the_sandbox(state):
+    out = raw_session({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": "execute", "arguments": {
+                           "command": "for i in $(seq 40); do sleep 1 & done 2>/dev/null; wait"}}},
+                      args=("--min-isolation", "container", "--state-dir", state,
+                            "--pids", "16", "--memory", "64M"))
+    r = out[0]["result"]
+    assert r["structuredContent"]["pids_exhausted"] is True
+    assert "the process limit refused a fork" in r["content"][0]["text"]
+    p = subprocess.run([MSB, "mcp", "--config", "x.json", "--pids", "3"], capture_output=True,
+                       input=b"", timeout=30)
+    assert p.returncode == 2 and b"--config replaces" in p.stderr
