@@ -159,6 +159,16 @@ def test_concurrent_calls_from_threads(client):
     assert got == [str(i).encode() for i in range(64)]
 
 
+def test_oversized_request_is_refused_before_it_is_sent():
+    with msb.Client(MSB, max_message=4096) as c:
+        sb = c.router(FAKE).acquire(KEY, SPEC)
+        with pytest.raises(msb.InvalidParams) as e:
+            sb.write_file("big", b"x" * 10000)
+        assert "4096-byte message limit" in str(e.value)
+        assert sb.write_file("small", b"x" * 100) == 100  # the connection still serves
+        assert c.unattributed == []
+
+
 def test_server_gone_after_close():
     c = msb.Client(MSB)
     assert c.close() == 0

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import threading
 
-from .errors import ServerGone, error_from_response
+from .errors import InvalidParams, ServerGone, error_from_response
 
 
 def _b64(data):
@@ -103,17 +103,25 @@ class _Pending:
 
 
 class Client:
-    """One ``msb serve`` process. Use as a context manager, or call close()."""
+    """One ``msb serve`` process. Use as a context manager, or call close().
 
-    def __init__(self, msb=None, args=(), env=None, on_event=None):
+    ``max_message`` is the largest request line (the server's --max-message):
+    a larger request is refused here, before it is sent, with InvalidParams
+    (the server could only answer it with an error it cannot attribute).
+    """
+
+    def __init__(self, msb=None, args=(), env=None, on_event=None, max_message=64 << 20):
         self.on_event = on_event
+        self.max_message = max_message
         self.events = []
+        self.unattributed = []  # error responses with id null (the server could not read an id)
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._pending = {}
         self._ids = itertools.count(1)
         self._closed = False
-        self._proc = subprocess.Popen([msb or find_msb(), "serve", *args],
+        self._proc = subprocess.Popen([msb or find_msb(), "serve", "--max-message",
+                                       str(max_message), *args],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       env=env)
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -132,6 +140,10 @@ class Client:
                         self.events.append(m["params"])
                     if self.on_event:
                         self.on_event(m["params"])
+                    continue
+                if m.get("id") is None:
+                    with self._lock:
+                        self.unattributed.append(m)
                     continue
                 with self._lock:
                     p = self._pending.pop(m.get("id"), None)
@@ -155,6 +167,11 @@ class Client:
             self._pending[rid] = p
         line = json.dumps({"jsonrpc": "2.0", "id": rid, "method": method,
                            "params": {k: v for k, v in params.items() if v is not None}})
+        if len(line) > self.max_message:
+            with self._lock:
+                self._pending.pop(rid, None)
+            raise InvalidParams(f"the {method} request is {len(line)} bytes, over the "
+                                f"{self.max_message}-byte message limit")
         try:
             with self._write_lock:
                 self._proc.stdin.write(line.encode() + b"\n")
