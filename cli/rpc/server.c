@@ -20,12 +20,15 @@
 /* Messages read but not yet taken by a worker: past this the reader stops
  * reading stdin until a worker takes one (backpressure, not refusal). */
 #define QUEUE_MAX 1024
+/* ... or past this many bytes of them (one message alone always fits). */
+#define QUEUE_BYTES (256u << 20)
 
 /* One event datagram is at most this large (the recorder writes one line). */
 #define EVENT_MAX (1u << 20)
 
 struct job {
-	json_t *msg; /* a parsed request, notification or batch */
+	char *line; /* one message as read, parsed by the worker that takes it */
+	size_t len;
 	struct job *next;
 };
 
@@ -36,7 +39,7 @@ struct rpc_server {
 	pthread_cond_t q_cond;	/* a job was queued, or EOF */
 	pthread_cond_t q_space; /* a job was taken */
 	struct job *head, *tail;
-	size_t queued;
+	size_t queued, queued_bytes;
 	bool eof;
 	/* events: the JSON-lines recorder writes datagrams into ev[1]; they are
 	 * forwarded as notifications, before the response of the request that
@@ -358,6 +361,33 @@ static void handle_message(rpc_server *srv, json_t *msg)
 	json_decref(out);
 }
 
+static void reply_error(rpc_server *srv, int code, const char *message, json_t *data)
+{
+	json_t *resp = error_response(NULL, code, message, data);
+	send_json(srv, resp);
+	json_decref(resp);
+}
+
+/* Parse one line and serve it (on a worker, so large messages parse in
+ * parallel and the reader keeps reading). */
+static void serve_line(rpc_server *srv, const char *line, size_t len)
+{
+	json_error_t jerr;
+	json_t *msg = json_loadb(line, len,
+				 JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+	if (!msg) {
+		char m[256];
+		snprintf(m, sizeof(m), "parse error: %.200s", jerr.text);
+		reply_error(srv, RPC_PARSE_ERROR, m, NULL);
+		return;
+	}
+	if (!json_is_object(msg) && !json_is_array(msg))
+		reply_error(srv, RPC_INVALID_REQUEST, "invalid request: not an object", NULL);
+	else
+		handle_message(srv, msg);
+	json_decref(msg);
+}
+
 /* ---- the worker pool ------------------------------------------------------------------------- */
 
 static void *worker(void *arg)
@@ -373,29 +403,33 @@ static void *worker(void *arg)
 			if (!srv->head)
 				srv->tail = NULL;
 			srv->queued--;
+			srv->queued_bytes -= j->len;
 			pthread_cond_signal(&srv->q_space);
 		}
 		pthread_mutex_unlock(&srv->q_lock);
 		if (!j)
 			return NULL;
-		handle_message(srv, j->msg);
-		json_decref(j->msg);
+		serve_line(srv, j->line, j->len);
+		free(j->line);
 		free(j);
 	}
 }
 
-static void enqueue(rpc_server *srv, json_t *msg)
+static void enqueue(rpc_server *srv, char *line, size_t len)
 {
 	struct job *j = calloc(1, sizeof(*j));
 	if (!j) {
-		json_decref(msg);
+		free(line);
 		return;
 	}
-	j->msg = msg;
+	j->line = line;
+	j->len = len;
 	pthread_mutex_lock(&srv->q_lock);
-	while (srv->queued >= QUEUE_MAX)
+	while (srv->queued >= QUEUE_MAX ||
+	       (srv->queued > 0 && srv->queued_bytes + len > QUEUE_BYTES))
 		pthread_cond_wait(&srv->q_space, &srv->q_lock);
 	srv->queued++;
+	srv->queued_bytes += len;
 	if (srv->tail)
 		srv->tail->next = j;
 	else
@@ -405,35 +439,36 @@ static void enqueue(rpc_server *srv, json_t *msg)
 	pthread_mutex_unlock(&srv->q_lock);
 }
 
-static void reply_error(rpc_server *srv, int code, const char *message, json_t *data)
-{
-	json_t *resp = error_response(NULL, code, message, data);
-	send_json(srv, resp);
-	json_decref(resp);
-}
-
-static void take_line(rpc_server *srv, const char *line, size_t len)
+/* Hand one line to the pool (taking `line`); blank lines are not messages. */
+static void take_line(rpc_server *srv, char *line, size_t len)
 {
 	size_t a = 0;
 	while (a < len && (line[a] == ' ' || line[a] == '\t' || line[a] == '\r'))
 		a++;
-	if (a == len)
-		return; /* blank lines are not messages */
-	json_error_t jerr;
-	json_t *msg = json_loadb(line, len,
-				 JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
-	if (!msg) {
-		char m[256];
-		snprintf(m, sizeof(m), "parse error: %.200s", jerr.text);
-		reply_error(srv, RPC_PARSE_ERROR, m, NULL);
+	if (a == len) {
+		free(line);
 		return;
 	}
-	if (!json_is_object(msg) && !json_is_array(msg)) {
-		json_decref(msg);
-		reply_error(srv, RPC_INVALID_REQUEST, "invalid request: not an object", NULL);
-		return;
+	enqueue(srv, line, len);
+}
+
+/* Queue the first n bytes of *buf: a short line as a copy, a long one by
+ * handing the buffer itself over and starting a fresh one. false when out
+ * of memory (then *buf is NULL). */
+static bool hand_over(rpc_server *srv, char **buf, size_t *cap, size_t n)
+{
+	if (n <= (1u << 16)) {
+		char *copy = malloc(n ? n : 1);
+		if (copy) {
+			memcpy(copy, *buf, n);
+			take_line(srv, copy, n);
+		}
+		return true;
 	}
-	enqueue(srv, msg);
+	take_line(srv, *buf, n);
+	*cap = 1u << 16;
+	*buf = malloc(*cap);
+	return *buf != NULL;
 }
 
 /* Read lines; a line longer than the limit is drained and answered with
@@ -498,15 +533,15 @@ static void read_loop(rpc_server *srv)
 							      (json_int_t)srv->o.max_message,
 							      "received", (json_int_t)discarded));
 					discarding = false;
-				} else {
-					take_line(srv, buf, n);
+				} else if (!hand_over(srv, &buf, &cap, n)) {
+					return; /* out of memory: read no more */
 				}
 				n = 0;
 			}
 		}
 	}
 	if (!discarding && n > 0)
-		take_line(srv, buf, n); /* a last message without its newline */
+		hand_over(srv, &buf, &cap, n); /* a last message without its newline */
 	free(buf);
 }
 

@@ -164,9 +164,29 @@ def test_sdk_client_gets_a_policy_refusal_as_a_tool_error_6_10(sdk_client, tmp_p
 
 
 def raw_session(*lines, args=("--config",)):
-    return [json.loads(x) for x in subprocess.run(
-        [MSB, "mcp", *args], input="".join(json.dumps(x) + "\n" for x in lines).encode(),
-        capture_output=True, timeout=60).stdout.splitlines()]
+    """Send each message in turn, waiting for a request's response before the
+    next message (as an MCP client does); every message read back, in order."""
+    p = subprocess.Popen([MSB, "mcp", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    out = []
+    try:
+        for msg in lines:
+            p.stdin.write(json.dumps(msg).encode() + b"\n")
+            p.stdin.flush()
+            if "id" in msg:
+                while True:
+                    line = p.stdout.readline()
+                    assert line, "msb mcp exited"
+                    out.append(json.loads(line))
+                    if out[-1].get("id") == msg["id"]:
+                        break
+        p.stdin.close()
+        out += [json.loads(x) for x in p.stdout.read().splitlines()]
+        assert p.wait(60) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return out
 
 
 @pytest.fixture
