@@ -697,3 +697,15 @@ def test_crlf_and_a_last_line_without_newline(serve):
     s.p.stdin.close()
     assert s.p.wait(30) == 0
     assert "result" in s.response("last")
+
+
+@needs_root
+def test_reset_and_fingerprint_over_ns_18_12(ns):
+    s = ns
+    s.call("sandbox.write_file", sandbox=s.sandbox, path="scratch.txt", data=b64(b"x"))
+    fp = s.call("sandbox.fingerprint", sandbox=s.sandbox)
+    assert fp["supported"] and any(p.endswith("scratch.txt") for p in fp["changed_paths"])
+    assert s.call("sandbox.reset", sandbox=s.sandbox, timeout=30) == {}
+    assert s.call("sandbox.stat", sandbox=s.sandbox, path="scratch.txt")["present"] is False
+    fp = s.call("sandbox.fingerprint", sandbox=s.sandbox)
+    assert not any(p.endswith("scratch.txt") for p in fp["changed_paths"])
