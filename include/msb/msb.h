@@ -11,6 +11,7 @@
 #include <msb/backend.h>
 #include <msb/common.h>
 #include <msb/error.h>
+#include <msb/hosttools.h>
 #include <msb/key.h>
 #include <msb/observer.h>
 #include <msb/ns.h>
