@@ -12,6 +12,7 @@
 #include <msb/common.h>
 #include <msb/error.h>
 #include <msb/hosttools.h>
+#include <msb/hosttools_exec.h>
 #include <msb/key.h>
 #include <msb/observer.h>
 #include <msb/ns.h>

@@ -59,6 +59,14 @@ int msb_hosttools__door(msb_host_tool_run *run, json_t *name, json_t *args, bool
  * MSB_HOST_TOOL_BOUND characters then " (truncated)" when `bound`. */
 char *msb_hosttools__quote(const char *s, bool bound);
 
+/* Over exec (hosttools_layout.c): the launcher text for a layout; the names
+ * the generated shim binds; whether a name gets a convenience wrapper. */
+struct msb_guest_run_layout;
+int msb_hosttools__launcher(const struct msb_guest_run_layout *l, const char *interpreter,
+			    double gate_seconds, char **out);
+extern const char *const msb_hosttools__shim_globals[];
+bool msb_hosttools__spellable(const char *name);
+
 /* Tests: forget that the one-time notice was given (and unsuppress it). */
 void msb_hosttools__notice_reset(void);
 
