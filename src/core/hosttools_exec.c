@@ -667,9 +667,19 @@ int msb_host_tool_calls_over_exec(msb_sandbox *sb, msb_host_tool_run *run,
 	uint8_t *output = NULL;
 	size_t olen = 0;
 	if (read_capped(sb, l->output, MAX_OUTPUT_BYTES, &output, &olen) < 0) {
-		output = (uint8_t *)msb__strdup("");
+		output = NULL;
 		olen = 0;
 	}
+	/* ExecResult's bytes are NUL-terminated for convenience. */
+	uint8_t *term = realloc(output, olen + 1);
+	if (!term) {
+		free(output);
+		rc = msb__error_nomem(err);
+		cleanup(&s, false);
+		goto out_removed;
+	}
+	term[olen] = 0;
+	output = term;
 	cleanup(&s, false);
 	res.exit_code = (int)ec;
 	res.stdout_bytes = output;
