@@ -13,6 +13,7 @@
 #include <msb/error.h>
 #include <msb/hosttools.h>
 #include <msb/hosttools_exec.h>
+#include <msb/hosttools_native.h>
 #include <msb/key.h>
 #include <msb/observer.h>
 #include <msb/ns.h>

@@ -224,3 +224,82 @@ Test(ns_hosttools, sigterm_ignoring_program_stopped_14_25)
 	cr_assert_str_eq((char *)res.stdout_bytes, "0\n", "survivors: %s", res.stdout_bytes);
 	msb_exec_result_clear(&res);
 }
+
+/* ---- the native channel ---------------------------------------------------------- */
+
+static void put_client(void)
+{
+	FILE *f = fopen(MSB_SOURCE_ROOT "/clients/python/msb_host_tools.py", "r");
+	cr_assert_not_null(f);
+	char buf[8192];
+	size_t n = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	cr_assert_eq(msb_sandbox_write_file(sb, "lib/msb_host_tools.py", (const uint8_t *)buf, n,
+					    NULL, NULL),
+		     0);
+}
+
+static int run_native(const char *program, uint64_t cap, msb_exec_result *res)
+{
+	msb_host_tool_registry *reg = registry(cap);
+	msb_host_tool_run *run = NULL;
+	cr_assert_eq(msb_host_tool_run_new(reg, &key, "call-n", &run, NULL), 0);
+	msb_native_server *srv = NULL;
+	msb_error *err = NULL;
+	cr_assert_eq(msb_ns_host_tools_attach(sb, run, NULL, NULL, &srv, &err), 0, "%s",
+		     err ? msb_error_message(err) : "");
+	put_client();
+	char env[300];
+	snprintf(env, sizeof(env), MSB_HOST_TOOLS_SOCKET_ENV "=%s",
+		 msb_native_server_guest_path(srv));
+	const char *envv[] = {env, "PYTHONPATH=/maf-sandbox/work/lib", NULL};
+	const char *argv[] = {"python3", "-c", program, NULL};
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	req.argv = argv;
+	req.env = envv;
+	req.timeout = 60;
+	int rc = msb_sandbox_exec(sb, &req, res, &err);
+	cr_assert_eq(rc, 0, "%s", err ? msb_error_message(err) : "");
+	msb_native_server_stop(srv);
+	msb_host_tool_run_free(run);
+	msb_host_tool_registry_unref(reg);
+	return rc;
+}
+
+Test(ns_hosttools, python_program_calls_host_tool_natively)
+{
+	msb_exec_result res = {0};
+	run_native("import msb_host_tools as h, os\n"
+		   "print(h.call('add', left=40, right=2), os.environ['MSB_HOST_TOOLS_SOCKET'])\n",
+		   16, &res);
+	cr_assert_eq(res.exit_code, 0, "%s", res.stderr_bytes);
+	cr_assert_str_eq((char *)res.stdout_bytes, "42 /maf-sandbox/work/.msb-host-tools.sock\n");
+	msb_exec_result_clear(&res);
+	/* The socket is gone once the run is over. */
+	bool present = true;
+	msb_entry e = {0};
+	cr_assert_eq(msb_sandbox_stat_file(sb, ".msb-host-tools.sock", NULL, &present, &e, NULL),
+		     0);
+	cr_assert_not(present);
+}
+
+Test(ns_hosttools, native_refusals_carry_the_seed_sentences)
+{
+	msb_exec_result res = {0};
+	run_native("import msb_host_tools as h\n"
+		   "for name, args in [('add', {'left': 1}), ('rm_rf', {}),\n"
+		   "                   ('add', {'left': 1, 'right': 2})]:\n"
+		   "    try:\n"
+		   "        print(h.call(name, **args))\n"
+		   "    except h.HostToolError as e:\n"
+		   "        print(e)\n",
+		   2, &res);
+	cr_assert_str_eq((char *)res.stdout_bytes,
+			 "Error: arguments do not bind to host tool 'add': missing required "
+			 "argument 'right'\n"
+			 "Error: 'rm_rf' is not a registered host tool\n"
+			 "Error: this run's host-tool-call cap (2) is exhausted — finish with the "
+			 "results already delivered and report what remains undone\n",
+			 "%s", res.stderr_bytes);
+	msb_exec_result_clear(&res);
+}
