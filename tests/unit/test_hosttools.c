@@ -1000,3 +1000,40 @@ Test(hosttools, jsonl_recorder_13_29)
 	close(fds[0]);
 	close(fds[1]);
 }
+
+/* 17.19: EffectiveState lists every tool of the sealed registry, from the
+ * aggregate's names (what a session's options.host_tools carries). */
+Test(hosttools, effective_state_tool_names_17_19)
+{
+	msb_host_tool_registry *reg = registry(NULL);
+	struct body b = {0};
+	reg_tool(reg, "zeta", NULL, &pure, body_fn, &b);
+	reg_tool(reg, "alpha", NULL, &pure, body_fn, &b);
+	msb_host_tool_aggregate a;
+	cr_assert_eq(msb_host_tool_registry_aggregate(reg, &a, NULL), 0);
+	size_t n = 0;
+	while (a.names[n])
+		n++;
+	cr_assert_eq(n, 2);
+	msb_router *r = fake_router(0, 0);
+	msb_spec_builder *sb = msb_spec_builder_new("k");
+	msb_spec *spec = NULL;
+	cr_assert_eq(msb_spec_build(sb, &spec, NULL), 0);
+	char *json = NULL;
+	msb_error *err = NULL;
+	cr_assert_eq(msb_effective_state_json(r, spec, "in-process", (const char *const *)a.names,
+					      n, "call-1", &json, &err),
+		     0, "%s", err ? msb_error_message(err) : "");
+	json_t *j = json_loads(json, 0, NULL);
+	json_t *tools = json_object_get(j, "host_tools");
+	cr_assert_eq(json_array_size(tools), 2);
+	cr_assert_str_eq(json_string_value(json_array_get(tools, 0)), "alpha");
+	cr_assert_str_eq(json_string_value(json_array_get(tools, 1)), "zeta");
+	json_decref(j);
+	free(json);
+	msb_spec_unref(spec);
+	msb_spec_builder_free(sb);
+	msb_router_free(r);
+	msb_host_tool_aggregate_clear(&a);
+	msb_host_tool_registry_unref(reg);
+}
