@@ -162,7 +162,8 @@ Test(ns_hosttools, hand_written_requests_served_identically_14_35)
 	static const char prog[] = "c=\"$(dirname \"$0\")/host_tool_calls\"\n"
 				   "printf '{\"id\": 1, \"name\": \"add\", \"arguments\": "
 				   "{\"left\": 40, \"right\": 2}}' "
-				   ">\"$c/0001.request.json\"\n"
+				   ">\"$c/0001.request.json.part\"\n"
+				   "mv \"$c/0001.request.json.part\" \"$c/0001.request.json\"\n"
 				   "while [ ! -e \"$c/0001.response.json\" ]; do sleep 0.01; done\n"
 				   "cat \"$c/0001.response.json\"\n";
 	msb_exec_result res = {0};

@@ -80,7 +80,7 @@ static int note_fn(void *ud, const char *args, const char *user, char **result, 
 static int slept;
 static int sleepy_fn(void *ud, const char *args, const char *user, char **result, msb_error **err)
 {
-	usleep(2500 * 1000);
+	usleep(4500 * 1000);
 	slept++;
 	*result = strdup("\"slept\"");
 	return 0;
@@ -501,7 +501,8 @@ Test(overexec, shim_is_not_a_control_14_35)
 		">\"$c/0001.request.json.part\"\n"
 		"mv \"$c/0001.request.json.part\" \"$c/0001.request.json\"\n"
 		"printf '{\"id\": 2, \"name\": \"add\", \"arguments\": {\"left\": \"x\"}}' "
-		">\"$c/0002.request.json\"\n"
+		">\"$c/0002.request.json.part\"\n"
+		"mv \"$c/0002.request.json.part\" \"$c/0002.request.json\"\n"
 		"while [ ! -e \"$c/0002.response.json\" ]; do sleep 0.01; done\n"
 		"cat \"$c/0001.response.json\"; echo; cat \"$c/0002.response.json\"\n";
 	struct harness h;
@@ -637,7 +638,7 @@ Test(overexec, guest_files_never_name_targets_14_19_14_25)
 	msb_observer obs = proc_observer();
 	msb_exec_result res;
 	msb_error *err = NULL;
-	cr_assert_eq(go(&h, 1.5, &res, &err, &obs, NULL), MSB_E_PROGRAM_TIMEOUT);
+	cr_assert_eq(go(&h, 3, &res, &err, &obs, NULL), MSB_E_PROGRAM_TIMEOUT);
 	cr_assert_str_eq(msb_error_name(err), "SandboxProgramTimeout");
 	cr_assert(msb_code_is(MSB_E_PROGRAM_TIMEOUT, MSB_CAT_TIMEOUT));
 	int sig = -1;
@@ -672,7 +673,7 @@ Test(overexec, escaped_descendant_14_20)
 	msb_observer obs = proc_observer();
 	msb_exec_result res;
 	msb_error *err = NULL;
-	cr_assert_eq(go(&h, 1.5, &res, &err, &obs, NULL), MSB_E_PROGRAM_TIMEOUT, "%s",
+	cr_assert_eq(go(&h, 3, &res, &err, &obs, NULL), MSB_E_PROGRAM_TIMEOUT, "%s",
 		     err ? msb_error_message(err) : "");
 	msb_error_free(err);
 	char path[400];
@@ -762,9 +763,9 @@ Test(overexec, running_tool_not_cancelled_14_24)
 	msb_error *err = NULL;
 	slept = 0;
 	double t0 = now_s();
-	cr_assert_eq(go(&h, 1.5, &res, &err, NULL, NULL), MSB_E_PROGRAM_TIMEOUT);
+	cr_assert_eq(go(&h, 3, &res, &err, NULL, NULL), MSB_E_PROGRAM_TIMEOUT);
 	cr_assert_eq(slept, 1, "the tool ran to completion");
-	cr_assert_geq(now_s() - t0, 2.5);
+	cr_assert_geq(now_s() - t0, 4.5);
 	cr_assert_eq(msb_host_tool_run_delivered(h.run), 1, "and its answer was delivered");
 	msb_error_free(err);
 	harness_free(&h);
