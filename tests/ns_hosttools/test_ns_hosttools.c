@@ -92,6 +92,26 @@ static msb_host_tool_registry *registry(uint64_t cap)
 	return r;
 }
 
+/* Process observations and cleanup, as the transport reports them. */
+static int cleanups;
+static bool last_unclean;
+static size_t last_survivors;
+static int observed_complete;
+static int on_cleanup(void *ud, const msb_ev_process_cleanup *ev)
+{
+	cleanups++;
+	last_unclean = ev->unclean;
+	last_survivors = ev->n_survivors;
+	return 0;
+}
+static int on_observed(void *ud, const msb_ev_processes_observed *ev)
+{
+	observed_complete += ev->available && ev->complete;
+	return 0;
+}
+static msb_observer proc_obs = {MSB_OBSERVER_VERSION, NULL,	  NULL, NULL, NULL, NULL, NULL,
+				on_observed,	      on_cleanup, NULL, NULL, NULL};
+
 /* Write program + shim into a fresh relative run directory and run it. */
 static int run_program(const char *run_dir, const char *name, const char *program,
 		       const char *interp, uint64_t cap, double timeout, msb_exec_result *res,
@@ -120,6 +140,7 @@ static int run_program(const char *run_dir, const char *name, const char *progra
 	o.poll_interval = 0.005;
 	o.interpreter = interp;
 	o.key = &key;
+	o.observer = &proc_obs;
 	int rc = msb_host_tool_calls_over_exec(sb, run, &l, &o, res, err);
 	bool removed = false;
 	msb_guest_run_layout_clear(&l);
@@ -206,6 +227,7 @@ Test(ns_hosttools, sigterm_ignoring_program_stopped_14_25)
 				   "time.sleep(600)\n";
 	msb_exec_result res = {0};
 	msb_error *err = NULL;
+	cleanups = observed_complete = 0;
 	cr_assert_eq(run_program("runs/r4", "program.py", prog, "python3", 16, 2, &res, &err, NULL,
 				 NULL),
 		     MSB_E_PROGRAM_TIMEOUT, "%s", err ? msb_error_message(err) : "");
@@ -217,6 +239,11 @@ Test(ns_hosttools, sigterm_ignoring_program_stopped_14_25)
 	cr_assert_eq(olen, 8);
 	cr_assert_eq(memcmp(out, "working\n", 8), 0);
 	msb_error_free(err);
+	/* 14.20-14.22 on ns: complete snapshots through the agent, no survivor. */
+	cr_assert_eq(cleanups, 1);
+	cr_assert_eq(last_survivors, 0);
+	cr_assert_not(last_unclean);
+	cr_assert_geq(observed_complete, 4);
 	/* Nothing of the program is left running in the guest. */
 	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
 	req.shell = "for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null | tr '\\0' ' '; echo; "
