@@ -83,6 +83,11 @@ typedef enum msb_code {
 	MSB_E_PROGRAM_TIMEOUT = -1300, /* SandboxProgramTimeout (a TimeoutError) */
 	MSB_E_QUEUED_TIMEOUT = -1301,  /* SandboxQueuedTimeout (a TimeoutError) */
 
+	/* Host tools. */
+	MSB_E_HOST_TOOL_NOT_DECLARED = -1500, /* HostToolNotDeclared (a ValueError) */
+	MSB_E_HOST_TOOL_IDENTITY_NOT_ALLOWED =
+		-1501, /* HostToolIdentityNotAllowed (a ValueError) */
+
 	/* Conformance. */
 	MSB_E_CONFORMANCE_FAILURE = -1400, /* ConformanceFailure (assertion class) */
 } msb_code;

@@ -12,6 +12,9 @@
 #include <msb/backend.h>
 #include <msb/common.h>
 #include <msb/error.h>
+#include <msb/hosttools.h>
+#include <msb/hosttools_exec.h>
+#include <msb/hosttools_native.h>
 #include <msb/key.h>
 #include <msb/observer.h>
 #include <msb/ns.h>

@@ -18,6 +18,8 @@
 
 #include <msb/backend.h>
 #include <msb/common.h>
+#include <msb/hosttools_native.h>
+#include <msb/sandbox.h>
 #include <msb/error.h>
 
 MSB_BEGIN_DECLS
@@ -88,6 +90,15 @@ typedef struct msb_doctor_report {
 
 MSB_EXTERN int msb_doctor(msb_doctor_report **out, msb_error **err);
 MSB_EXTERN void msb_doctor_report_free(msb_doctor_report *r);
+
+/*
+ * The native host-tool channel on an ns sandbox (docs/hosttools.md): serve
+ * `run` on <work_dir>/.msb-host-tools.sock inside the guest until
+ * msb_native_server_stop. MSB_E_VALUE when `sb` is not an ns sandbox.
+ */
+MSB_EXTERN int msb_ns_host_tools_attach(msb_sandbox *sb, msb_host_tool_run *run, msb_log_fn log,
+					void *log_userdata, msb_native_server **out,
+					msb_error **err);
 
 MSB_END_DECLS
 

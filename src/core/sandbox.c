@@ -20,6 +20,14 @@ struct msb_sandbox {
 	char *backend_name;
 };
 
+/* A backend's own view of its handle: impl when `exec_fn` is the handle's
+ * exec slot (so only the backend that made it can ask), else NULL. */
+void *msb_sandbox__impl_for(msb_sandbox *sb, const void *exec_fn);
+void *msb_sandbox__impl_for(msb_sandbox *sb, const void *exec_fn)
+{
+	return sb && (const void *)sb->ops.exec == exec_fn ? sb->impl : NULL;
+}
+
 /* ---- cancellation token --------------------------------------------------- */
 
 struct msb_cancel {

@@ -90,6 +90,9 @@ enum msb_proto_type {
 	MSB_PROTO_PS_REPLY = 33,
 	/* 48..63 are reserved for file-transfer channels, 64..79 for egress
 	 * tunnels; a version-1 peer refuses them as unknown. */
+	/* 80..95 are reserved for host-tool channels forwarded by the agent, for
+	 * backends whose guest storage is not a host directory (see
+	 * docs/internals/hosttools.md; ns serves host tools without the agent). */
 };
 
 /* PS_REPLY: more PS_REPLY frames follow on this channel. */

@@ -91,6 +91,9 @@ static const struct code_info {
 	{MSB_E_PROGRAM_TIMEOUT, "SandboxProgramTimeout", TM | O, 6},
 	{MSB_E_QUEUED_TIMEOUT, "SandboxQueuedTimeout", TM | O, 6},
 
+	{MSB_E_HOST_TOOL_NOT_DECLARED, "HostToolNotDeclared", V, 2},
+	{MSB_E_HOST_TOOL_IDENTITY_NOT_ALLOWED, "HostToolIdentityNotAllowed", V, 2},
+
 	{MSB_E_CONFORMANCE_FAILURE, "ConformanceFailure", A, 9},
 };
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include <msb/backend.h>
+#include <msb/ns.h>
 
 #include "client/client.h"
 #include "ns_files.h"
@@ -214,4 +215,19 @@ int msb_ns__sandbox_new(const ns_backend *b, const char *name, const msb_ns_labe
 	s->files.host_base = s->host_base;
 	s->files.guest_base = s->guest_base;
 	return msb_sandbox_new(&ns_sandbox_ops, s, b->name, out, err);
+}
+
+/* ---- the native host-tool channel ---------------------------------------------- */
+
+void *msb_sandbox__impl_for(msb_sandbox *sb, const void *exec_fn);
+
+int msb_ns_host_tools_attach(msb_sandbox *sb, msb_host_tool_run *run, msb_log_fn log,
+			     void *log_userdata, msb_native_server **out, msb_error **err)
+{
+	ns_sandbox *s = msb_sandbox__impl_for(sb, (const void *)ns_exec);
+	if (!s)
+		return msb_error_set(err, MSB_E_VALUE,
+				     "native host tools: the sandbox is not an ns sandbox");
+	return msb_native_server_start(s->host_base, s->guest_base, run, log, log_userdata, out,
+				       err);
 }

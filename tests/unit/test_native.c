@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The native host-tool channel's server and its guest clients, on the host
+ * (the ns end-to-end tests run the same through a real sandbox): the C
+ * header-only client and the Python module reach the same door as over
+ * exec - same gates, caps and events (checklist 13.18, 13.20, 13.22, 13.29).
+ */
+#include <criterion/criterion.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <msb/msb.h>
+
+#include "../../clients/c/msb_host_tools.h"
+
+static char tmp[128];
+static char sock[256];
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	return remove(p);
+}
+
+static void setup(void)
+{
+	snprintf(tmp, sizeof(tmp), "/tmp/msb-native-%d-XXXXXX", (int)getpid());
+	cr_assert_not_null(mkdtemp(tmp));
+	snprintf(sock, sizeof(sock), "%s/" MSB_HOST_TOOLS_SOCKET_NAME, tmp);
+}
+
+static void teardown(void)
+{
+	nftw(tmp, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+TestSuite(native, .init = setup, .fini = teardown, .timeout = 60);
+
+static int add_fn(void *ud, const char *args, const char *user, char **result, msb_error **err)
+{
+	json_t *a = json_loads(args, 0, NULL);
+	long long s = json_integer_value(json_object_get(a, "left")) +
+		      json_integer_value(json_object_get(a, "right"));
+	json_decref(a);
+	char buf[32];
+	snprintf(buf, sizeof(buf), "%lld", s);
+	*result = strdup(buf);
+	return 0;
+}
+
+static int events;
+static char last_outcome[32];
+static int on_called(void *ud, const msb_ev_host_tool_called *ev)
+{
+	events++;
+	snprintf(last_outcome, sizeof(last_outcome), "%s", ev->outcome);
+	return 0;
+}
+
+static const msb_host_tool_decl pure = {MSB_HOST_TOOL_DECL_VERSION,
+					MSB_LEG_NONE,
+					MSB_INTEGRITY_UNTRUSTED,
+					MSB_LEG_NONE,
+					NULL,
+					MSB_LEG_NONE,
+					MSB_IDENTITY_APP};
+
+static msb_host_tool_registry *registry(uint64_t cap)
+{
+	static msb_observer obs = MSB_OBSERVER_INIT;
+	obs.host_tool_called = on_called;
+	msb_host_tool_registry_options o = MSB_HOST_TOOL_REGISTRY_OPTIONS_INIT;
+	o.max_host_tool_calls_per_run = cap;
+	o.observer = &obs;
+	msb_host_tool_registry *r = NULL;
+	cr_assert_eq(msb_host_tool_registry_new(&o, &r, NULL), 0);
+	msb_host_tool t = MSB_HOST_TOOL_INIT;
+	t.decl = &pure;
+	t.name = "add";
+	t.fn = add_fn;
+	t.parameters = "{\"type\": \"object\", \"properties\": {\"left\": {\"type\": \"integer\"}, "
+		       "\"right\": {\"type\": \"integer\"}}, \"required\": [\"left\", \"right\"]}";
+	cr_assert_eq(msb_host_tool_registry_register(r, &t, NULL), 0);
+	events = 0;
+	return r;
+}
+
+static char *call(int fd, const char *req)
+{
+	char *out = NULL;
+	cr_assert_eq(msb_ht_call(fd, req, &out), 0);
+	return out;
+}
+
+Test(native, c_client_through_the_door)
+{
+	msb_host_tool_registry *r = registry(3);
+	msb_host_tool_run *run = NULL;
+	cr_assert_eq(msb_host_tool_run_new(r, NULL, NULL, &run, NULL), 0);
+	msb_native_server *srv = NULL;
+	msb_error *err = NULL;
+	cr_assert_eq(msb_native_server_start(tmp, "/guest/work", run, NULL, NULL, &srv, &err), 0,
+		     "%s", err ? msb_error_message(err) : "");
+	cr_assert_str_eq(msb_native_server_guest_path(srv), "/guest/work/.msb-host-tools.sock");
+	struct stat st;
+	cr_assert_eq(stat(sock, &st), 0);
+	cr_assert(S_ISSOCK(st.st_mode));
+	cr_assert_eq(st.st_mode & 0777, 0666);
+
+	int fd = msb_ht_connect(sock);
+	cr_assert_geq(fd, 0);
+	char *a = call(fd, "{\"name\": \"add\", \"arguments\": {\"left\": 2, \"right\": 3}}");
+	cr_assert_str_eq(a, "{\"value\": 5}");
+	free(a);
+	a = call(fd, "{\"name\": \"add\", \"arguments\": {\"left\": 2}}");
+	cr_assert_str_eq(a, "{\"refusal\":\"Error: arguments do not bind to host tool 'add': "
+			    "missing required argument 'right'\"}");
+	free(a);
+	/* A second connection shares the run: the cap counts across both. */
+	int fd2 = msb_ht_connect(sock);
+	a = call(fd2, "{\"name\": \"nope\"}");
+	cr_assert_str_eq(a, "{\"refusal\":\"Error: 'nope' is not a registered host tool\"}");
+	free(a);
+	a = call(fd, "{\"name\": \"add\", \"arguments\": {\"left\": 2, \"right\": 3}}");
+	cr_assert(strstr(a, "host-tool-call cap (3) is exhausted"), "%s", a);
+	free(a);
+	cr_assert_eq(events, 4);
+	cr_assert_str_eq(last_outcome, "refused");
+	cr_assert_eq(msb_host_tool_run_calls(run), 4);
+	close(fd);
+	close(fd2);
+	msb_native_server_stop(srv);
+	cr_assert_neq(stat(sock, &st), 0, "the socket is removed");
+	msb_host_tool_run_free(run);
+	msb_host_tool_registry_unref(r);
+}
+
+/* A bad frame closes that connection only; the server keeps serving. */
+Test(native, malformed_frames_close_one_connection)
+{
+	msb_host_tool_registry *r = registry(16);
+	msb_host_tool_run *run = NULL;
+	cr_assert_eq(msb_host_tool_run_new(r, NULL, NULL, &run, NULL), 0);
+	msb_native_server *srv = NULL;
+	cr_assert_eq(msb_native_server_start(tmp, "/g", run, NULL, NULL, &srv, NULL), 0);
+	int bad = msb_ht_connect(sock);
+	uint8_t huge[4] = {0xff, 0xff, 0xff, 0x7f}; /* 2 GiB: refused before allocation */
+	cr_assert_eq(write(bad, huge, 4), 4);
+	char c;
+	cr_assert_eq(read(bad, &c, 1), 0, "closed by the server");
+	close(bad);
+	int fd = msb_ht_connect(sock);
+	char *a = call(fd, "not json at all");
+	cr_assert_str_eq(a, "{\"refusal\":\"Error: this host-tool request is not valid JSON\"}");
+	free(a);
+	a = call(fd, "{\"name\": \"add\", \"arguments\": {\"left\": 40, \"right\": 2}}");
+	cr_assert_str_eq(a, "{\"value\": 42}");
+	free(a);
+	close(fd);
+	/* A second server on the same directory is refused while one runs. */
+	msb_native_server *two = NULL;
+	msb_error *e = NULL;
+	cr_assert_lt(msb_native_server_start(tmp, "/g", run, NULL, NULL, &two, &e), 0);
+	msb_error_free(e);
+	msb_native_server_stop(srv);
+	msb_host_tool_run_free(run);
+	msb_host_tool_registry_unref(r);
+}
+
+/* The Python client module, run by the host's python3. */
+Test(native, python_client)
+{
+	msb_host_tool_registry *r = registry(16);
+	msb_host_tool_run *run = NULL;
+	cr_assert_eq(msb_host_tool_run_new(r, NULL, NULL, &run, NULL), 0);
+	msb_native_server *srv = NULL;
+	cr_assert_eq(msb_native_server_start(tmp, "/g", run, NULL, NULL, &srv, NULL), 0);
+	int pipefd[2];
+	cr_assert_eq(pipe(pipefd), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(pipefd[1], 1);
+		setenv("MSB_HOST_TOOLS_SOCKET", sock, 1);
+		setenv("PYTHONPATH", MSB_SOURCE_ROOT "/clients/python", 1);
+		execl("/usr/bin/python3", "python3", "-c",
+		      "import msb_host_tools as h\n"
+		      "print(h.call('add', left=20, right=22))\n"
+		      "try:\n"
+		      "    h.call('add', left='x', right=1)\n"
+		      "except h.HostToolError as e:\n"
+		      "    print(e)\n",
+		      (char *)NULL);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	char out[512] = {0};
+	size_t n = 0;
+	ssize_t k;
+	while ((k = read(pipefd[0], out + n, sizeof(out) - 1 - n)) > 0)
+		n += (size_t)k;
+	close(pipefd[0]);
+	int st;
+	waitpid(pid, &st, 0);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", out);
+	cr_assert_str_eq(out, "42\nError: arguments do not bind to host tool 'add': left: expected "
+			      "integer, got string\n");
+	msb_native_server_stop(srv);
+	msb_host_tool_run_free(run);
+	msb_host_tool_registry_unref(r);
+}
