@@ -40,7 +40,7 @@ typedef enum msb_egress_parse {
 	MSB_EGRESS_HEAD_TOO_LARGE = -2,	  /* 431: a line, the head or the header count */
 	MSB_EGRESS_HEAD_NOT_PROXY = -3,	  /* 400: origin-form or another scheme */
 	MSB_EGRESS_HEAD_UNSUPPORTED = -4, /* 501: Transfer-Encoding on a request, a version */
-} msb_egress_parse;
+} msb_egress_head_status;
 
 typedef struct msb_egress_request {
 	bool connect; /* CONNECT host:port; else absolute-form http:// */
@@ -91,7 +91,8 @@ int msb_egress__cidr_parse(const char *s, msb_egress_cidr *out);
 
 /* The method verbs the proxy can enforce (plain HTTP); NULL-terminated. The
  * ns backend publishes exactly these as egress_method_tokens. */
-extern const char *const msb_egress__method_tokens[];
+#define MSB_EGRESS_N_METHOD_TOKENS 17
+extern const char *const msb_egress__method_tokens[MSB_EGRESS_N_METHOD_TOKENS + 1];
 
 /* The host part of the decision. NULL when the request may go on (then the
  * address filter decides), else the DENY reason:
@@ -169,3 +170,36 @@ int msb_egress__record_parse(const char *line, size_t len, msb_egress_entry *e, 
 bool msb_egress__valid_name(const char *s);
 
 #endif
+
+/* ---- configuration ---------------------------------------------------------- */
+
+#define MSB_EGRESS_PORT 3128
+#define MSB_EGRESS_DEFAULT_MAX_TUNNELS 60 /* < MSB_PROTO_MAX_CHANNELS: one is the listener */
+#define MSB_EGRESS_WINDOW (256u * 1024)
+#define MSB_EGRESS_DEFAULT_HEADER_TIMEOUT_MS 10000
+#define MSB_EGRESS_DEFAULT_CONNECT_TIMEOUT_MS 10000
+
+/*
+ * The egress configuration, one strict JSON object (unknown keys refused):
+ *   "allow":              [{"host": S, "methods": [S, ...] | null}]  (the spec's
+ *                         rules; only in the shim's file, never in a backend's)
+ *   "allow_cidrs":        ["127.0.0.0/8", ...]  non-global ranges to allow
+ *   "hosts":              {"name": ["address", ...]}  pinned resolution
+ *   "system_resolver":    true (default): /etc/hosts then DNS after "hosts"
+ *   "header_timeout_ms":  a request head must be complete within (10000)
+ *   "connect_timeout_ms": dialling the destination (10000)
+ *   "max_tunnels":        concurrent tunnels per sandbox, 1..60 (60)
+ */
+typedef struct msb_egress_config {
+	msb_egress_policy policy;
+	msb_egress_resolver resolver;
+	unsigned header_timeout_ms;
+	unsigned connect_timeout_ms;
+	unsigned max_tunnels;
+} msb_egress_config;
+
+void msb_egress__config_init(msb_egress_config *c);
+void msb_egress__config_clear(msb_egress_config *c);
+/* allow_rules: whether the "allow" key is accepted (the shim's file). */
+int msb_egress__config_from_json(msb_egress_config *c, const char *json, size_t len,
+				 bool allow_rules, msb_error **err);

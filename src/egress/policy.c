@@ -18,7 +18,7 @@
 
 #include "egress/egress.h"
 
-const char *const msb_egress__method_tokens[] = {
+const char *const msb_egress__method_tokens[MSB_EGRESS_N_METHOD_TOKENS + 1] = {
 	"DELETE", "GET",      "HEAD",	   "LOCK", "MKCOL",  "MOVE",   "COPY",	"OPTIONS", "PATCH",
 	"POST",	  "PROPFIND", "PROPPATCH", "PUT",  "REPORT", "SEARCH", "TRACE", "UNLOCK",  NULL,
 };
