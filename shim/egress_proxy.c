@@ -326,6 +326,7 @@ static void regrant(proxy *p, tunnel *t, uint32_t n, bool force)
 }
 
 static void dial_next(proxy *p, tunnel *t);
+static void flush_up(proxy *p, tunnel *t);
 
 static void connected(proxy *p, tunnel *t)
 {
@@ -345,6 +346,9 @@ static void connected(proxy *p, tunnel *t)
 	} else {
 		to_guest(p, t, "HTTP/1.1 200 Connection established\r\n\r\n");
 	}
+	/* Bytes that came while dialling, and an end the guest already sent
+	 * (else a silent destination would hold the tunnel forever). */
+	flush_up(p, t);
 }
 
 static void dial_next(proxy *p, tunnel *t)

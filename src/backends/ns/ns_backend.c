@@ -31,7 +31,8 @@
 static const msb_declarations ns_declarations = {
 	.version = MSB_DECLARATIONS_VERSION,
 	.capabilities = MSB_CAP_EXEC | MSB_CAP_FILES_IN | MSB_CAP_FILES_OUT | MSB_CAP_FILES_LIST |
-			MSB_CAP_FILES_DELETE | MSB_CAP_RECLAIM | MSB_CAP_SNAPSHOT,
+			MSB_CAP_FILES_DELETE | MSB_CAP_RECLAIM | MSB_CAP_SNAPSHOT |
+			MSB_CAP_EGRESS_METHODS,
 	/* Ceilings the host-side file plane was measured to serve (docs/ns.md);
 	 * the per-file one is MSB_NS_MAX_FILE_BYTES (ns_files.h). */
 	.limits = {{256u << 20, 1u << 30, 4096}, {256u << 20, 1u << 30, 4096}},
