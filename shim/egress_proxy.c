@@ -13,6 +13,7 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -21,7 +22,7 @@
 #include "proto/proto.h"
 
 #define LISTEN_CHANNEL 1u
-#define OUTQ_HIGH (512u * 1024)
+#define OUTQ_HIGH (1024u * 1024)
 #define LINGER_MS 5000
 #define HANDSHAKE_MS 5000
 
@@ -484,6 +485,70 @@ static void flush_up(proxy *p, tunnel *t)
 	}
 }
 
+/* Destination -> guest: one readv() fills up to READ_FRAMES DATA frames laid
+ * out in the agent queue (a header before each payload slot), as far as
+ * credit allows: one system call for up to a megabyte instead of one per
+ * frame. */
+#define READ_FRAMES 16
+static void read_up(proxy *p, tunnel *t)
+{
+	size_t slot = p->peer_max_payload - 1;
+	size_t avail = t->out_credit.avail;
+	if (avail == 0 || queued(p) >= OUTQ_HIGH)
+		return;
+	size_t nframes = (avail + slot - 1) / slot;
+	if (nframes > READ_FRAMES)
+		nframes = READ_FRAMES;
+	uint8_t *dst = reserve(p, nframes * (MSB_PROTO_DATA_OVERHEAD + slot));
+	if (!dst)
+		return;
+	struct iovec iov[READ_FRAMES];
+	size_t left = avail;
+	for (size_t i = 0; i < nframes; i++) {
+		iov[i].iov_base =
+			dst + i * (MSB_PROTO_DATA_OVERHEAD + slot) + MSB_PROTO_DATA_OVERHEAD;
+		iov[i].iov_len = left < slot ? left : slot;
+		left -= iov[i].iov_len;
+	}
+	ssize_t r;
+	do
+		r = readv(t->up, iov, (int)nframes);
+	while (r < 0 && errno == EINTR);
+	if (r < 0 && errno == EAGAIN)
+		return;
+	if (r < 0) {
+		tunnel_abort(p, t, "destination reset", NULL);
+		return;
+	}
+	if (r == 0) {
+		t->up_eof = true;
+		send_eof(p, t);
+		if (t->agent_eof) {
+			tunnel_finish(p, t, NULL);
+		} else {
+			t->state = T_LINGER;
+			t->deadline = now_ms() + LINGER_MS;
+		}
+		return;
+	}
+	/* Headers for the slots filled (readv fills them in order; only the
+	 * last may be partial, and nothing after it is committed). */
+	size_t got = (size_t)r, off = 0;
+	for (size_t i = 0; i < nframes && got > 0; i++) {
+		size_t k = got < iov[i].iov_len ? got : iov[i].iov_len;
+		uint8_t *f = dst + off;
+		msb_proto_put_header(f, (uint32_t)k + 1, MSB_PROTO_DATA, 0, t->id);
+		f[MSB_PROTO_HEADER_SIZE] = MSB_PROTO_STDIN;
+		off += MSB_PROTO_DATA_OVERHEAD + k;
+		got -= k;
+		if (k < iov[i].iov_len)
+			break;
+	}
+	p->out_len += off;
+	msb_proto_credit_take(&t->out_credit, (uint32_t)r);
+	t->rec.bytes_down += (uint64_t)r;
+}
+
 static void on_up(proxy *p, tunnel *t, uint32_t events)
 {
 	if (t->state == T_DIAL) {
@@ -500,43 +565,8 @@ static void on_up(proxy *p, tunnel *t, uint32_t events)
 	}
 	if (events & EPOLLOUT)
 		flush_up(p, t);
-	for (int rounds = 0; rounds < 4 && !t->done && t->up >= 0 && !t->up_eof &&
-			     (events & (EPOLLIN | EPOLLHUP | EPOLLERR));
-	     rounds++) {
-		size_t n = t->out_credit.avail;
-		if (n > p->peer_max_payload - 1)
-			n = p->peer_max_payload - 1;
-		if (n == 0 || queued(p) >= OUTQ_HIGH)
-			break;
-		uint8_t *dst = reserve(p, MSB_PROTO_DATA_OVERHEAD + n);
-		if (!dst)
-			return;
-		ssize_t r = recv(t->up, dst + MSB_PROTO_DATA_OVERHEAD, n, MSG_DONTWAIT);
-		if (r < 0 && (errno == EAGAIN || errno == EINTR))
-			break;
-		if (r < 0) {
-			tunnel_abort(p, t, "destination reset", NULL);
-			return;
-		}
-		if (r == 0) {
-			t->up_eof = true;
-			send_eof(p, t);
-			if (t->agent_eof) {
-				tunnel_finish(p, t, NULL);
-			} else {
-				t->state = T_LINGER;
-				t->deadline = now_ms() + LINGER_MS;
-			}
-			return;
-		}
-		msb_proto_put_header(dst, (uint32_t)r + 1, MSB_PROTO_DATA, 0, t->id);
-		dst[MSB_PROTO_HEADER_SIZE] = MSB_PROTO_STDIN;
-		p->out_len += MSB_PROTO_DATA_OVERHEAD + (size_t)r;
-		msb_proto_credit_take(&t->out_credit, (uint32_t)r);
-		t->rec.bytes_down += (uint64_t)r;
-		if ((size_t)r < n)
-			break;
-	}
+	if (!t->done && t->up >= 0 && !t->up_eof && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+		read_up(p, t);
 }
 
 static void on_open(proxy *p, uint32_t id)

@@ -175,7 +175,7 @@ bool msb_egress__valid_name(const char *s);
 
 #define MSB_EGRESS_PORT 3128
 #define MSB_EGRESS_DEFAULT_MAX_TUNNELS 60 /* < MSB_PROTO_MAX_CHANNELS: one is the listener */
-#define MSB_EGRESS_WINDOW (256u * 1024)
+#define MSB_EGRESS_WINDOW (1024u * 1024)
 #define MSB_EGRESS_DEFAULT_HEADER_TIMEOUT_MS 10000
 #define MSB_EGRESS_DEFAULT_CONNECT_TIMEOUT_MS 10000
 

@@ -63,13 +63,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def do_GET(self):
+        if self.path.startswith("/big/"):
+            n = int(self.path[5:])
+            self._answer(bytes(i % 251 for i in range(n)))
+            return
         self._answer()
 
     do_HEAD = do_GET
 
     def do_POST(self):
         n = int(self.headers.get("Content-Length", "0"))
-        self._answer(b"got " + self.rfile.read(n))
+        body = self.rfile.read(n)
+        if self.path == "/sha":
+            self._answer(hashlib.sha256(body).hexdigest().encode())
+            return
+        self._answer(b"got " + body)
 
     do_PUT = do_POST
     do_DELETE = do_GET
@@ -293,6 +301,41 @@ def test_methods_enforced_on_plain_http_and_connect_refused_6_7(msb, state, serv
     assert ("GET", "ALLOW", "allowlisted") in reasons
     if tls:
         assert ("-", "DENY", "method-needs-plain-http") in reasons
+
+
+BULK = r"""
+import hashlib, json, ssl, sys, urllib.request
+port, tls_port = int(sys.argv[1]), int(sys.argv[2])
+ctx = ssl._create_unverified_context()
+out = {}
+n = 8 << 20
+for name, url in (("plain", f"http://allowed.test:{port}/big/{n}"),
+                  ("tls", f"https://tls.test:{tls_port}/big/{n}")):
+    if tls_port == 0 and name == "tls":
+        continue
+    with urllib.request.urlopen(url, timeout=60, context=ctx) as r:
+        out[name] = hashlib.sha256(r.read()).hexdigest()
+body = bytes((i * 7) % 256 for i in range(3 << 20))
+req = urllib.request.Request(f"http://allowed.test:{port}/sha", data=body, method="POST")
+with urllib.request.urlopen(req, timeout=60) as r:
+    out["upload"] = [r.read().decode(), hashlib.sha256(body).hexdigest()]
+print(json.dumps(out))
+"""
+
+
+def test_bulk_bytes_arrive_intact_both_ways(msb, state, servers):
+    # Megabytes through both relays (credit flow, re-grants, buffering).
+    plain, tls = servers
+    p, evs = run(msb, state, BULK, str(plain.port), str(tls.port if tls else 0))
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    want = hashlib.sha256(bytes(i % 251 for i in range(8 << 20))).hexdigest()
+    assert out["plain"] == want
+    if tls:
+        assert out["tls"] == want
+    assert out["upload"][0] == out["upload"][1]
+    up = [e for e in evs if e["method"] == "POST"]
+    assert up and up[0]["bytes_up"] > 3 << 20
 
 
 def test_method_scoped_rule_outside_the_tokens_is_refused_at_acquire(msb, state):
