@@ -118,23 +118,39 @@ class Blast:
         threading.Thread(target=self.loop, daemon=True).start()
 
     def loop(self):
+        # Small answers inline (no thread to start: the setup figures are the
+        # path's, not the server's); transfers in a thread of their own.
         while not self.stop:
             try:
                 c, _ = self.sock.accept()
             except OSError:
                 return
-            threading.Thread(target=self.serve, args=(c,), daemon=True).start()
-
-    def serve(self, c):
-        try:
-            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            hdr = b""
-            while len(hdr) < 8:
-                k = c.recv(8 - len(hdr))
-                if not k:
-                    return
-                hdr += k
+            try:
+                c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                c.settimeout(30)
+                hdr = b""
+                while len(hdr) < 8:
+                    k = c.recv(8 - len(hdr))
+                    if not k:
+                        break
+                    hdr += k
+            except OSError:
+                hdr = b""
+            if len(hdr) < 8:
+                c.close()
+                continue
             left = struct.unpack(">Q", hdr)[0]
+            if left <= 65536:
+                try:
+                    c.sendall(self.chunk[:left])
+                except OSError:
+                    pass
+                c.close()
+                continue
+            threading.Thread(target=self.serve, args=(c, left), daemon=True).start()
+
+    def serve(self, c, left):
+        try:
             while left > 0:
                 k = min(left, len(self.chunk))
                 c.sendall(self.chunk[:k])
