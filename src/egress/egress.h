@@ -123,6 +123,7 @@ typedef struct msb_egress_resolver {
 	const char *etc_hosts;	 /* default "/etc/hosts" */
 	const char *resolv_conf; /* default "/etc/resolv.conf" */
 	int timeout_ms;		 /* per DNS server and query; default 2000 */
+	uint16_t dns_port;	 /* 0 = 53 (the tests point it at a server of theirs) */
 } msb_egress_resolver;
 
 void msb_egress__resolver_clear(msb_egress_resolver *r);

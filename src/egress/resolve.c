@@ -134,7 +134,7 @@ static int from_etc_hosts(const char *path, const char *host, uint16_t port,
 	return n;
 }
 
-static int nameservers(const char *path, struct sockaddr_storage *out)
+static int nameservers(const char *path, uint16_t port, struct sockaddr_storage *out)
 {
 	int n = 0;
 	FILE *f = fopen(path, "re");
@@ -146,12 +146,12 @@ static int nameservers(const char *path, struct sockaddr_storage *out)
 			if (!kw || strcmp(kw, "nameserver") != 0)
 				continue;
 			char *addr = strtok_r(NULL, " \t\r\n", &save);
-			if (addr && parse_ip(addr, 53, &out[n]))
+			if (addr && parse_ip(addr, port, &out[n]))
 				n++;
 		}
 		fclose(f);
 	}
-	if (n == 0 && parse_ip("127.0.0.1", 53, &out[0]))
+	if (n == 0 && parse_ip("127.0.0.1", port, &out[0]))
 		n = 1;
 	return n;
 }
@@ -341,7 +341,8 @@ int msb_egress__resolve(const msb_egress_resolver *r, const char *host, uint16_t
 	if (n > 0)
 		return n;
 	struct sockaddr_storage ns[NS_MAX];
-	int nns = nameservers(r->resolv_conf ? r->resolv_conf : "/etc/resolv.conf", ns);
+	int nns = nameservers(r->resolv_conf ? r->resolv_conf : "/etc/resolv.conf",
+			      r->dns_port ? r->dns_port : 53, ns);
 	int timeout = r->timeout_ms > 0 ? r->timeout_ms : 2000;
 	int last = -ENOENT;
 	for (int i = 0; i < nns; i++) {

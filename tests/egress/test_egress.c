@@ -378,3 +378,91 @@ Test(egress_record, round_trip)
 	cr_assert_eq(msb_egress__record_parse(extra, strlen(extra), &back, reason, sizeof(reason)),
 		     -EINVAL);
 }
+
+/* The DNS client against a server of ours: A and AAAA answered, a reply from
+ * the wrong id ignored, NXDOMAIN as "does not resolve". */
+#include <pthread.h>
+
+struct dns_srv {
+	int fd;
+	int mode; /* 0: answer; 1: first a wrong-id reply, then answer; 2: NXDOMAIN */
+};
+
+static void *dns_serve(void *arg)
+{
+	struct dns_srv *s = arg;
+	for (int i = 0; i < 2; i++) {
+		uint8_t q[512];
+		struct sockaddr_storage from;
+		socklen_t fl = sizeof(from);
+		ssize_t n = recvfrom(s->fd, q, sizeof(q), 0, (struct sockaddr *)&from, &fl);
+		if (n < 12)
+			return NULL;
+		uint16_t qtype = (uint16_t)((q[n - 4] << 8) | q[n - 3]);
+		uint8_t r[600];
+		memcpy(r, q, (size_t)n);
+		r[2] = 0x81;
+		r[3] = s->mode == 2 ? 0x83 : 0x80;
+		size_t len = (size_t)n;
+		if (s->mode != 2) {
+			r[7] = 1;
+			uint8_t a4[] = {0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 9, 0, 4, 198, 51, 100, 9};
+			uint8_t a6[] = {0xc0, 12,   0, 28, 0, 1, 0, 0, 0, 9, 0, 16, 0x20, 0x01,
+					0x0d, 0xb8, 0, 0,  0, 0, 0, 0, 0, 0, 0, 0,  0,	  0x99};
+			const uint8_t *rr = qtype == 1 ? a4 : a6;
+			size_t rl = qtype == 1 ? sizeof(a4) : sizeof(a6);
+			memcpy(r + len, rr, rl);
+			len += rl;
+		}
+		if (s->mode == 1) {
+			uint8_t bad[600];
+			memcpy(bad, r, len);
+			bad[0] ^= 0xff;
+			sendto(s->fd, bad, len, 0, (struct sockaddr *)&from, fl);
+		}
+		sendto(s->fd, r, len, 0, (struct sockaddr *)&from, fl);
+		if (s->mode == 2)
+			return NULL;
+	}
+	return NULL;
+}
+
+static int resolve_via(int mode, struct sockaddr_storage *a, size_t max)
+{
+	struct dns_srv s = {.mode = mode};
+	s.fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	cr_assert_eq(bind(s.fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	socklen_t sl = sizeof(sa);
+	getsockname(s.fd, (struct sockaddr *)&sa, &sl);
+	char conf[] = "/tmp/msb-egress-resolv-XXXXXX";
+	int fd = mkstemp(conf);
+	const char *text = "search example\nnameserver 127.0.0.1\n";
+	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	pthread_t th;
+	pthread_create(&th, NULL, dns_serve, &s);
+	msb_egress_resolver r = {.use_system = true,
+				 .etc_hosts = "/nonexistent",
+				 .resolv_conf = conf,
+				 .dns_port = ntohs(sa.sin_port),
+				 .timeout_ms = 2000};
+	int n = msb_egress__resolve(&r, "svc.example", 8443, a, max);
+	pthread_join(th, NULL);
+	close(s.fd);
+	unlink(conf);
+	return n;
+}
+
+Test(egress_resolve, dns_client_live)
+{
+	struct sockaddr_storage a[4];
+	cr_assert_eq(resolve_via(0, a, 4), 2);
+	cr_assert_eq(a[0].ss_family, AF_INET);
+	cr_assert_eq(((struct sockaddr_in *)&a[0])->sin_addr.s_addr, inet_addr("198.51.100.9"));
+	cr_assert_eq(ntohs(((struct sockaddr_in *)&a[0])->sin_port), 8443);
+	cr_assert_eq(a[1].ss_family, AF_INET6);
+	cr_assert_eq(((struct sockaddr_in6 *)&a[1])->sin6_addr.s6_addr[15], 0x99);
+	cr_assert_eq(resolve_via(1, a, 4), 2, "a reply with another id is not taken");
+	cr_assert_eq(resolve_via(2, a, 4), -ENOENT);
+}
