@@ -4,6 +4,7 @@
 #define MSB_CLI_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include <msb/msb.h>
@@ -28,6 +29,15 @@ bool cli_wants_help(int argc, char **argv);
 
 int cmd_check(int argc, char **argv);
 extern const cli_verb verb_check;
+extern const cli_verb verb_conformance;
+int cmd_serve(int argc, char **argv);
+int cmd_mcp(int argc, char **argv);
+extern const cli_verb verb_serve, verb_mcp;
+/* Point $MSB_SHIM and $MSB_AGENT at the helpers beside this binary in a build
+ * tree, unless they are set. */
+void cli_locate_helpers(void);
+/* A positive decimal count. */
+bool cli_parse_size(const char *s, uint64_t *out);
 extern const cli_verb verb_run, verb_acquire, verb_exec, verb_ls, verb_dispose, verb_purge,
 	verb_doctor;
 

@@ -17,6 +17,7 @@
 
 #include <jansson.h>
 #include <msb/ns.h>
+#include <msb/outputs.h>
 
 #include "cli.h"
 
@@ -35,6 +36,12 @@ struct ns_args {
 	uint64_t memory, pids, cpu; /* the spec's resource limits; 0 = backend default */
 	bool json;
 	bool kind_set;
+	/* run: declared outputs and their sink (docs/outputs.md) */
+	msb_declared_output outputs[64];
+	char *output_paths[64];
+	size_t n_outputs;
+	const char *sink;
+	bool replace;
 	/* egress (docs/egress.md): --allow rules make the spec ALLOWLIST */
 	const char *allow[64];
 	size_t n_allow;
@@ -89,8 +96,12 @@ const cli_verb verb_run = {
 	"\n" FLOOR_HELP COMMON_HELP "  --workdir DIR         working directory relative to the "
 	"storage base\n"
 	"  --timeout S           the command's bound in seconds (default 300)\n"
-	"  --max-output BYTES    stop the output at this many bytes (stdout+stderr)\n" LIMITS_HELP
-		EGRESS_HELP,
+	"  --max-output BYTES    stop the output at this many bytes (stdout+stderr)\n"
+	"  --output PATH[:TYPE]  collect PATH (relative to the storage base) after CMD; TYPE is\n"
+	"                        its media type, e.g. image/png (repeatable, up to 64)\n"
+	"  --sink DIR            land collected outputs under DIR (an existing directory)\n"
+	"  --replace             replace existing files in the sink (default: "
+	"refuse)\n" LIMITS_HELP EGRESS_HELP,
 	cmd_run,
 };
 
@@ -197,6 +208,9 @@ enum {
 	OPT_MEMORY,
 	OPT_PIDS,
 	OPT_CPU,
+	OPT_OUTPUT,
+	OPT_SINK,
+	OPT_REPLACE,
 	OPT_ALLOW,
 	OPT_EGRESS_CONFIG,
 	OPT_EVENTS,
@@ -217,6 +231,9 @@ static const struct option ns_opts[] = {
 	{"memory", required_argument, NULL, OPT_MEMORY},
 	{"pids", required_argument, NULL, OPT_PIDS},
 	{"cpu", required_argument, NULL, OPT_CPU},
+	{"output", required_argument, NULL, OPT_OUTPUT},
+	{"sink", required_argument, NULL, OPT_SINK},
+	{"replace", no_argument, NULL, OPT_REPLACE},
 	{"allow", required_argument, NULL, OPT_ALLOW},
 	{"egress-config", required_argument, NULL, OPT_EGRESS_CONFIG},
 	{"events", required_argument, NULL, OPT_EVENTS},
@@ -257,9 +274,39 @@ static bool parse_count(const char *s, bool suffixes, uint64_t *out)
 	return true;
 }
 
+/* --output PATH[:MEDIA/TYPE]: the media type is what follows the last ':'
+ * when it contains a '/', so "a:b.txt" is a path. */
+static bool parse_output(struct ns_args *a, const char *arg)
+{
+	if (a->n_outputs >= sizeof(a->outputs) / sizeof(a->outputs[0]) || !*arg)
+		return false;
+	char *path = strdup(arg);
+	if (!path)
+		return false;
+	char *colon = strrchr(path, ':');
+	const char *type = NULL;
+	if (colon && strchr(colon + 1, '/')) {
+		*colon = '\0';
+		type = colon + 1;
+	}
+	msb_declared_output o = MSB_DECLARED_OUTPUT_INIT;
+	o.path = path;
+	o.media_type = type;
+	a->output_paths[a->n_outputs] = path;
+	a->outputs[a->n_outputs++] = o;
+	return true;
+}
+
+static void free_outputs(struct ns_args *a)
+{
+	for (size_t i = 0; i < a->n_outputs; i++)
+		free(a->output_paths[i]);
+	a->n_outputs = 0;
+}
+
 /* Parse options up to "--" (or the first non-option). Returns the index of
  * the first remaining argument, or -1 after printing a usage error. */
-static int parse(const cli_verb *verb, int argc, char **argv, struct ns_args *a)
+static int parse_opts(const cli_verb *verb, int argc, char **argv, struct ns_args *a)
 {
 	memset(a, 0, sizeof(*a));
 	a->scope = "cli";
@@ -330,6 +377,28 @@ static int parse(const cli_verb *verb, int argc, char **argv, struct ns_args *a)
 				return -1;
 			}
 			break;
+		case OPT_OUTPUT:
+		case OPT_SINK:
+		case OPT_REPLACE:
+			if (verb != &verb_run) {
+				cli_usage(verb, "--output, --sink and --replace are options of "
+						"`msb run` only");
+				return -1;
+			}
+			if (c == OPT_SINK) {
+				a->sink = optarg;
+				break;
+			}
+			if (c == OPT_REPLACE) {
+				a->replace = true;
+				break;
+			}
+			if (!parse_output(a, optarg)) {
+				cli_usage(verb,
+					  "--output wants PATH or PATH:MEDIA/TYPE (at most 64)");
+				return -1;
+			}
+			break;
 		case OPT_ALLOW:
 			if (a->n_allow == sizeof(a->allow) / sizeof(a->allow[0])) {
 				cli_usage(verb, "at most 64 --allow entries");
@@ -372,7 +441,7 @@ static int parse(const cli_verb *verb, int argc, char **argv, struct ns_args *a)
 	return optind;
 }
 
-/* What make_router() and parse() allocated. */
+/* What make_router() and parse() allocated for egress. */
 static void args_clear(struct ns_args *a)
 {
 	msb_jsonl_recorder_free(a->recorder);
@@ -382,6 +451,16 @@ static void args_clear(struct ns_args *a)
 	a->events_fd = -1;
 	free(a->egress_json);
 	a->egress_json = NULL;
+}
+
+static int parse(const cli_verb *verb, int argc, char **argv, struct ns_args *a)
+{
+	int r = parse_opts(verb, argc, argv, a);
+	if (r < 0) {
+		free_outputs(a);
+		args_clear(a);
+	}
+	return r;
 }
 
 /* The router over the ns backend, at the floor the caller asked for. */
@@ -420,7 +499,10 @@ static int make_spec(struct ns_args *a, bool call_scoped, msb_spec **out, msb_er
 	msb_spec_builder *sb = msb_spec_builder_new(a->kind);
 	if (!sb)
 		return msb_error_set(err, MSB_E_NOMEM, "out of memory");
-	msb_spec_builder_set_requires(sb, MSB_CAP_EXEC);
+	msb_spec_builder_set_requires(sb, a->n_outputs ? MSB_CAP_EXEC | MSB_CAP_FILES_OUT
+						       : MSB_CAP_EXEC);
+	for (size_t i = 0; i < a->n_outputs; i++)
+		msb_spec_builder_add_declared_output(sb, &a->outputs[i]);
 	if (call_scoped)
 		msb_spec_builder_set_isolation_scope(sb, MSB_SCOPE_CALL);
 	msb_spec_builder_set_memory_bytes(sb, a->memory);
@@ -508,18 +590,53 @@ static void random_id(char *out, size_t nbytes)
 	out[2 * nbytes] = '\0';
 }
 
+/* Collect the declared outputs after the command; one line per artifact on
+ * stderr. A refusal's exit status replaces the command's. */
+static int collect(msb_sandbox *sb, const msb_spec *spec, const msb_output_sink *sink,
+		   const char *call, const struct ns_args *a, int status)
+{
+	msb_collect_options o = MSB_COLLECT_OPTIONS_INIT;
+	o.sink = sink;
+	o.call_id = call;
+	o.log = cli_log;
+	msb_landed_artifact *l = NULL;
+	size_t n = 0;
+	msb_error *err = NULL;
+	if (msb_collect_outputs(sb, spec, &o, &l, &n, &err) < 0)
+		return cli_fail(err);
+	for (size_t i = 0; i < n; i++)
+		fprintf(stderr, "msb: landed %s sha256:%s %s\n", l[i].display, l[i].sha256,
+			l[i].handle ? l[i].handle : "");
+	msb_landed_artifacts_free(l, n);
+	return status;
+}
+
 static int cmd_run(int argc, char **argv)
 {
 	struct ns_args a;
 	int first = parse(&verb_run, argc, argv, &a);
 	if (first < 0)
 		return 2;
-	if (first >= argc)
+	if (first >= argc) {
+		free_outputs(&a);
 		return cli_usage(&verb_run, "no command given (put it after --)");
+	}
 	msb_error *err = NULL;
+	msb_output_sink *sink = NULL;
+	if (a.sink) {
+		msb_fs_sink_options so = MSB_FS_SINK_OPTIONS_INIT;
+		so.existing = a.replace ? MSB_LANDING_REPLACE : MSB_LANDING_REFUSE;
+		if (msb_fs_sink_new(a.sink, &so, &sink, &err) < 0) {
+			free_outputs(&a);
+			return cli_fail(err);
+		}
+	}
 	msb_router *router = NULL;
-	if (make_router(&a, &router, &err) < 0)
+	if (make_router(&a, &router, &err) < 0) {
+		msb_output_sink_free(sink);
+		free_outputs(&a);
 		return cli_fail(err);
+	}
 	char thread[17], call[17];
 	random_id(thread, 8);
 	random_id(call, 8);
@@ -527,6 +644,16 @@ static int cmd_run(int argc, char **argv)
 	msb_spec *spec = NULL;
 	if (make_spec(&a, true, &spec, &err) < 0) {
 		msb_router_free(router);
+		msb_output_sink_free(sink);
+		free_outputs(&a);
+		return cli_fail(err);
+	}
+	/* Outputs without a sink: refused before anything runs. */
+	if (msb_spec_lands_artifacts(spec) && !sink) {
+		msb_missing_sink_refusal(spec, "msb run (pass --sink DIR)", &err);
+		msb_spec_unref(spec);
+		msb_router_free(router);
+		free_outputs(&a);
 		return cli_fail(err);
 	}
 	msb_sandbox *sb = NULL;
@@ -538,6 +665,8 @@ static int cmd_run(int argc, char **argv)
 	} else {
 		int r = run_in(sb, &a, argv + first, &err);
 		status = r < 0 ? cli_fail(err) : r;
+		if (r >= 0 && a.n_outputs)
+			status = collect(sb, spec, sink, call, &a, status);
 		msb_sandbox_release(sb);
 	}
 	/* A call-scoped sandbox is always disposed when the call ends (23.38). */
@@ -550,6 +679,8 @@ static int cmd_run(int argc, char **argv)
 			thread);
 	msb_spec_unref(spec);
 	msb_router_free(router);
+	msb_output_sink_free(sink);
+	free_outputs(&a);
 	args_clear(&a);
 	return status;
 }

@@ -3,7 +3,8 @@
  * msb/msb.h - the umbrella header: the core API and the shipped backends.
  *
  * Not included here, by design (reach them by name): msb/paths.h (guest path
- * helpers) and msb/testing.h (the in-process fake).
+ * helpers), msb/testing.h (the in-process fake) and msb/conformance.h (the
+ * conformance suites).
  */
 #ifndef MSB_MSB_H
 #define MSB_MSB_H
@@ -14,6 +15,7 @@
 #include <msb/key.h>
 #include <msb/observer.h>
 #include <msb/ns.h>
+#include <msb/outputs.h>
 #include <msb/router.h>
 #include <msb/sandbox.h>
 #include <msb/session.h>

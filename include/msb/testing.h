@@ -80,11 +80,23 @@ typedef struct msb_fake_sandbox_options {
 	const msb_fake_seed *seed_files;
 	size_t n_seed_files;
 	const char *instance_id; /* NULL = generated */
+	/*
+	 * An emulated POSIX guest for the conformance suites (msb conformance
+	 * fake): exec then answers, over the fake's own store, the handful of
+	 * commands the suites verify with - printf, cat, test -e/-f/-d/-L,
+	 * pwd, sleep (bounded by the timeout, which it reports as
+	 * TimeoutError), mkdir -p, ln -sfn, tee, true, false, and the shell
+	 * form `exit N`. Anything else exits 127. Commands are still recorded
+	 * first; scripted outputs are not consulted. Links have no target in
+	 * the fake, so the emulated guest never follows one. It runs nothing:
+	 * it tests a harness and the fake's own rules, never a boundary.
+	 */
+	bool posix_guest;
 } msb_fake_sandbox_options;
 #define MSB_FAKE_SANDBOX_OPTIONS_VERSION 1
 #define MSB_FAKE_SANDBOX_OPTIONS_INIT                                                              \
 	{                                                                                          \
-		MSB_FAKE_SANDBOX_OPTIONS_VERSION, NULL, 0, 0, NULL, NULL, 0, NULL                  \
+		MSB_FAKE_SANDBOX_OPTIONS_VERSION, NULL, 0, 0, NULL, NULL, 0, NULL, false           \
 	}
 
 /* opts may be NULL for the defaults. Free with msb_fake_sandbox_unref(). */

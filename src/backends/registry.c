@@ -4,7 +4,10 @@
  * name, strict keys, and the legacy-declaration refusal (checklist 4.10).
  *
  * Backend JSON: {"type": "declared"|"fake", "name": ..., "isolation": ...,
- * "declarations": {...}}. A router's JSON is its options plus "backends".
+ * "declarations": {...}}, or {"type": "ns", "name": ..., "state_dir": ...,
+ * "image": ..., "memory_bytes", "pids_max", "cpu_millis", "writable_bytes",
+ * "start_timeout"} (msb/ns.h; its isolation and declarations are its own).
+ * A router's JSON is its options plus "backends".
  *
  * When a whole router is loaded, the refusals that concern what a backend
  * declares - a legacy top-level key (4.10), declarations that are not usable
@@ -14,6 +17,7 @@
  * is refused at once.
  */
 #include <msb/msb.h>
+#include <msb/ns.h>
 #include <msb/testing.h>
 
 #include "core/router_int.h"
@@ -71,9 +75,36 @@ static int legacy_refusal(json_t *obj, const char *where, const char *name, msb_
 	return 0;
 }
 
+static const char *const ns_keys[] = {"type",	       "name",	   "state_dir",	 "image",
+				      "memory_bytes",  "pids_max", "cpu_millis", "writable_bytes",
+				      "start_timeout", NULL};
+
+/* The `ns` backend: what msb_ns_backend_new takes, by the same names. */
+static int ns_from_object(json_t *obj, const char *where, msb_backend **out, msb_error **err)
+{
+	msb_ns_options o = MSB_NS_OPTIONS_INIT;
+	int r;
+	if ((r = msb__json_check_keys(obj, ns_keys, where, err)) < 0 ||
+	    (r = msb__json_get_string(obj, "name", where, &o.name, NULL, err)) < 0 ||
+	    (r = msb__json_get_string(obj, "state_dir", where, &o.state_root, NULL, err)) < 0 ||
+	    (r = msb__json_get_string(obj, "image", where, &o.image, NULL, err)) < 0 ||
+	    (r = msb__json_get_u64(obj, "memory_bytes", where, &o.memory_bytes, NULL, err)) < 0 ||
+	    (r = msb__json_get_u64(obj, "pids_max", where, &o.pids_max, NULL, err)) < 0 ||
+	    (r = msb__json_get_u64(obj, "cpu_millis", where, &o.cpu_millis, NULL, err)) < 0 ||
+	    (r = msb__json_get_u64(obj, "writable_bytes", where, &o.writable_bytes, NULL, err)) <
+		    0 ||
+	    (r = msb__json_get_double(obj, "start_timeout", where, &o.start_timeout, NULL, err)) <
+		    0)
+		return r;
+	return msb_ns_backend_new(&o, out, err);
+}
+
 static int backend_from_object(json_t *obj, const char *where, bool defer, msb_backend **out,
 			       msb_error **err)
 {
+	json_t *type_v = json_object_get(obj, "type");
+	if (json_is_string(type_v) && strcmp(json_string_value(type_v), "ns") == 0)
+		return ns_from_object(obj, where, out, err);
 	int r = check_backend_keys(obj, where, err);
 	if (r < 0)
 		return r;
@@ -88,12 +119,12 @@ static int backend_from_object(json_t *obj, const char *where, bool defer, msb_b
 		return r;
 	if (!has_type)
 		return msb_error_set(err, MSB_E_VALUE,
-				     "%s.type is required: one of `declared`, `fake`", where);
+				     "%s.type is required: one of `declared`, `fake`, `ns`", where);
 	const bool fake = strcmp(type, "fake") == 0;
 	if (!fake && strcmp(type, "declared") != 0)
 		return msb_error_set(err, MSB_E_VALUE,
 				     "%s.type: `%s` is not a backend type: expected one of "
-				     "`declared`, `fake`",
+				     "`declared`, `fake`, `ns`",
 				     where, type);
 
 	/* What the backend declares, refused now or at resolution. */

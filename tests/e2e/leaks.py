@@ -4,6 +4,7 @@ After dispose nothing may remain (DESIGN §8): no process, no mount, no
 cgroup, no socket, no state directory. `Snapshot.take(state_root)` records
 each of those; `snapshot.leaked_since(before)` lists what is new.
 """
+import hashlib
 import os
 
 
@@ -15,18 +16,22 @@ def _processes(state_root):
             continue
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+                raw = f.read()
+            cmd = raw.replace(b"\0", b" ").decode(errors="replace").strip()
+            exe = os.path.basename(raw.split(b"\0", 1)[0].decode(errors="replace"))
             with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        procs[int(pid)] = (cmd, int(fields[1]), fields[19])
-    shims = {pid for pid, (cmd, _, _) in procs.items()
-             if "msb-shim" in cmd and f"--state {state_root}/" in cmd}
+        procs[int(pid)] = (cmd, int(fields[1]), fields[19], exe)
+    shims = {pid for pid, (cmd, _, _, exe) in procs.items()
+             if exe == "msb-shim" and f"--state {state_root}/" in cmd}
     out = {}
-    for pid, (cmd, ppid, start) in procs.items():
+    for pid, (cmd, ppid, start, exe) in procs.items():
         # An agent whose shim is gone (reparented to init) is a leak whoever made it.
-        if pid in shims or ("msb-agent" in cmd and (ppid in shims or ppid == 1)):
+        # Judged by the program's own name: another root's shim names the agent
+        # in its arguments (--agent .../msb-agent) and is reparented to init too.
+        if pid in shims or (exe == "msb-agent" and (ppid in shims or ppid == 1)):
             out[(pid, start)] = cmd
     return out
 
@@ -37,7 +42,11 @@ def _mounts(state_root):
                 if state_root in line or "/msb-" in line.split()[4]}
 
 
-def _cgroups():
+def _cgroups(state_root):
+    """msb cgroup leaves of this state root: a leaf is msb-<name>-<digest>,
+    the digest being the first 8 hex of SHA-256 of <root>/ns/<name> (the
+    shim's naming), so sandboxes of other state roots - other test runs going
+    on at the same time - are not counted."""
     found = set()
     base = "/sys/fs/cgroup"
     for ctrl in os.listdir(base) if os.path.isdir(base) else []:
@@ -46,10 +55,14 @@ def _cgroups():
             continue
         for root, dirs, _ in os.walk(top):
             for d in dirs:
-                if d.startswith("msb-") or d == "msb":
-                    found.add(os.path.join(root, d))
+                parts = d.split("-")
+                if len(parts) == 3 and parts[0] == "msb":
+                    name = f"msb-{parts[1]}"
+                    digest = hashlib.sha256(f"{state_root}/ns/{name}".encode()).hexdigest()
+                    if digest[:8] == parts[2]:
+                        found.add(os.path.join(root, d))
             # Only look a few levels down: msb's cgroups live near the top.
-            if root.count("/") > top.count("/") + 2:
+            if root.count("/") > top.count("/") + 4:
                 dirs[:] = []
     return found
 
@@ -64,7 +77,7 @@ class Snapshot:
         self.state_root = state_root
         self.processes = _processes(state_root)
         self.mounts = _mounts(state_root)
-        self.cgroups = _cgroups()
+        self.cgroups = _cgroups(state_root)
         self.state = _state(state_root)
 
     @classmethod

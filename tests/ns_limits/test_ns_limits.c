@@ -403,6 +403,37 @@ Test(limits, full_writable_layer_no_space)
 	assert_purged();
 }
 
+/* tmpfs pages belong to no process: if the writable layer and /dev/shm could
+ * hold the whole memory limit, filling them would leave the OOM killer only
+ * live processes (the agent among them) and wedge the sandbox. Under a
+ * memory limit they are sized to half and an eighth of it, so the fills end
+ * in ENOSPC and the sandbox still serves. */
+Test(limits, tmpfs_fills_cannot_take_the_memory_limit)
+{
+	msb_router *r = router_with(NULL);
+	msb_sandbox *sb = acquire_ok(r, "tmpfs", (struct limits){.memory = 64ull << 20});
+	cr_assert_eq(layer_bytes(), 32ull << 20, "the writable layer is half the memory limit");
+
+	msb_exec_result res;
+	sh_ok(sb,
+	      "head -c 100000000 /dev/zero > /dev/shm/x; echo \"shm=$?\"; "
+	      "head -c 100000000 /dev/zero > /tmp/y; echo \"layer=$?\"; "
+	      "df -k /dev/shm | tail -1 | awk '{print $2}'",
+	      60, &res);
+	cr_assert_str_eq((char *)res.stdout_bytes, "shm=1\nlayer=1\n8192\n", "stdout: %s",
+			 (char *)res.stdout_bytes);
+	cr_assert(res.no_space, "the fills are reported: no_space");
+	cr_assert_not(res.oom_killed, "nothing was OOM-killed");
+	msb_exec_result_clear(&res);
+	/* Both still full, and the sandbox serves. */
+	sh_ok(sb, "echo ok", 30, &res);
+	cr_assert_str_eq((char *)res.stdout_bytes, "ok\n");
+	msb_exec_result_clear(&res);
+	msb_sandbox_release(sb);
+	msb_router_free(r);
+	assert_purged();
+}
+
 /* ---- read back, defaults, ceilings ---------------------------------------- */
 
 Test(limits, spec_limits_and_defaults_read_back)

@@ -236,6 +236,7 @@ struct msb_fake_sandbox {
 	struct scripted *outputs;
 	size_t n_outputs;
 	int raises;
+	bool posix_guest;
 	char *default_stdout;
 	char *instance_id;
 
@@ -407,6 +408,7 @@ int msb_fake_sandbox_new(const msb_fake_sandbox_options *opts, msb_fake_sandbox 
 		}
 	}
 	fs->raises = opts->raises > 0 ? -opts->raises : opts->raises;
+	fs->posix_guest = opts->posix_guest;
 	fs->default_stdout = strdup(opts->default_stdout ? opts->default_stdout : "");
 	fs->instance_id = opts->instance_id ? strdup(opts->instance_id) : new_instance_id();
 	fs->commands = calloc(1, sizeof(char *));
@@ -618,9 +620,18 @@ static int exec_common(struct fake_handle *h, const msb_exec_request *req, uint6
 			return msb__error_nomem(err);
 		if (fs->raises)
 			return msb_error_set(err, fs->raises, "%s: scripted exec failure", h->name);
-		answer = strdup(answer_for(fs, cmd));
-		if (!answer)
-			return msb__error_nomem(err);
+		if (!fs->posix_guest) {
+			answer = strdup(answer_for(fs, cmd));
+			if (!answer)
+				return msb__error_nomem(err);
+		}
+	}
+	if (fs->posix_guest) {
+		_cleanup_free_ char *wd = NULL;
+		int r = resolve_wd(req->working_directory, &wd, err);
+		if (r < 0)
+			return r;
+		return msb_fake__guest_exec(fs, req, wd, budget, out, err);
 	}
 	return fill_result(answer, budget, out, err);
 }
@@ -1080,5 +1091,79 @@ int msb_fake_sandbox_file_text(msb_fake_sandbox *fs, const char *abs_path, char 
 		return msb_error_set(err, MSB_E_VALUE, "decode error: `%s` is not valid UTF-8",
 				     abs_path);
 	*text = (char *)TAKE_PTR(data);
+	return 0;
+}
+
+/* ---- the emulated guest's view of the store ------------------------------------ */
+
+int msb_fake__guest_get(msb_fake_sandbox *fs, const char *abs, msb_entry_kind *kind, uint8_t **data,
+			size_t *len)
+{
+	_cleanup_unlock_ msb_fake_sandbox *l = locked(fs);
+	*data = NULL;
+	*len = 0;
+	if (strcmp(abs, "/") == 0) {
+		*kind = MSB_ENTRY_DIRECTORY;
+		return 1;
+	}
+	const struct node *n = store_get(&fs->cur, abs);
+	if (!n)
+		return 0;
+	*kind = n->kind;
+	if (n->kind == MSB_ENTRY_FILE) {
+		*data = malloc(n->len ? n->len : 1);
+		if (!*data)
+			return -ENOMEM;
+		if (n->len)
+			memcpy(*data, n->data, n->len);
+		*len = n->len;
+	}
+	return 1;
+}
+
+/* The parent of abs must be a stored directory (or the root). */
+static int parent_ok(const struct store *s, const char *abs)
+{
+	const char *slash = strrchr(abs, '/');
+	if (!slash || slash == abs)
+		return 0;
+	_cleanup_free_ char *parent = msb__strndup(abs, (size_t)(slash - abs));
+	if (!parent)
+		return -ENOMEM;
+	const struct node *p = store_get(s, parent);
+	if (!p)
+		return -ENOENT;
+	return p->kind == MSB_ENTRY_DIRECTORY ? 0 : -ENOTDIR;
+}
+
+int msb_fake__guest_put(msb_fake_sandbox *fs, const char *abs, msb_entry_kind kind,
+			const uint8_t *data, size_t len)
+{
+	_cleanup_unlock_ msb_fake_sandbox *l = locked(fs);
+	int r = parent_ok(&fs->cur, abs);
+	if (r < 0)
+		return r;
+	const struct node *n = store_get(&fs->cur, abs);
+	if (n && n->kind == MSB_ENTRY_DIRECTORY)
+		return -EISDIR;
+	return store_put(&fs->cur, abs, kind, data, len);
+}
+
+int msb_fake__guest_mkdirs(msb_fake_sandbox *fs, const char *abs)
+{
+	_cleanup_unlock_ msb_fake_sandbox *l = locked(fs);
+	size_t n = strlen(abs);
+	for (size_t i = 1; i <= n; i++) {
+		if (i < n && abs[i] != '/')
+			continue;
+		_cleanup_free_ char *p = msb__strndup(abs, i);
+		if (!p)
+			return -ENOMEM;
+		const struct node *at = store_get(&fs->cur, p);
+		if (at && at->kind != MSB_ENTRY_DIRECTORY)
+			return -ENOTDIR;
+		if (!at && store_put(&fs->cur, p, MSB_ENTRY_DIRECTORY, NULL, 0) < 0)
+			return -ENOMEM;
+	}
 	return 0;
 }

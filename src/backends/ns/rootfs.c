@@ -279,6 +279,23 @@ static int setup_sys(msb_ns_rootfs *rf, int rootfd)
 	return 0;
 }
 
+/*
+ * Pages in the sandbox's tmpfs mounts are charged to its memory cgroup but
+ * belong to no process. If the tmpfs mounts could hold the whole memory
+ * limit, a workload filling them would leave the OOM killer nothing to kill
+ * but live processes - the agent among them - and every later exec would die
+ * at once. So under a memory limit the writable layer may hold at most half
+ * of it and /dev/shm an eighth: a fill ends in ENOSPC, and what remains for
+ * processes makes the workload's own largest process the OOM killer's pick.
+ */
+static uint64_t tmpfs_size(const msb_ns_rootfs *rf, uint64_t asked, unsigned share, uint64_t floor)
+{
+	uint64_t mem = rf->cfg->memory_max;
+	if (!mem || asked <= mem / share)
+		return asked;
+	return mem / share > floor ? mem / share : floor;
+}
+
 static int setup_dev(msb_ns_rootfs *rf, int rootfd)
 {
 	static const char *const nodes[] = {"null",    "zero", "full", "random",
@@ -334,7 +351,8 @@ static int setup_dev(msb_ns_rootfs *rf, int rootfd)
 	if (shm < 0)
 		return fail(rf, -errno, "open /dev/shm");
 	char size[32];
-	snprintf(size, sizeof(size), "%llu", (unsigned long long)rf->cfg->shm_size);
+	snprintf(size, sizeof(size), "%llu",
+		 (unsigned long long)tmpfs_size(rf, rf->cfg->shm_size, 8, 1u << 16));
 	struct fs_opt shm_opts[] = {{"size", size}, {"mode", "1777"}, {NULL, NULL}};
 	r = new_mount(rf, "tmpfs", shm_opts,
 		      MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, shm, "",
@@ -605,7 +623,8 @@ static int mount_overlay(msb_ns_rootfs *rf, int upper, int work, int skel, int t
 static int build_root(msb_ns_rootfs *rf, int *rootfd_out)
 {
 	char size[32];
-	snprintf(size, sizeof(size), "%llu", (unsigned long long)rf->cfg->rootfs_size);
+	snprintf(size, sizeof(size), "%llu",
+		 (unsigned long long)tmpfs_size(rf, rf->cfg->rootfs_size, 2, 1u << 20));
 	struct fs_opt topts[] = {{"size", size}, {"mode", "0755"}, {NULL, NULL}};
 	_cleanup_close_ int layer = -1;
 	/* Declared before the first goto: a jump past a cleanup variable's

@@ -1,0 +1,635 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * msb conformance BACKEND: run every conformance suite the backend declares
+ * (checklist section 18) against a fresh sandbox per suite, straight through
+ * the backend (no router: conformance attacks the backend itself), and print
+ * a table or JSON. --escape runs the in-sandbox escape suite instead
+ * (cmd_escape.c).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <msb/conformance.h>
+#include <msb/ns.h>
+#include <msb/testing.h>
+
+#include "cli.h"
+#include "conformance_cli.h"
+
+static int cmd_conformance(int argc, char **argv);
+
+const cli_verb verb_conformance = {
+	"conformance",
+	"run the conformance suites (or --escape, the escape suite) against a backend",
+	"usage: msb conformance BACKEND [--config FILE] [--suite NAME]... [--json]\n"
+	"                       [--state-dir DIR] [--image IMAGE]\n"
+	"                       [--allowed-url URL --denied-url URL]\n"
+	"       msb conformance --escape BACKEND [--config FILE] [--json] [--state-dir DIR]\n"
+	"\n"
+	"BACKEND is `fake` (the in-process fake, with its emulated POSIX guest) or `ns`.\n"
+	"Runs every suite the backend declares - FILES_IN, FILES_OUT, EXEC, FILES_DELETE,\n"
+	"EGRESS, CALL_SCOPE, RECLAIM, NOTHING_LEFT_BEHIND - each against a fresh sandbox,\n"
+	"and prints one row per probe: suite, probe, outcome, and the reason the probe\n"
+	"exists (docs/conformance.md). A suite the backend does not declare is listed as\n"
+	"such and runs nothing. Exit status 0 when no probe failed, 9 when one did.\n"
+	"\n"
+	"  --config FILE       backend options as JSON: for ns {\"state_dir\", \"image\",\n"
+	"                      \"memory_bytes\", \"pids_max\", \"cpu_millis\",\n"
+	"                      \"writable_bytes\"}; for fake {\"declarations\": {...}}\n"
+	"  --suite NAME        run only this suite (repeatable; case-insensitive)\n"
+	"  --allowed-url URL   EGRESS: a URL on the allowlist that answers 2xx\n"
+	"  --denied-url URL    EGRESS: a URL off the allowlist that would answer 2xx\n"
+	"  --state-dir DIR     ns: state root (default: $MSB_STATE_DIR, /run/msb)\n"
+	"  --image IMAGE       ns: `host` (default), `dir:PATH` or `oci:PATH[:TAG]`\n"
+	"  --escape            run the in-sandbox escape suite instead (docs/security.md)\n"
+	"  --json              print one JSON object instead of the table\n",
+	cmd_conformance,
+};
+
+/* ---- backends ----------------------------------------------------------------- */
+
+/* Find a helper beside this binary in a build tree, unless the environment
+ * names it. */
+static void locate(const char *env, const char *rel, char *out, size_t size)
+{
+	out[0] = '\0';
+	if (getenv(env))
+		return;
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return;
+	exe[n] = '\0';
+	char *slash = strrchr(exe, '/');
+	if (!slash)
+		return;
+	*slash = '\0';
+	int w = snprintf(out, size, "%.*s/../%s", PATH_MAX - 64, exe, rel);
+	if (w < 0 || (size_t)w >= size || access(out, X_OK) != 0)
+		out[0] = '\0';
+}
+
+static int read_config(const char *path, const char *const *allowed, json_t **out, msb_error **err)
+{
+	*out = NULL;
+	if (!path)
+		return 0;
+	char *text = NULL;
+	size_t len = 0;
+	int r = cli_read_file(path, &text, &len, err);
+	if (r < 0)
+		return r;
+	json_error_t je;
+	json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+	free(text);
+	if (!o || !json_is_object(o)) {
+		json_decref(o);
+		return msb_error_set(err, MSB_E_VALUE, "--config `%s`: not a JSON object: %s", path,
+				     je.text);
+	}
+	const char *key;
+	json_t *v;
+	json_object_foreach (o, key, v) {
+		bool known = false;
+		for (size_t i = 0; allowed[i] && !known; i++)
+			known = strcmp(allowed[i], key) == 0;
+		if (!known) {
+			json_decref(o);
+			return msb_error_set(err, MSB_E_VALUE, "--config `%s`: unknown key `%s`",
+					     path, key);
+		}
+	}
+	*out = o;
+	return 0;
+}
+
+static int config_u64(json_t *cfg, const char *key, uint64_t *out, msb_error **err)
+{
+	json_t *v = cfg ? json_object_get(cfg, key) : NULL;
+	if (!v)
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < 0)
+		return msb_error_set(err, MSB_E_VALUE,
+				     "--config: `%s` must be a non-negative integer", key);
+	*out = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
+static int config_str(json_t *cfg, const char *key, const char **out, msb_error **err)
+{
+	json_t *v = cfg ? json_object_get(cfg, key) : NULL;
+	if (!v)
+		return 0;
+	if (!json_is_string(v))
+		return msb_error_set(err, MSB_E_VALUE, "--config: `%s` must be a string", key);
+	*out = json_string_value(v);
+	return 0;
+}
+
+int cli_conformance_backend(cli_conformance_args *a, msb_backend **out, msb_error **err)
+{
+	*out = NULL;
+	if (strcmp(a->backend, "fake") == 0) {
+		static const char *const keys[] = {"declarations", NULL};
+		json_t *cfg = NULL;
+		int r = read_config(a->config, keys, &cfg, err);
+		if (r < 0)
+			return r;
+		msb_declarations *decl = NULL;
+		json_t *d = cfg ? json_object_get(cfg, "declarations") : NULL;
+		if (d) {
+			char *text = json_dumps(d, JSON_COMPACT);
+			r = text ? msb_declarations_from_json(text, strlen(text), &decl, err)
+				 : msb_error_set(err, MSB_E_NOMEM, "out of memory");
+			free(text);
+		}
+		json_decref(cfg);
+		if (r < 0)
+			return msb_error_wrap(err, "--config declarations");
+		/* A fresh fake sandbox per backend: each suite starts pristine. */
+		msb_fake_sandbox_options so = MSB_FAKE_SANDBOX_OPTIONS_INIT;
+		so.posix_guest = true;
+		msb_fake_sandbox *fs = NULL;
+		r = msb_fake_sandbox_new(&so, &fs, err);
+		if (r == 0) {
+			msb_fake_backend_options fo = MSB_FAKE_BACKEND_OPTIONS_INIT;
+			fo.name = "fake";
+			fo.sandbox = fs;
+			fo.declarations = decl;
+			r = msb_fake_backend_new(&fo, out, NULL, err);
+			msb_fake_sandbox_unref(fs);
+		}
+		msb_declarations_free(decl);
+		return r;
+	}
+	if (strcmp(a->backend, "ns") == 0) {
+		static const char *const keys[] = {"state_dir", "image",      "memory_bytes",
+						   "pids_max",	"cpu_millis", "writable_bytes",
+						   NULL};
+		json_t *cfg = NULL;
+		int r = read_config(a->config, keys, &cfg, err);
+		if (r < 0)
+			return r;
+		msb_ns_options o = MSB_NS_OPTIONS_INIT;
+		o.state_root = a->state_dir;
+		o.image = a->image;
+		if ((r = config_str(cfg, "state_dir", a->state_dir ? NULL : &o.state_root, err)) <
+			    0 ||
+		    (r = config_str(cfg, "image", a->image ? NULL : &o.image, err)) < 0 ||
+		    (r = config_u64(cfg, "memory_bytes", &o.memory_bytes, err)) < 0 ||
+		    (r = config_u64(cfg, "pids_max", &o.pids_max, err)) < 0 ||
+		    (r = config_u64(cfg, "cpu_millis", &o.cpu_millis, err)) < 0 ||
+		    (r = config_u64(cfg, "writable_bytes", &o.writable_bytes, err)) < 0) {
+			json_decref(cfg);
+			return r;
+		}
+		static char shim[PATH_MAX], agent[PATH_MAX];
+		locate("MSB_SHIM", "shim/msb-shim", shim, sizeof(shim));
+		locate("MSB_AGENT", "agent/msb-agent", agent, sizeof(agent));
+		o.shim_path = shim[0] ? shim : NULL;
+		o.agent_path = agent[0] ? agent : NULL;
+		const char *root = o.state_root ? o.state_root : getenv("MSB_STATE_DIR");
+		const char *xdg = getenv("XDG_RUNTIME_DIR");
+		if (root)
+			snprintf(a->state_root, sizeof(a->state_root), "%s", root);
+		else if (geteuid() == 0 || !xdg)
+			snprintf(a->state_root, sizeof(a->state_root), "/run/msb");
+		else
+			snprintf(a->state_root, sizeof(a->state_root), "%s/msb", xdg);
+		r = msb_ns_backend_new(&o, out, err);
+		json_decref(cfg); /* o's strings are copied by the backend */
+		return r;
+	}
+	return msb_error_set(err, MSB_E_VALUE,
+			     "`%s` is not a backend msb conformance knows: expected `fake` or "
+			     "`ns`",
+			     a->backend);
+}
+
+void cli_random_hex(char *out, size_t nbytes)
+{
+	static const char hex[] = "0123456789abcdef";
+	uint8_t b[16] = {0};
+	if (nbytes > sizeof(b))
+		nbytes = sizeof(b);
+	if (getrandom(b, nbytes, 0) != (ssize_t)nbytes)
+		memset(b, 0, sizeof(b));
+	for (size_t i = 0; i < nbytes; i++) {
+		out[2 * i] = hex[b[i] >> 4];
+		out[2 * i + 1] = hex[b[i] & 15];
+	}
+	out[2 * nbytes] = '\0';
+}
+
+/* ---- one suite ------------------------------------------------------------------- */
+
+struct run {
+	cli_conformance_args *a;
+	char thread[40];
+	json_t *suites; /* JSON output */
+	size_t passed, failed, skipped;
+};
+
+static void row(const char *suite, const char *probe, const char *outcome, const char *why,
+		const char *detail)
+{
+	printf("%-20s %-56s %-8s %s\n", suite, probe, outcome, why);
+	if (detail)
+		printf("%-20s %-56s %-8s   -> %s\n", "", "", "", detail);
+}
+
+static void not_run(struct run *rn, const char *suite, const char *reason)
+{
+	if (rn->a->json)
+		json_array_append_new(rn->suites, json_pack("{s:s, s:b, s:s}", "suite", suite,
+							    "ran", 0, "reason", reason));
+	else
+		row(suite, "(suite not run)", "-", reason, NULL);
+}
+
+static void record(struct run *rn, const msb_conformance_report *rep)
+{
+	for (size_t i = 0; i < rep->n_results; i++) {
+		const msb_probe_result *p = &rep->results[i];
+		if (p->outcome == MSB_PROBE_PASSED)
+			rn->passed++;
+		else if (p->outcome == MSB_PROBE_FAILED)
+			rn->failed++;
+		else
+			rn->skipped++;
+		if (!rn->a->json)
+			row(rep->suite, p->name, msb_probe_outcome_name(p->outcome), p->why,
+			    p->detail);
+	}
+	if (rn->a->json) {
+		char *text = msb_conformance_report_json(rep);
+		json_t *o = text ? json_loads(text, 0, NULL) : NULL;
+		free(text);
+		if (o) {
+			json_object_set_new(o, "ran", json_true());
+			json_array_append_new(rn->suites, o);
+		}
+	}
+}
+
+/* A suite that could not run at all is one failure, with the reason. */
+static void broke(struct run *rn, const char *suite, msb_error *err)
+{
+	char *why = NULL;
+	if (asprintf(&why, "%s: %s", msb_error_name(err), msb_error_message(err)) < 0)
+		why = NULL;
+	rn->failed++;
+	if (rn->a->json)
+		json_array_append_new(rn->suites, json_pack("{s:s, s:b, s:s?}", "suite", suite,
+							    "ran", 0, "error", why));
+	else
+		row(suite, "(suite could not run)", "failed", why ? why : "?", NULL);
+	free(why);
+	msb_error_free(err);
+}
+
+struct nlb_call {
+	msb_sandbox *sb;
+	char dir[48];
+};
+
+/* The kind's call: make a call directory, write in it, reclaim it. */
+static int nlb_call(void *ud, msb_error **err)
+{
+	struct nlb_call *c = ud;
+	const char *mk[] = {"mkdir", "-p", c->dir, NULL};
+	char file[80];
+	snprintf(file, sizeof(file), "%s/out.txt", c->dir);
+	const char *tee[] = {"tee", file, NULL};
+	const char *const *steps[] = {mk, tee};
+	for (size_t i = 0; i < 2; i++) {
+		msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+		req.argv = steps[i];
+		req.stdin_data = (const uint8_t *)"call output\n";
+		req.stdin_len = 12;
+		msb_exec_result res = {0};
+		int r = msb_sandbox_exec(c->sb, &req, &res, err);
+		int code = res.exit_code;
+		msb_exec_result_clear(&res);
+		if (r < 0)
+			return r;
+		if (code != 0)
+			return msb_error_set(err, MSB_E_RUNTIME, "`%s` exited %d", steps[i][0],
+					     code);
+	}
+	return msb_sandbox_reclaim(c->sb, c->dir, NULL, 30, err);
+}
+
+static bool declared(const msb_declarations *d, msb_conformance_suite s, const char **why)
+{
+	msb_capset caps = d->capabilities;
+	switch (s) {
+	case MSB_SUITE_FILES_IN:
+		*why = "the backend does not declare files_in";
+		return caps & MSB_CAP_FILES_IN;
+	case MSB_SUITE_FILES_OUT:
+		*why = "the backend does not declare files_out";
+		return caps & MSB_CAP_FILES_OUT;
+	case MSB_SUITE_EXEC:
+		*why = "the backend does not declare exec";
+		return caps & MSB_CAP_EXEC;
+	case MSB_SUITE_FILES_DELETE:
+		*why = "the backend does not declare files_delete";
+		return caps & MSB_CAP_FILES_DELETE;
+	case MSB_SUITE_RECLAIM:
+		*why = "the backend does not declare reclaim";
+		return caps & MSB_CAP_RECLAIM;
+	case MSB_SUITE_EGRESS:
+		*why = "the backend does not declare the allowlist egress mode";
+		return d->egress_modes & MSB_EGRESS_ALLOWLIST;
+	case MSB_SUITE_CALL_SCOPE:
+		*why = "the backend does not declare the call isolation scope";
+		return d->isolation_scopes & MSB_SCOPE_CALL;
+	case MSB_SUITE_NOTHING_LEFT_BEHIND:
+		*why = "the backend does not declare exec and reclaim, which the sample call "
+		       "needs";
+		return (caps & (MSB_CAP_EXEC | MSB_CAP_RECLAIM)) ==
+		       (MSB_CAP_EXEC | MSB_CAP_RECLAIM);
+	}
+	return false;
+}
+
+static int run_suite(struct run *rn, msb_conformance_suite s)
+{
+	const char *name = msb_conformance_suite_name(s);
+	msb_error *err = NULL;
+	msb_backend *b = NULL;
+	if (cli_conformance_backend(rn->a, &b, &err) < 0)
+		return cli_fail(err);
+	const msb_declarations *d = msb_backend_declarations(b);
+	const char *why = NULL;
+	if (!declared(d, s, &why)) {
+		not_run(rn, name, why);
+		msb_backend_unref(b);
+		return 0;
+	}
+	if (s == MSB_SUITE_EGRESS && (!rn->a->allowed_url || !rn->a->denied_url)) {
+		not_run(rn, name,
+			"declared, but no --allowed-url and --denied-url were given to test it "
+			"with");
+		msb_backend_unref(b);
+		return 0;
+	}
+
+	msb_key key = {"conformance", rn->thread, "conformance", NULL};
+	char kind[64];
+	snprintf(kind, sizeof(kind), "conformance-%s", name);
+	for (char *p = kind; *p; p++)
+		*p = *p == '_' ? '-' : (char)(*p | 0x20);
+	msb_conformance_report *rep = NULL;
+	int r;
+	if (s == MSB_SUITE_CALL_SCOPE) {
+		msb_spec_builder *sb = msb_spec_builder_new(kind);
+		msb_spec *spec = NULL;
+		r = msb_spec_build(sb, &spec, &err);
+		msb_spec_builder_free(sb);
+		if (r == 0)
+			r = msb_run_call_scope_probes(b, &key, spec, &rep, &err);
+		msb_spec_unref(spec);
+		if (r < 0)
+			broke(rn, name, err);
+		else
+			record(rn, rep);
+		msb_conformance_report_free(rep);
+		msb_backend_unref(b);
+		return 0;
+	}
+
+	msb_spec_builder *sb = msb_spec_builder_new(kind);
+	if (s == MSB_SUITE_EGRESS) {
+		msb_spec_builder_set_egress(sb, MSB_EGRESS_ALLOWLIST);
+		msb_spec_builder_add_egress_host(sb, rn->a->allowed_host);
+	}
+	msb_spec *spec = NULL;
+	msb_sandbox *box = NULL;
+	r = msb_spec_build(sb, &spec, &err);
+	msb_spec_builder_free(sb);
+	if (r == 0)
+		r = msb_backend_acquire(b, &key, spec, &box, &err);
+	if (r < 0) {
+		msb_error_wrap(&err, "acquiring the sandbox");
+		broke(rn, name, err);
+		msb_spec_unref(spec);
+		msb_backend_unref(b);
+		return 0;
+	}
+	msb_conformance_subject subj;
+	msb_posix_guest_subject(box, MSB_DEFAULT_WORK_DIR, d->capabilities, &subj);
+	switch (s) {
+	case MSB_SUITE_FILES_IN:
+		r = msb_run_files_in_probes(&subj, &rep, &err);
+		break;
+	case MSB_SUITE_FILES_OUT:
+		r = msb_run_files_out_probes(&subj, &rep, &err);
+		break;
+	case MSB_SUITE_EXEC:
+		r = msb_run_exec_probes(&subj, &rep, &err);
+		break;
+	case MSB_SUITE_FILES_DELETE:
+		r = msb_run_files_delete_probes(&subj, &rep, &err);
+		break;
+	case MSB_SUITE_RECLAIM:
+		r = msb_run_reclaim_probes(&subj, &rep, &err);
+		break;
+	case MSB_SUITE_EGRESS: {
+		msb_egress_conformance_options eo = MSB_EGRESS_CONFORMANCE_OPTIONS_INIT;
+		eo.allowed_url = rn->a->allowed_url;
+		eo.denied_url = rn->a->denied_url;
+		eo.egress_modes = d->egress_modes;
+		r = msb_run_egress_probes(&subj, &eo, &rep, &err);
+		break;
+	}
+	case MSB_SUITE_NOTHING_LEFT_BEHIND: {
+		struct nlb_call c = {box, ""};
+		char tag[17];
+		cli_random_hex(tag, 8);
+		snprintf(c.dir, sizeof(c.dir), "call-%s", tag);
+		msb_fingerprint_subject fp;
+		msb_sandbox_fingerprint_subject(box, &fp);
+		r = msb_assert_nothing_left_behind(&fp, nlb_call, &c, &rep, &err);
+		if (r == MSB_E_CONFORMANCE_FAILURE) {
+			msb_error_free(err);
+			err = NULL;
+			r = 0;
+		}
+		break;
+	}
+	default:
+		r = msb_error_set(&err, MSB_E_VALUE, "unknown suite");
+	}
+	if (r < 0)
+		broke(rn, name, err);
+	else
+		record(rn, rep);
+	msb_conformance_report_free(rep);
+	msb_sandbox_release(box);
+	msb_disposal_failure *f = NULL;
+	msb_error *derr = NULL;
+	if (msb_backend_dispose(b, &key, kind, NULL, &f, &derr) < 0 || f) {
+		fprintf(stderr, "msb: warning: the %s sandbox was not disposed: %s\n", name,
+			f && f->detail ? f->detail
+			: derr	       ? msb_error_message(derr)
+				       : "");
+	}
+	msb_disposal_failure_free(f);
+	msb_error_free(derr);
+	msb_spec_unref(spec);
+	msb_backend_unref(b);
+	return 0;
+}
+
+/* ---- the verb ----------------------------------------------------------------------- */
+
+enum {
+	OPT_CONFIG = 1000,
+	OPT_SUITE,
+	OPT_JSON,
+	OPT_ALLOWED,
+	OPT_DENIED,
+	OPT_STATE,
+	OPT_IMAGE,
+	OPT_ESCAPE,
+};
+
+/* The host of an http(s) URL, for the allowlist. */
+static bool url_host(const char *url, char *out, size_t size)
+{
+	const char *p = strstr(url, "://");
+	if (!p)
+		return false;
+	p += 3;
+	size_t n = strcspn(p, ":/?#");
+	if (n == 0 || n >= size || memchr(p, '@', n))
+		return false;
+	memcpy(out, p, n);
+	out[n] = '\0';
+	return true;
+}
+
+static int cmd_conformance(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"config", required_argument, NULL, OPT_CONFIG},
+		{"suite", required_argument, NULL, OPT_SUITE},
+		{"json", no_argument, NULL, OPT_JSON},
+		{"allowed-url", required_argument, NULL, OPT_ALLOWED},
+		{"denied-url", required_argument, NULL, OPT_DENIED},
+		{"state-dir", required_argument, NULL, OPT_STATE},
+		{"image", required_argument, NULL, OPT_IMAGE},
+		{"escape", no_argument, NULL, OPT_ESCAPE},
+		{NULL, 0, NULL, 0},
+	};
+	cli_conformance_args a = {0};
+	bool want[MSB_SUITE_COUNT] = {0};
+	bool any_suite = false, escape = false;
+	optind = 1;
+	opterr = 0;
+	int c;
+	msb_error *err = NULL;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_CONFIG:
+			a.config = optarg;
+			break;
+		case OPT_SUITE: {
+			msb_conformance_suite s;
+			if (msb_conformance_suite_parse(optarg, &s, &err) < 0) {
+				cli_usage(&verb_conformance, "--suite: %s", msb_error_message(err));
+				msb_error_free(err);
+				return 2;
+			}
+			want[s] = any_suite = true;
+			break;
+		}
+		case OPT_JSON:
+			a.json = true;
+			break;
+		case OPT_ALLOWED:
+			a.allowed_url = optarg;
+			break;
+		case OPT_DENIED:
+			a.denied_url = optarg;
+			break;
+		case OPT_STATE:
+			a.state_dir = optarg;
+			break;
+		case OPT_IMAGE:
+			a.image = optarg;
+			break;
+		case OPT_ESCAPE:
+			escape = true;
+			break;
+		default:
+			return cli_usage(&verb_conformance, "unknown option `%s`",
+					 argv[optind - 1]);
+		}
+	}
+	if (optind != argc - 1)
+		return cli_usage(&verb_conformance,
+				 optind >= argc ? "BACKEND is required"
+						: "unexpected argument `%s`",
+				 argv[optind + 1 < argc ? optind + 1 : 0]);
+	a.backend = argv[optind];
+	if (!!a.allowed_url != !!a.denied_url)
+		return cli_usage(&verb_conformance,
+				 "--allowed-url and --denied-url go together (EGRESS needs both)");
+	if (a.allowed_url && !url_host(a.allowed_url, a.allowed_host, sizeof(a.allowed_host)))
+		return cli_usage(&verb_conformance, "--allowed-url `%s` has no host I can read",
+				 a.allowed_url);
+	if (escape)
+		return cli_escape(&a);
+
+	struct run rn = {.a = &a, .suites = json_array()};
+	char tag[17];
+	cli_random_hex(tag, 8);
+	snprintf(rn.thread, sizeof(rn.thread), "conformance-%s", tag);
+	if (!a.json)
+		printf("%-20s %-56s %-8s %s\n", "SUITE", "PROBE", "OUTCOME", "REASON");
+	for (unsigned s = 0; s < MSB_SUITE_COUNT; s++) {
+		/* EXEC last: its timeout probe may take the sandbox down. */
+		static const msb_conformance_suite order[MSB_SUITE_COUNT] = {
+			MSB_SUITE_FILES_IN,
+			MSB_SUITE_FILES_OUT,
+			MSB_SUITE_FILES_DELETE,
+			MSB_SUITE_RECLAIM,
+			MSB_SUITE_NOTHING_LEFT_BEHIND,
+			MSB_SUITE_CALL_SCOPE,
+			MSB_SUITE_EGRESS,
+			MSB_SUITE_EXEC,
+		};
+		if (any_suite && !want[order[s]])
+			continue;
+		int st = run_suite(&rn, order[s]);
+		if (st != 0) {
+			json_decref(rn.suites);
+			return st;
+		}
+	}
+	if (a.json) {
+		json_t *top = json_pack("{s:s, s:o, s:I, s:I, s:I}", "backend", a.backend, "suites",
+					rn.suites, "passed", (json_int_t)rn.passed, "failed",
+					(json_int_t)rn.failed, "skipped", (json_int_t)rn.skipped);
+		char *text = top ? json_dumps(top, JSON_COMPACT) : NULL;
+		if (text)
+			printf("%s\n", text);
+		free(text);
+		json_decref(top);
+	} else {
+		json_decref(rn.suites);
+		printf("\n%s: %zu passed, %zu failed, %zu skipped\n", a.backend, rn.passed,
+		       rn.failed, rn.skipped);
+	}
+	return rn.failed ? msb_code_exit_status(MSB_E_CONFORMANCE_FAILURE) : 0;
+}

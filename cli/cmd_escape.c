@@ -1,0 +1,573 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * msb conformance --escape BACKEND: the in-sandbox escape suite
+ * (docs/security.md). Places msb-escape-probe in a sandbox through the file
+ * plane, runs it, and judges every attempt it reports against the outcome
+ * expected here - never against what the guest says it expected, since the
+ * guest is untrusted - and cross-checks the host: a canary file outside,
+ * another sandbox's file, a host process, a host abstract socket and TCP
+ * listener, the host's hostname and clock, and the sandbox still serving.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <msb/ns.h>
+
+#include "cli.h"
+#include "conformance_cli.h"
+
+#ifndef MSB_LIBEXECDIR
+#define MSB_LIBEXECDIR "/usr/local/libexec"
+#endif
+
+/*
+ * The limits the probed sandbox runs with: small, so the fill probes end
+ * fast. The memory limit is below what ns's tmpfs mounts would hold at their
+ * configured sizes (the writable layer plus a 64 MiB /dev/shm) on purpose:
+ * the backend must size them down so that filling them cannot take the
+ * memory limit and the agent with it (docs/ns.md, "Memory covers files in
+ * tmpfs").
+ */
+#define ESC_MEMORY (64ull << 20)
+#define ESC_PIDS 64ull
+#define ESC_WRITABLE (16ull << 20)
+
+/* What each probe must come back as on a backend with a boundary. The list
+ * is the host's: a probe missing from the guest's report fails. */
+static const struct expectation {
+	const char *probe;
+	const char *expected; /* "blocked" or "contained" */
+} expectations[] = {
+	{"read-host-canary", "blocked"},
+	{"write-host-canary", "blocked"},
+	{"read-other-sandbox", "blocked"},
+	{"read-via-proc-root", "blocked"},
+	{"list-host-homes", "blocked"},
+	{"read-etc-shadow", "blocked"},
+	{"open-by-handle", "blocked"},
+	{"chroot-out", "blocked"},
+	{"write-agent-binary", "blocked"},
+	{"inherited-fds", "blocked"},
+	{"pid1-is-own-agent", "blocked"},
+	{"host-pids-hidden", "blocked"},
+	{"kallsyms-addresses", "blocked"},
+	{"add-key", "blocked"},
+	{"keyctl-session", "blocked"},
+	{"proc-keys", "blocked"},
+	{"sysrq-trigger", "blocked"},
+	{"core-pattern", "blocked"},
+	{"proc-kcore", "blocked"},
+	{"sys-uevent-helper", "blocked"},
+	{"cgroup-write", "blocked"},
+	{"dmesg", "blocked"},
+	{"uid-not-host-root", "blocked"},
+	{"mount-tmpfs", "blocked"},
+	{"remount-usr-rw", "blocked"},
+	{"unmount-proc-mask", "blocked"},
+	{"unshare-user-ns", "blocked"},
+	{"clone-user-ns", "blocked"},
+	{"setns-pid1", "blocked"},
+	{"pivot-root", "blocked"},
+	{"ptrace-pid1", "blocked"},
+	{"process-vm-pid1", "blocked"},
+	{"proc-pid1-mem", "blocked"},
+	{"kill-pid1", "blocked"},
+	{"init-module", "blocked"},
+	{"finit-module", "blocked"},
+	{"kexec-load", "blocked"},
+	{"bpf", "blocked"},
+	{"perf-event-open", "blocked"},
+	{"userfaultfd", "blocked"},
+	{"io-uring", "blocked"},
+	{"reboot", "blocked"},
+	{"swapon", "blocked"},
+	{"iopl", "blocked"},
+	{"raw-socket", "blocked"},
+	{"packet-socket", "blocked"},
+	{"outbound-tcp", "blocked"},
+	{"metadata-address", "blocked"},
+	{"host-loopback-tcp", "blocked"},
+	{"host-abstract-socket", "blocked"},
+	{"shim-socket", "blocked"},
+	{"proxy-port", "blocked"},
+	{"signal-host-process", "blocked"},
+	{"pidfd-host-process", "blocked"},
+	{"raise-rlimit-nofile", "blocked"},
+	{"raise-rlimit-nproc", "blocked"},
+	{"raise-rlimit-memlock", "blocked"},
+	{"mknod-block-device", "blocked"},
+	{"host-device-nodes", "blocked"},
+	{"capabilities-empty", "blocked"},
+	{"no-new-privs", "blocked"},
+	{"setuid-binary", "blocked"},
+	{"seccomp-filter", "blocked"},
+	{"settimeofday", "blocked"},
+	{"clock-settime", "blocked"},
+	{"adjtimex", "blocked"},
+	{"sethostname", "blocked"},
+	{"setdomainname", "blocked"},
+	{"fill-memory", "contained"},
+	{"fork-bomb", "contained"},
+	{"fill-writable-layer", "contained"},
+	{"fill-dev-shm", "contained"},
+};
+#define N_EXPECT (sizeof(expectations) / sizeof(expectations[0]))
+
+struct host {
+	char dir[64];	    /* the canary directory */
+	char canary[128];   /* its secret file */
+	char canary_w[128]; /* where the guest must not create a file */
+	char token[40];	    /* the canary's bytes */
+	char neighbour_token[48];
+	char abstract[48];
+	int abstract_fd, tcp_fd, tcp_port;
+	pid_t sleeper;
+	char hostname[256];
+	double clock_offset; /* realtime - monotonic, seconds */
+};
+
+static double clock_offset(void)
+{
+	struct timespec r, m;
+	clock_gettime(CLOCK_REALTIME, &r);
+	clock_gettime(CLOCK_MONOTONIC, &m);
+	return (double)(r.tv_sec - m.tv_sec) + (double)(r.tv_nsec - m.tv_nsec) / 1e9;
+}
+
+static int host_setup(struct host *h, msb_error **err)
+{
+	char tag[17];
+	cli_random_hex(tag, 8);
+	snprintf(h->dir, sizeof(h->dir), "/tmp/msb-escape-XXXXXX");
+	if (!mkdtemp(h->dir))
+		return msb_error_set(err, MSB_E_OS, "mkdtemp: %s", strerror(errno));
+	snprintf(h->canary, sizeof(h->canary), "%s/secret.txt", h->dir);
+	snprintf(h->canary_w, sizeof(h->canary_w), "%s/written-by-guest", h->dir);
+	snprintf(h->token, sizeof(h->token), "msb-canary-%s", tag);
+	int fd = open(h->canary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0 || write(fd, h->token, strlen(h->token)) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return msb_error_set(err, MSB_E_OS, "cannot plant the canary: %s", strerror(errno));
+	}
+	close(fd);
+	cli_random_hex(tag, 8);
+	snprintf(h->neighbour_token, sizeof(h->neighbour_token), "msb-neighbour-%s", tag);
+
+	/* A host abstract socket and a loopback TCP listener, never accepted. */
+	snprintf(h->abstract, sizeof(h->abstract), "msb-escape-%s", tag);
+	h->abstract_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un un = {.sun_family = AF_UNIX};
+	memcpy(un.sun_path + 1, h->abstract, strlen(h->abstract));
+	socklen_t ul =
+		(socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(h->abstract));
+	if (h->abstract_fd < 0 || bind(h->abstract_fd, (struct sockaddr *)&un, ul) < 0 ||
+	    listen(h->abstract_fd, 4) < 0)
+		return msb_error_set(err, MSB_E_OS, "host abstract socket: %s", strerror(errno));
+	h->tcp_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in in = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t il = sizeof(in);
+	if (h->tcp_fd < 0 || bind(h->tcp_fd, (struct sockaddr *)&in, sizeof(in)) < 0 ||
+	    listen(h->tcp_fd, 4) < 0 || getsockname(h->tcp_fd, (struct sockaddr *)&in, &il) < 0)
+		return msb_error_set(err, MSB_E_OS, "host TCP listener: %s", strerror(errno));
+	h->tcp_port = ntohs(in.sin_port);
+
+	/* A host process for the guest to try to signal. */
+	h->sleeper = fork();
+	if (h->sleeper == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		for (;;)
+			pause();
+	}
+	if (h->sleeper < 0)
+		return msb_error_set(err, MSB_E_OS, "fork: %s", strerror(errno));
+	gethostname(h->hostname, sizeof(h->hostname) - 1);
+	h->clock_offset = clock_offset();
+	return 0;
+}
+
+static void host_teardown(struct host *h)
+{
+	if (h->sleeper > 0) {
+		kill(h->sleeper, SIGKILL);
+		waitpid(h->sleeper, NULL, 0);
+	}
+	if (h->abstract_fd > 0)
+		close(h->abstract_fd);
+	if (h->tcp_fd > 0)
+		close(h->tcp_fd);
+	if (h->dir[0] && strncmp(h->dir, "/tmp/msb-escape-", 16) == 0) {
+		unlink(h->canary);
+		unlink(h->canary_w);
+		rmdir(h->dir);
+	}
+}
+
+/* ---- sandboxes --------------------------------------------------------------------- */
+
+static int find_probe(char *out, size_t size, msb_error **err)
+{
+	const char *env = getenv("MSB_ESCAPE_PROBE");
+	if (env) {
+		snprintf(out, size, "%s", env);
+		return 0;
+	}
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		char *slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = '\0';
+			snprintf(out, size, "%.*s/../conformance/escape/msb-escape-probe",
+				 PATH_MAX - 64, exe);
+			if (access(out, R_OK) == 0)
+				return 0;
+		}
+	}
+	snprintf(out, size, "%s/msb-escape-probe", MSB_LIBEXECDIR);
+	if (access(out, R_OK) == 0)
+		return 0;
+	return msb_error_set(err, MSB_E_NOT_FOUND,
+			     "msb-escape-probe not found: set MSB_ESCAPE_PROBE or install it in "
+			     "`%s`",
+			     MSB_LIBEXECDIR);
+}
+
+static int acquire(msb_backend *b, const msb_key *key, const char *kind, bool limited,
+		   msb_sandbox **out, msb_error **err)
+{
+	msb_spec_builder *sb = msb_spec_builder_new(kind);
+	msb_spec_builder_set_requires(sb, MSB_CAP_EXEC | MSB_CAP_FILES_IN);
+	if (limited) {
+		msb_spec_builder_set_memory_bytes(sb, ESC_MEMORY);
+		msb_spec_builder_set_pids_max(sb, ESC_PIDS);
+		msb_spec_builder_set_writable_bytes(sb, ESC_WRITABLE);
+	}
+	msb_spec *spec = NULL;
+	int r = msb_spec_build(sb, &spec, err);
+	msb_spec_builder_free(sb);
+	if (r == 0)
+		r = msb_backend_acquire(b, key, spec, out, err);
+	msb_spec_unref(spec);
+	return r < 0 ? msb_error_wrap(err, "acquiring the `%s` sandbox", kind) : 0;
+}
+
+/* The state directory name of the sandbox (key's thread, kind). */
+static bool sandbox_name(cli_conformance_args *a, const char *thread, const char *kind, char *out,
+			 size_t size)
+{
+	msb_ns_options o = MSB_NS_OPTIONS_INIT;
+	o.state_root = a->state_root;
+	msb_ns_entry *e = NULL;
+	size_t n = 0;
+	if (msb_ns_list(&o, &e, &n, NULL) < 0)
+		return false;
+	bool found = false;
+	for (size_t i = 0; i < n && !found; i++) {
+		if (strcmp(e[i].thread_id, thread) == 0 && strcmp(e[i].kind, kind) == 0) {
+			snprintf(out, size, "%s", e[i].name);
+			found = true;
+		}
+	}
+	msb_ns_entries_free(e, n);
+	return found;
+}
+
+static int exec_in(msb_sandbox *sb, const char *const *argv, double timeout, msb_exec_result *res,
+		   msb_error **err)
+{
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	req.argv = argv;
+	req.timeout = timeout;
+	*res = (msb_exec_result){0};
+	return msb_sandbox_exec(sb, &req, res, err);
+}
+
+/* ---- verdicts --------------------------------------------------------------------------- */
+
+struct verdicts {
+	bool json;
+	json_t *rows;
+	size_t passed, failed;
+};
+
+static void verdict(struct verdicts *v, const char *probe, const char *outcome,
+		    const char *expected, bool ok, const char *detail, const char *why)
+{
+	if (ok)
+		v->passed++;
+	else
+		v->failed++;
+	if (v->json) {
+		json_array_append_new(v->rows,
+				      json_pack("{s:s, s:s, s:s, s:b, s:s, s:s?}", "probe", probe,
+						"outcome", outcome, "expected", expected, "ok", ok,
+						"detail", detail ? detail : "", "why", why));
+	} else {
+		printf("%-24s %-10s %-10s %-4s %s\n", probe, outcome, expected, ok ? "ok" : "FAIL",
+		       detail ? detail : "");
+	}
+}
+
+static bool contains(const uint8_t *hay, size_t n, const char *needle)
+{
+	size_t l = strlen(needle);
+	for (size_t i = 0; l && i + l <= n; i++)
+		if (memcmp(hay + i, needle, l) == 0)
+			return true;
+	return false;
+}
+
+static void judge(struct verdicts *v, const msb_exec_result *res)
+{
+	json_t *seen[N_EXPECT] = {0};
+	const char *p = (const char *)res->stdout_bytes, *end = p + res->stdout_len;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		json_t *o = json_loadb(p, len, 0, NULL);
+		p += len + 1;
+		const char *name = o ? json_string_value(json_object_get(o, "probe")) : NULL;
+		size_t i = 0;
+		while (name && i < N_EXPECT && strcmp(expectations[i].probe, name) != 0)
+			i++;
+		if (!name || i == N_EXPECT || seen[i]) {
+			verdict(v, name ? name : "(unreadable line)", "?", "-", false,
+				name ? "a probe the host does not expect, or reported twice"
+				     : "the guest printed a line that is not a probe report",
+				NULL);
+			json_decref(o);
+			continue;
+		}
+		seen[i] = o;
+	}
+	for (size_t i = 0; i < N_EXPECT; i++) {
+		const struct expectation *e = &expectations[i];
+		if (!seen[i]) {
+			verdict(v, e->probe, "missing", e->expected, false,
+				"the guest did not report this probe", NULL);
+			continue;
+		}
+		const char *outcome = json_string_value(json_object_get(seen[i], "outcome"));
+		const char *detail = json_string_value(json_object_get(seen[i], "detail"));
+		const char *why = json_string_value(json_object_get(seen[i], "why"));
+		outcome = outcome ? outcome : "?";
+		verdict(v, e->probe, outcome, e->expected, strcmp(outcome, e->expected) == 0,
+			detail, why);
+		json_decref(seen[i]);
+	}
+}
+
+static void host_checks(struct verdicts *v, struct host *h, const msb_exec_result *res,
+			msb_sandbox *sb)
+{
+	bool leak = contains(res->stdout_bytes, res->stdout_len, h->token) ||
+		    contains(res->stderr_bytes, res->stderr_len, h->token);
+	verdict(v, "host:canary-unread", leak ? "escaped" : "blocked", "blocked", !leak,
+		leak ? "the canary's bytes came back from the guest" : "no canary byte came back",
+		"a host file's content must never cross");
+	leak = contains(res->stdout_bytes, res->stdout_len, h->neighbour_token) ||
+	       contains(res->stderr_bytes, res->stderr_len, h->neighbour_token);
+	verdict(v, "host:neighbour-unread", leak ? "escaped" : "blocked", "blocked", !leak,
+		leak ? "the other sandbox's secret came back" : "the other sandbox's file stayed",
+		"another sandbox's content must never cross");
+	struct stat st;
+	bool made = lstat(h->canary_w, &st) == 0;
+	verdict(v, "host:canary-uncreated", made ? "escaped" : "blocked", "blocked", !made,
+		made ? "the guest created a file in the host's canary directory" : h->canary_w,
+		"nothing the guest does may create a host file");
+	char now[256] = "";
+	gethostname(now, sizeof(now) - 1);
+	bool same = strcmp(now, h->hostname) == 0;
+	verdict(v, "host:hostname-unchanged", same ? "blocked" : "escaped", "blocked", same, now,
+		"a hostname change must not leak out of the UTS namespace");
+	double drift = clock_offset() - h->clock_offset;
+	bool steady = drift > -2 && drift < 2;
+	char d[64];
+	snprintf(d, sizeof(d), "realtime moved %+.3f s against monotonic", drift);
+	verdict(v, "host:clock-unchanged", steady ? "blocked" : "escaped", "blocked", steady, d,
+		"the clock is not namespaced: a guest change would move the host's");
+	bool alive = waitpid(h->sleeper, NULL, WNOHANG) == 0 && kill(h->sleeper, 0) == 0;
+	verdict(v, "host:process-unsignalled", alive ? "blocked" : "escaped", "blocked", alive,
+		alive ? "the host sleeper lives" : "the host sleeper was killed",
+		"a guest must not signal a process outside");
+	const char *tr[] = {"true", NULL};
+	msb_exec_result r2;
+	msb_error *err = NULL;
+	int rc = exec_in(sb, tr, 30, &r2, &err);
+	bool serves = rc == 0 && r2.exit_code == 0;
+	verdict(v, "host:sandbox-still-serves", serves ? "contained" : "broken", "contained",
+		serves, serves ? "exec after the probes works" : msb_error_message(err),
+		"the fills and kill-pid1 must leave the sandbox serving");
+	msb_exec_result_clear(&r2);
+	msb_error_free(err);
+}
+
+int cli_escape(cli_conformance_args *a)
+{
+	msb_error *err = NULL;
+	msb_backend *b = NULL;
+	if (cli_conformance_backend(a, &b, &err) < 0)
+		return cli_fail(err);
+	msb_isolation iso;
+	if (msb_isolation_parse(msb_backend_isolation(b), &iso, NULL) < 0 ||
+	    msb_isolation_rank(iso) <= msb_isolation_rank(MSB_ISOLATION_NONE)) {
+		msb_error_set(&err, MSB_E_NOT_IMPLEMENTED,
+			      "backend `%s` declares isolation `%s`: it has no boundary, so the "
+			      "escape suite does not apply",
+			      a->backend, msb_backend_isolation(b));
+		msb_backend_unref(b);
+		return cli_fail(err);
+	}
+	char probe_path[PATH_MAX];
+	char *bin = NULL;
+	size_t bin_len = 0;
+	if (find_probe(probe_path, sizeof(probe_path), &err) < 0 ||
+	    cli_read_file(probe_path, &bin, &bin_len, &err) < 0) {
+		msb_backend_unref(b);
+		return cli_fail(err);
+	}
+
+	struct host h = {0};
+	int status = 0;
+	char tag[17], thread[40];
+	cli_random_hex(tag, 8);
+	snprintf(thread, sizeof(thread), "escape-%s", tag);
+	msb_key key = {"conformance", thread, "conformance", NULL};
+	msb_sandbox *neighbour = NULL, *sb = NULL;
+	msb_exec_result res = {0};
+	struct verdicts v = {.json = a->json, .rows = json_array()};
+	if (host_setup(&h, &err) < 0 ||
+	    acquire(b, &key, "escape-neighbour", false, &neighbour, &err) < 0 ||
+	    msb_sandbox_write_file(neighbour, "neighbour-secret.txt",
+				   (const uint8_t *)h.neighbour_token, strlen(h.neighbour_token),
+				   NULL, &err) < 0 ||
+	    acquire(b, &key, "escape", true, &sb, &err) < 0 ||
+	    msb_sandbox_write_file(sb, "msb-escape-probe", (const uint8_t *)bin, bin_len, NULL,
+				   &err) < 0) {
+		status = cli_fail(err);
+		goto out;
+	}
+	char name[64] = "", nname[64] = "", shim[PATH_MAX] = "", nfile[PATH_MAX] = "";
+	if (!sandbox_name(a, thread, "escape", name, sizeof(name)) ||
+	    !sandbox_name(a, thread, "escape-neighbour", nname, sizeof(nname))) {
+		msb_error_set(&err, MSB_E_RUNTIME,
+			      "the sandboxes are not recorded under the state root `%s`",
+			      a->state_root);
+		status = cli_fail(err);
+		goto out;
+	}
+	snprintf(shim, sizeof(shim), "%.3900s/ns/%.64s/shim.sock", a->state_root, name);
+	snprintf(nfile, sizeof(nfile), "%.3900s/ns/%.64s/work/neighbour-secret.txt", a->state_root,
+		 nname);
+
+	const char *chmod_argv[] = {"chmod", "0755", "msb-escape-probe", NULL};
+	if (exec_in(sb, chmod_argv, 30, &res, &err) < 0 || res.exit_code != 0) {
+		if (!err)
+			msb_error_set(&err, MSB_E_RUNTIME, "chmod of the probe exited %d",
+				      res.exit_code);
+		status = cli_fail(err);
+		goto out;
+	}
+	msb_exec_result_clear(&res);
+	char port[16], pid[16], mem[32], pids[32], wr[32];
+	snprintf(port, sizeof(port), "%d", h.tcp_port);
+	snprintf(pid, sizeof(pid), "%d", (int)h.sleeper);
+	snprintf(mem, sizeof(mem), "%llu", ESC_MEMORY);
+	snprintf(pids, sizeof(pids), "%llu", ESC_PIDS);
+	snprintf(wr, sizeof(wr), "%llu", ESC_WRITABLE);
+	const char *argv[] = {MSB_DEFAULT_WORK_DIR "/msb-escape-probe",
+			      "--canary",
+			      h.canary,
+			      "--canary-write",
+			      h.canary_w,
+			      "--neighbour",
+			      nfile,
+			      "--shim-sock",
+			      shim,
+			      "--abstract",
+			      h.abstract,
+			      "--tcp-port",
+			      port,
+			      "--host-pid",
+			      pid,
+			      "--memory",
+			      mem,
+			      "--pids",
+			      pids,
+			      "--writable",
+			      wr,
+			      getenv("MSB_ESCAPE_ONLY") ? "--only" : NULL,
+			      getenv("MSB_ESCAPE_ONLY"),
+			      NULL};
+	/* A run the sandbox did not survive is itself the finding: every probe
+	 * it did not report is missing, and the host is still checked. */
+	int run_rc = exec_in(sb, argv, 300, &res, &err);
+	if (!a->json)
+		printf("%-24s %-10s %-10s %-4s %s\n", "PROBE", "OUTCOME", "EXPECTED", "OK",
+		       "DETAIL");
+	if (run_rc < 0) {
+		verdict(&v, "probe-run", "broken", "completed", false, msb_error_message(err),
+			"the probe run must end with a report, not take the sandbox down");
+		msb_error_free(err);
+		err = NULL;
+		msb_exec_result_clear(&res);
+	}
+	judge(&v, &res);
+	host_checks(&v, &h, &res, sb);
+	if (run_rc == 0 && res.exit_code != 0)
+		verdict(&v, "probe-exit-status", "error", "0", false, "the probe binary failed",
+			NULL);
+	if (a->json) {
+		json_t *top =
+			json_pack("{s:s, s:o, s:I, s:I}", "backend", a->backend, "probes", v.rows,
+				  "passed", (json_int_t)v.passed, "failed", (json_int_t)v.failed);
+		v.rows = NULL;
+		char *text = top ? json_dumps(top, JSON_COMPACT) : NULL;
+		if (text)
+			printf("%s\n", text);
+		free(text);
+		json_decref(top);
+	} else {
+		printf("\n%s escape suite: %zu passed, %zu failed\n", a->backend, v.passed,
+		       v.failed);
+	}
+	status = v.failed ? msb_code_exit_status(MSB_E_CONFORMANCE_FAILURE) : 0;
+out:
+	json_decref(v.rows);
+	msb_exec_result_clear(&res);
+	msb_sandbox_release(sb);
+	msb_sandbox_release(neighbour);
+	const char *kinds[] = {"escape", "escape-neighbour"};
+	for (size_t i = 0; i < 2; i++) {
+		msb_disposal_failure *f = NULL;
+		msb_error *derr = NULL;
+		if (msb_backend_dispose(b, &key, kinds[i], NULL, &f, &derr) < 0 || f)
+			fprintf(stderr, "msb: warning: the %s sandbox was not disposed: %s\n",
+				kinds[i],
+				f && f->detail ? f->detail
+				: derr	       ? msb_error_message(derr)
+					       : "");
+		msb_disposal_failure_free(f);
+		msb_error_free(derr);
+	}
+	host_teardown(&h);
+	free(bin);
+	msb_backend_unref(b);
+	return status;
+}

@@ -1,0 +1,255 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* msb mcp: a Model Context Protocol server over stdio (docs/mcp.md). */
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "rpc/mcp.h"
+
+const cli_verb verb_mcp = {
+	"mcp",
+	"serve sandbox tools to an agent over the Model Context Protocol (stdio)",
+	"usage: msb mcp [--config FILE | --min-isolation RUNG [--state-dir DIR] [--image IMAGE]\n"
+	"               [--memory BYTES] [--pids N] [--cpu MILLIS]]\n"
+	"               [--max-output BYTES] [--events FILE]\n"
+	"\n"
+	"Speak MCP on stdin/stdout, offering the tools execute, write_file, read_file,\n"
+	"list_files and dispose over one sandbox per MCP session, acquired through the\n"
+	"router so its policy applies to every call (docs/mcp.md).\n"
+	"\n"
+	"  --config FILE         {\"router\": <router JSON>, \"spec\": <spec JSON>}\n"
+	"                        (docs/policy.md, docs/spec.md)\n"
+	"  --min-isolation RUNG  without --config: the router's floor over the `ns` backend\n"
+	"                        (default microvm, which refuses `ns`: pass container)\n"
+	"  --state-dir DIR       without --config: the ns state root\n"
+	"  --image IMAGE         without --config: `host`, `dir:PATH` or `oci:PATH[:TAG]`\n"
+	"  --memory BYTES        without --config: the sandbox's memory limit (K, M, G: powers\n"
+	"                        of 1024)\n"
+	"  --pids N              without --config: at most N processes and threads\n"
+	"  --cpu MILLIS          without --config: CPU time in thousandths of a core\n"
+	"  --max-output BYTES    execute's output budget, stdout+stderr (default 1 MiB)\n"
+	"  --events FILE         append observer events to FILE as JSON lines\n",
+	cmd_mcp,
+};
+
+static const char default_spec[] = "{\"kind\": \"mcp\", \"requires\": [\"exec\", \"files_in\", "
+				   "\"files_out\"]}";
+
+static int load_config(const char *path, char **router, char **spec, msb_error **err)
+{
+	char *text = NULL;
+	size_t len = 0;
+	int r = cli_read_file(path, &text, &len, err);
+	if (r < 0)
+		return r;
+	json_error_t jerr;
+	json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	free(text);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return msb_error_set(err, MSB_E_VALUE, "config `%s`: not a JSON object: %s", path,
+				     jerr.text);
+	}
+	const char *key;
+	json_t *v;
+	json_object_foreach (o, key, v) {
+		if (strcmp(key, "router") && strcmp(key, "spec")) {
+			r = msb_error_set(err, MSB_E_VALUE, "config `%s`: unknown key `%s`", path,
+					  key);
+			json_decref(o); /* after: `key` lives in it */
+			return r;
+		}
+	}
+	json_t *ro = json_object_get(o, "router"), *so = json_object_get(o, "spec");
+	if (!json_is_object(ro) || (so && !json_is_object(so))) {
+		json_decref(o);
+		return msb_error_set(err, MSB_E_VALUE,
+				     "config `%s`: `router` (an object) is required; `spec` is an "
+				     "object",
+				     path);
+	}
+	*router = json_dumps(ro, JSON_COMPACT);
+	*spec = so ? json_dumps(so, JSON_COMPACT) : strdup(default_spec);
+	json_decref(o);
+	return *router && *spec ? 0 : msb_error_set(err, MSB_E_NOMEM, "out of memory");
+}
+
+int cmd_mcp(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"min-isolation", required_argument, NULL, 'f'},
+		{"state-dir", required_argument, NULL, 's'},
+		{"image", required_argument, NULL, 'i'},
+		{"max-output", required_argument, NULL, 'o'},
+		{"events", required_argument, NULL, 'e'},
+		{"memory", required_argument, NULL, 'M'},
+		{"pids", required_argument, NULL, 'P'},
+		{"cpu", required_argument, NULL, 'C'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *config = NULL, *floor = NULL, *state_dir = NULL, *image = NULL, *events = NULL;
+	uint64_t max_output = 1u << 20, memory = 0, pids = 0, cpu = 0;
+	int c;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			config = optarg;
+			break;
+		case 'f':
+			floor = optarg;
+			break;
+		case 's':
+			state_dir = optarg;
+			break;
+		case 'i':
+			image = optarg;
+			break;
+		case 'e':
+			events = optarg;
+			break;
+		case 'M': {
+			size_t n = strlen(optarg);
+			unsigned shift = 0;
+			char digits[32];
+			if (n && n < sizeof(digits) && strchr("KkMmGg", optarg[n - 1])) {
+				shift = strchr("Kk", optarg[n - 1])   ? 10
+					: strchr("Mm", optarg[n - 1]) ? 20
+								      : 30;
+				n--;
+			}
+			snprintf(digits, sizeof(digits), "%.*s", (int)n, optarg);
+			if (n >= sizeof(digits) || !cli_parse_size(digits, &memory) ||
+			    memory > (UINT64_MAX >> shift))
+				return cli_usage(
+					&verb_mcp,
+					"--memory wants a positive byte count (K, M, G allowed)");
+			memory <<= shift;
+			break;
+		}
+		case 'P':
+			if (!cli_parse_size(optarg, &pids))
+				return cli_usage(&verb_mcp, "--pids wants a positive count");
+			break;
+		case 'C':
+			if (!cli_parse_size(optarg, &cpu))
+				return cli_usage(&verb_mcp, "--cpu wants a positive number of "
+							    "thousandths of a core");
+			break;
+		case 'o':
+			if (!cli_parse_size(optarg, &max_output))
+				return cli_usage(&verb_mcp, "--max-output wants a positive count");
+			break;
+		default:
+			return cli_usage(&verb_mcp, "unknown option `%s`", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return cli_usage(&verb_mcp, "unexpected argument `%s`", argv[optind]);
+	if (config && (floor || state_dir || image || memory || pids || cpu))
+		return cli_usage(&verb_mcp,
+				 "--config replaces --min-isolation, --state-dir, --image, "
+				 "--memory, --pids and --cpu");
+	cli_locate_helpers();
+
+	msb_error *err = NULL;
+	char *router_json = NULL, *spec_json = NULL;
+	if (config) {
+		if (load_config(config, &router_json, &spec_json, &err) < 0)
+			return cli_fail(err);
+	} else {
+		json_t *ns = json_pack("{s:s}", "type", "ns");
+		if (state_dir)
+			json_object_set_new(ns, "state_dir", json_string(state_dir));
+		if (image)
+			json_object_set_new(ns, "image", json_string(image));
+		json_t *ro = json_pack("{s:[o]}", "backends", ns);
+		if (floor)
+			json_object_set_new(ro, "min_isolation", json_string(floor));
+		router_json = json_dumps(ro, JSON_COMPACT);
+		json_decref(ro);
+		json_error_t jerr;
+		json_t *so = json_loads(default_spec, 0, &jerr);
+		if (so && (memory || pids || cpu))
+			json_object_set_new(so, "resources",
+					    json_pack("{s:I, s:I, s:I}", "memory_bytes",
+						      (json_int_t)memory, "pids_max",
+						      (json_int_t)pids, "cpu_millis",
+						      (json_int_t)cpu));
+		spec_json = so ? json_dumps(so, JSON_COMPACT) : NULL;
+		json_decref(so);
+		if (!router_json || !spec_json) {
+			free(router_json);
+			free(spec_json);
+			msb_error_set(&err, MSB_E_NOMEM, "out of memory");
+			return cli_fail(err);
+		}
+	}
+
+	int events_fd = -1;
+	if (events) {
+		events_fd = open(events, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		if (events_fd < 0) {
+			free(router_json);
+			free(spec_json);
+			msb_error_set(&err, MSB_E_OS, "cannot open `%s`", events);
+			return cli_fail(err);
+		}
+	}
+
+	/* The MCP session's id: the conversation every tool call is keyed to. */
+	mcp_state st;
+	memset(&st, 0, sizeof(st));
+	pthread_mutex_init(&st.lock, NULL);
+	st.max_output = max_output;
+	uint8_t rnd[16];
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+		free(router_json);
+		free(spec_json);
+		msb_error_set(&err, MSB_E_OS, "getrandom failed");
+		return cli_fail(err);
+	}
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(st.thread_id + 2 * i, 3, "%02x", rnd[i]);
+
+	msb_jsonl_recorder *rec = NULL;
+	msb_observer obs = MSB_OBSERVER_INIT;
+	msb_router_options extra = MSB_ROUTER_OPTIONS_INIT;
+	extra.log = rpc_log;
+	if (events_fd >= 0) {
+		if (msb_jsonl_recorder_new(events_fd, &rec, &obs, &err) < 0)
+			return cli_fail(err);
+		extra.observer = &obs;
+	}
+	int r = msb_router_from_json(router_json, strlen(router_json), &extra, &st.router, &err);
+	if (r == 0)
+		r = msb_spec_from_json(spec_json, strlen(spec_json), &st.spec, &err);
+	free(router_json);
+	free(spec_json);
+	if (r < 0) {
+		msb_router_free(st.router);
+		msb_jsonl_recorder_free(rec);
+		return cli_fail(err);
+	}
+
+	rpc_server_options o = {0};
+	o.methods = mcp_methods;
+	o.events = false;
+	o.events_fd = -1;
+	o.userdata = &st;
+	o.at_eof = mcp_at_eof;
+	int status = rpc_serve(&o);
+	msb_spec_unref(st.spec);
+	msb_router_free(st.router);
+	msb_jsonl_recorder_free(rec);
+	if (events_fd >= 0)
+		close(events_fd);
+	return status;
+}

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* msb serve: the whole API as JSON-RPC 2.0 over stdio (docs/serve.md). */
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "rpc/serve.h"
+
+const cli_verb verb_serve = {
+	"serve",
+	"serve the API as JSON-RPC 2.0 over stdin/stdout",
+	"usage: msb serve [--max-message BYTES] [--workers N] [--no-events]\n"
+	"\n"
+	"Read newline-delimited JSON-RPC 2.0 requests on stdin and answer on stdout\n"
+	"(docs/serve.md). Requests run concurrently; responses may come out of order.\n"
+	"\n"
+	"  --max-message BYTES   the largest message accepted (default 64 MiB); a longer\n"
+	"                        line is answered with -32600 and skipped\n"
+	"  --workers N           requests served at once (default 8)\n"
+	"  --no-events           do not send observer events as `event` notifications\n",
+	cmd_serve,
+};
+
+void cli_locate_helpers(void)
+{
+	char exe[PATH_MAX], path[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return;
+	exe[n] = '\0';
+	char *slash = strrchr(exe, '/');
+	if (!slash)
+		return;
+	*slash = '\0';
+	static const struct {
+		const char *env, *rel;
+	} helpers[] = {{"MSB_SHIM", "../shim/msb-shim"}, {"MSB_AGENT", "../agent/msb-agent"}};
+	for (size_t i = 0; i < 2; i++) {
+		if (getenv(helpers[i].env))
+			continue;
+		int w = snprintf(path, sizeof(path), "%.*s/%s", PATH_MAX - 64, exe, helpers[i].rel);
+		if (w > 0 && (size_t)w < sizeof(path) && access(path, X_OK) == 0)
+			setenv(helpers[i].env, path, 0);
+	}
+}
+
+bool cli_parse_size(const char *s, uint64_t *out)
+{
+	char *end = NULL;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (!end || end == s || *end || s[0] == '-' || v == 0)
+		return false;
+	*out = v;
+	return true;
+}
+
+void serve_release_all(rpc_server *srv)
+{
+	serve_state *st = rpc_server_userdata(srv);
+	rpc_handle_close_children(&st->handles, H_SANDBOX, NULL);
+	rpc_handle_close_children(&st->handles, H_CALL, NULL);
+	rpc_handle_close_children(&st->handles, H_SESSION, NULL);
+	rpc_handle_close_children(&st->handles, H_ROUTER, NULL);
+}
+
+int cmd_serve(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"max-message", required_argument, NULL, 'm'},
+		{"workers", required_argument, NULL, 'w'},
+		{"no-events", no_argument, NULL, 'n'},
+		{NULL, 0, NULL, 0},
+	};
+	rpc_server_options o = {0};
+	o.methods = serve_methods;
+	o.events = true;
+	o.events_fd = -1;
+	uint64_t v;
+	int c;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'm':
+			if (!cli_parse_size(optarg, &v) || v > (1ull << 31))
+				return cli_usage(&verb_serve, "--max-message wants 1..2^31 bytes");
+			o.max_message = (size_t)v;
+			break;
+		case 'w':
+			if (!cli_parse_size(optarg, &v) || v > 256)
+				return cli_usage(&verb_serve, "--workers wants 1..256");
+			o.workers = (unsigned)v;
+			break;
+		case 'n':
+			o.events = false;
+			break;
+		default:
+			return cli_usage(&verb_serve, "unknown option `%s`", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return cli_usage(&verb_serve, "unexpected argument `%s`", argv[optind]);
+	cli_locate_helpers();
+	serve_state st;
+	rpc_handles_init(&st.handles);
+	o.userdata = &st;
+	o.at_eof = serve_release_all;
+	return rpc_serve(&o);
+}

@@ -1,0 +1,479 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * `msb mcp`: a Model Context Protocol server over stdio on the JSON-RPC
+ * dispatcher (docs/mcp.md). The MCP session is the conversation: every tool
+ * call acquires the sandbox keyed (scope "mcp", thread = this session's id,
+ * agent_dir "mcp") through the router, so the router's policy applies to
+ * each one, and a refusal comes back as a tool error (isError) naming the
+ * seed's exception - never as a protocol error.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcp.h"
+
+/* Newest first; the first is what an unknown version is answered with. */
+static const char *const protocol_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
+						"2024-11-05", NULL};
+
+static mcp_state *state(rpc_server *srv)
+{
+	return rpc_server_userdata(srv);
+}
+
+static msb_key conversation_key(mcp_state *st)
+{
+	msb_key k = {"mcp", st->thread_id, "mcp", NULL};
+	return k;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------------- */
+
+static int m_initialize(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
+{
+	mcp_state *st = state(srv);
+	const char *asked = NULL;
+	int r = rpc_str(params, "protocolVersion", true, &asked, err);
+	if (r < 0)
+		return r;
+	const char *answer = protocol_versions[0];
+	for (size_t i = 0; protocol_versions[i]; i++)
+		if (strcmp(asked, protocol_versions[i]) == 0)
+			answer = protocol_versions[i];
+	pthread_mutex_lock(&st->lock);
+	snprintf(st->protocol, sizeof(st->protocol), "%s", answer);
+	pthread_mutex_unlock(&st->lock);
+	*result = json_pack(
+		"{s:s, s:{s:{s:b}}, s:{s:s, s:s}, s:s}", "protocolVersion", answer, "capabilities",
+		"tools", "listChanged", 0, "serverInfo", "name", "msb", "version", msb_version(),
+		"instructions",
+		"Run commands and move files in a sandbox that belongs to this session. "
+		"Files persist between calls until `dispose`. A refused call names the policy "
+		"that refused it.");
+	return 0;
+}
+
+static int m_initialized(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
+{
+	(void)params;
+	(void)err;
+	mcp_state *st = state(srv);
+	pthread_mutex_lock(&st->lock);
+	st->initialized = true;
+	pthread_mutex_unlock(&st->lock);
+	*result = NULL;
+	return 0;
+}
+
+static int m_ping(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
+{
+	(void)srv;
+	(void)params;
+	(void)err;
+	*result = json_object();
+	return 0;
+}
+
+/* ---- tools ----------------------------------------------------------------------------------- */
+
+/* A tool with its input schema and its behaviour hints (annotations). */
+static json_t *tool(const char *name, const char *description, const char *schema,
+		    const char *annotations)
+{
+	json_error_t e;
+	json_t *s = json_loads(schema, 0, &e);
+	json_t *a = json_loads(annotations, 0, &e);
+	return json_pack("{s:s, s:s, s:o, s:o}", "name", name, "description", description,
+			 "inputSchema", s ? s : json_object(), "annotations",
+			 a ? a : json_object());
+}
+
+#define WRITES "{\"readOnlyHint\":false,\"destructiveHint\":true,\"openWorldHint\":false}"
+#define READS "{\"readOnlyHint\":true,\"openWorldHint\":false}"
+
+static int m_tools_list(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
+{
+	(void)srv;
+	(void)params;
+	(void)err;
+	json_t *tools = json_array();
+	json_array_append_new(
+		tools,
+		tool("execute",
+		     "Run a shell command in this session's sandbox and return its output and "
+		     "exit code.",
+		     "{\"type\":\"object\",\"properties\":{"
+		     "\"command\":{\"type\":\"string\",\"description\":\"a command line for "
+		     "/bin/sh\"},"
+		     "\"timeout\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"description\":"
+		     "\"seconds (default 60)\"},"
+		     "\"working_directory\":{\"type\":\"string\",\"description\":\"relative to "
+		     "the sandbox's storage base\"}},"
+		     "\"required\":[\"command\"],\"additionalProperties\":false}",
+		     WRITES));
+	json_array_append_new(
+		tools, tool("write_file", "Write a file in the sandbox (created or replaced).",
+			    "{\"type\":\"object\",\"properties\":{"
+			    "\"path\":{\"type\":\"string\"},"
+			    "\"content\":{\"type\":\"string\"},"
+			    "\"encoding\":{\"type\":\"string\",\"enum\":[\"utf-8\",\"base64\"],"
+			    "\"description\":\"how content is encoded (default utf-8)\"}},"
+			    "\"required\":[\"path\",\"content\"],\"additionalProperties\":false}",
+			    WRITES));
+	json_array_append_new(
+		tools,
+		tool("read_file", "Read a file from the sandbox, as text (invalid UTF-8 replaced).",
+		     "{\"type\":\"object\",\"properties\":{"
+		     "\"path\":{\"type\":\"string\"}},"
+		     "\"required\":[\"path\"],\"additionalProperties\":false}",
+		     READS));
+	json_array_append_new(
+		tools, tool("list_files", "List a directory of the sandbox: kind, size and name.",
+			    "{\"type\":\"object\",\"properties\":{"
+			    "\"path\":{\"type\":\"string\",\"description\":\"default: the storage "
+			    "base\"}},\"additionalProperties\":false}",
+			    READS));
+	json_array_append_new(
+		tools,
+		tool("dispose",
+		     "Dispose this session's sandbox: every file and process in it is "
+		     "gone; the next call starts a fresh one.",
+		     "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}",
+		     WRITES));
+	*result = json_pack("{s:o}", "tools", tools);
+	return 0;
+}
+
+/* A tool result: one text item, isError, and structured content. */
+static json_t *tool_result(const char *text, bool is_error, json_t *structured)
+{
+	json_t *r = json_pack("{s:[{s:s, s:o}], s:b}", "content", "type", "text", "text",
+			      rpc_text(text), "isError", is_error);
+	if (structured)
+		json_object_set_new(r, "structuredContent", structured);
+	return r;
+}
+
+/* A library refusal as a tool error: "Name: message", and the name and
+ * message as structured content. */
+static json_t *tool_refusal(const msb_error *e)
+{
+	char *text = NULL;
+	if (asprintf(&text, "%s: %s", msb_error_name(e), msb_error_message(e)) < 0)
+		text = NULL;
+	json_t *r = tool_result(text ? text : msb_error_name(e), true,
+				json_pack("{s:o}", "error", rpc_error_data(e)));
+	free(text);
+	return r;
+}
+
+__attribute__((format(printf, 1, 2))) static json_t *bad_argument(const char *fmt, ...)
+{
+	char text[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	return tool_result(text, true, NULL);
+}
+
+static int args_str(json_t *args, const char *key, bool required, const char **out, json_t **fail)
+{
+	json_t *v = json_object_get(args, key);
+	if (!v || json_is_null(v)) {
+		if (required)
+			*fail = bad_argument("invalid arguments: `%s` is required", key);
+		return required ? -1 : 0;
+	}
+	if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
+		*fail = bad_argument("invalid arguments: `%s` must be a string", key);
+		return -1;
+	}
+	*out = json_string_value(v);
+	return 0;
+}
+
+static bool args_only(json_t *args, const char *const *allowed, json_t **fail)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach (args, key, v) {
+		bool known = false;
+		for (size_t i = 0; allowed[i]; i++)
+			known = known || strcmp(allowed[i], key) == 0;
+		if (!known) {
+			*fail = bad_argument("invalid arguments: unknown argument `%.80s`", key);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* The conversation's sandbox, through the router's checks. */
+static int acquire(mcp_state *st, msb_sandbox **sb, msb_error **err)
+{
+	msb_key key = conversation_key(st);
+	int r = msb_router_acquire(st->router, &key, st->spec, NULL, sb, err);
+	pthread_mutex_lock(&st->lock);
+	st->acquired = st->acquired || r == 0;
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+static json_t *t_execute(mcp_state *st, json_t *args)
+{
+	static const char *const allowed[] = {"command", "timeout", "working_directory", NULL};
+	json_t *fail = NULL;
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	req.timeout = 60.0;
+	req.max_output_bytes = st->max_output;
+	if (!args_only(args, allowed, &fail) ||
+	    args_str(args, "command", true, &req.shell, &fail) ||
+	    args_str(args, "working_directory", false, &req.working_directory, &fail))
+		return fail;
+	json_t *t = json_object_get(args, "timeout");
+	if (t && !json_is_null(t)) {
+		if (!json_is_number(t) || !(json_number_value(t) > 0))
+			return bad_argument("invalid arguments: `%s` must be a positive number",
+					    "timeout");
+		req.timeout = json_number_value(t);
+	}
+	msb_error *err = NULL;
+	msb_sandbox *sb = NULL;
+	msb_exec_result res = {0};
+	if (acquire(st, &sb, &err) < 0 || msb_sandbox_exec_bounded(sb, &req, &res, &err) < 0) {
+		json_t *out = tool_refusal(err);
+		msb_error_free(err);
+		msb_sandbox_release(sb);
+		return out;
+	}
+	msb_sandbox_release(sb);
+	size_t out_len = 0, err_len = 0;
+	char *out_text = msb_text_from_bytes_len(res.stdout_bytes, res.stdout_len, &out_len);
+	char *err_text = msb_text_from_bytes_len(res.stderr_bytes, res.stderr_len, &err_len);
+	char *text = NULL;
+	/* What the sandbox's limits did, in words the model can act on. */
+	if (asprintf(&text, "%.*s%s%.*s%sexit code: %d%s%s%s%s", (int)out_len,
+		     out_text ? out_text : "", err_len ? "\n[stderr]\n" : "", (int)err_len,
+		     err_text ? err_text : "", (out_len || err_len) ? "\n" : "", res.exit_code,
+		     res.truncated ? " (output truncated)" : "",
+		     res.oom_killed ? " (the memory limit killed a process)" : "",
+		     res.pids_exhausted ? " (the process limit refused a fork)" : "",
+		     res.no_space ? " (the sandbox's disk is full)" : "") < 0)
+		text = NULL;
+	json_t *structured = json_pack(
+		"{s:s%, s:s%, s:i, s:b, s:b, s:b, s:b}", "stdout", out_text ? out_text : "",
+		out_len, "stderr", err_text ? err_text : "", err_len, "exit_code", res.exit_code,
+		"truncated", res.truncated, "oom_killed", res.oom_killed, "pids_exhausted",
+		res.pids_exhausted, "no_space", res.no_space);
+	json_t *out = tool_result(text ? text : "", false, structured);
+	free(text);
+	free(out_text);
+	free(err_text);
+	msb_exec_result_clear(&res);
+	return out;
+}
+
+static json_t *t_write_file(mcp_state *st, json_t *args)
+{
+	static const char *const allowed[] = {"path", "content", "encoding", NULL};
+	json_t *fail = NULL;
+	const char *path = NULL, *encoding = "utf-8";
+	if (!args_only(args, allowed, &fail) || args_str(args, "path", true, &path, &fail) ||
+	    args_str(args, "encoding", false, &encoding, &fail))
+		return fail;
+	json_t *c = json_object_get(args, "content");
+	if (!json_is_string(c))
+		return bad_argument("invalid arguments: `%s` must be a string", "content");
+	const uint8_t *data = (const uint8_t *)json_string_value(c);
+	size_t len = json_string_length(c);
+	uint8_t *decoded = NULL;
+	if (strcmp(encoding, "base64") == 0) {
+		if (rpc_b64_decode(json_string_value(c), len, &decoded, &len) < 0)
+			return bad_argument("invalid arguments: `%s` is not valid base64",
+					    "content");
+		data = decoded;
+	} else if (strcmp(encoding, "utf-8") != 0) {
+		return bad_argument("invalid arguments: `%s` must be `utf-8` or `base64`",
+				    "encoding");
+	}
+	msb_error *err = NULL;
+	msb_sandbox *sb = NULL;
+	json_t *out;
+	if (acquire(st, &sb, &err) < 0 ||
+	    msb_sandbox_write_file(sb, path, data, len, NULL, &err) < 0) {
+		out = tool_refusal(err);
+		msb_error_free(err);
+	} else {
+		char text[128];
+		snprintf(text, sizeof(text), "wrote %zu bytes", len);
+		out = tool_result(text, false, NULL);
+	}
+	msb_sandbox_release(sb);
+	free(decoded);
+	return out;
+}
+
+static json_t *t_read_file(mcp_state *st, json_t *args)
+{
+	static const char *const allowed[] = {"path", NULL};
+	json_t *fail = NULL;
+	const char *path = NULL;
+	if (!args_only(args, allowed, &fail) || args_str(args, "path", true, &path, &fail))
+		return fail;
+	msb_error *err = NULL;
+	msb_sandbox *sb = NULL;
+	uint8_t *data = NULL;
+	size_t len = 0;
+	json_t *out;
+	/* The spec's files_out cap is the policy: a larger file is refused. */
+	uint64_t max = msb_spec_files_out(st->spec).max_bytes_per_file;
+	if (acquire(st, &sb, &err) < 0 ||
+	    msb_sandbox_read_file(sb, path, NULL, max, &data, &len, &err) < 0) {
+		out = tool_refusal(err);
+		msb_error_free(err);
+	} else {
+		size_t tlen = 0;
+		char *text = msb_text_from_bytes_len(data, len, &tlen);
+		json_t *r = json_pack("{s:[{s:s, s:s%}], s:b}", "content", "type", "text", "text",
+				      text ? text : "", text ? tlen : 0, "isError", 0);
+		out = r;
+		free(text);
+	}
+	free(data);
+	msb_sandbox_release(sb);
+	return out;
+}
+
+static json_t *t_list_files(mcp_state *st, json_t *args)
+{
+	static const char *const allowed[] = {"path", NULL};
+	json_t *fail = NULL;
+	const char *path = ".";
+	if (!args_only(args, allowed, &fail) || args_str(args, "path", false, &path, &fail))
+		return fail;
+	msb_error *err = NULL;
+	msb_sandbox *sb = NULL;
+	msb_entry *entries = NULL;
+	size_t n = 0;
+	json_t *out;
+	if (acquire(st, &sb, &err) < 0 ||
+	    msb_sandbox_list_dir(sb, path, NULL, &entries, &n, &err) < 0) {
+		out = tool_refusal(err);
+		msb_error_free(err);
+	} else {
+		size_t cap = 1, used = 0;
+		char *text = calloc(1, cap);
+		json_t *list = json_array();
+		for (size_t i = 0; text && i < n; i++) {
+			char line[4200];
+			int w = snprintf(line, sizeof(line), "%s\t%s\t%.4000s\n",
+					 msb_entry_kind_name(entries[i].kind),
+					 entries[i].size_known ? "" : "?", entries[i].path);
+			if (entries[i].size_known)
+				w = snprintf(line, sizeof(line), "%s\t%llu\t%.4000s\n",
+					     msb_entry_kind_name(entries[i].kind),
+					     (unsigned long long)entries[i].size_bytes,
+					     entries[i].path);
+			if (w < 0)
+				continue;
+			char *nt = realloc(text, cap + (size_t)w);
+			if (!nt)
+				break;
+			text = nt;
+			memcpy(text + used, line, (size_t)w);
+			used += (size_t)w;
+			cap += (size_t)w;
+			text[used] = '\0';
+			json_array_append_new(
+				list, json_pack("{s:o, s:s}", "path", rpc_text(entries[i].path),
+						"kind", msb_entry_kind_name(entries[i].kind)));
+		}
+		out = tool_result(text && used ? text : "(empty)", false,
+				  json_pack("{s:o}", "entries", list));
+		free(text);
+		msb_entries_free(entries, n);
+	}
+	msb_sandbox_release(sb);
+	return out;
+}
+
+static json_t *t_dispose(mcp_state *st, json_t *args)
+{
+	static const char *const allowed[] = {NULL};
+	json_t *fail = NULL;
+	if (!args_only(args, allowed, &fail))
+		return fail;
+	msb_key key = conversation_key(st);
+	bool all = false;
+	msb_error *err = NULL;
+	if (msb_router_dispose(st->router, &key, &all, &err) < 0) {
+		json_t *out = tool_refusal(err);
+		msb_error_free(err);
+		return out;
+	}
+	return tool_result(all ? "disposed: the next call starts a fresh sandbox"
+			       : "not every backend confirmed the disposal; try again",
+			   !all, NULL);
+}
+
+static const struct {
+	const char *name;
+	json_t *(*fn)(mcp_state *st, json_t *args);
+} tools[] = {
+	{"execute", t_execute},	      {"write_file", t_write_file}, {"read_file", t_read_file},
+	{"list_files", t_list_files}, {"dispose", t_dispose},
+};
+
+static int m_tools_call(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
+{
+	const char *name = NULL;
+	int r = rpc_str(params, "name", true, &name, err);
+	if (r < 0)
+		return r;
+	json_t *args = json_object_get(params, "arguments");
+	if (args && !json_is_object(args) && !json_is_null(args))
+		return rpc_bad_params(err, "`arguments` must be an object");
+	json_t *empty = NULL;
+	if (!args || json_is_null(args))
+		args = empty = json_object();
+	for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]); i++) {
+		if (strcmp(tools[i].name, name) == 0) {
+			*result = tools[i].fn(state(srv), args);
+			json_decref(empty);
+			/* structuredContent arrived with protocol 2025-06-18. */
+			mcp_state *st = state(srv);
+			pthread_mutex_lock(&st->lock);
+			bool old = st->protocol[0] && strcmp(st->protocol, "2025-06-18") < 0;
+			pthread_mutex_unlock(&st->lock);
+			if (old && *result)
+				json_object_del(*result, "structuredContent");
+			return 0;
+		}
+	}
+	json_decref(empty);
+	return rpc_bad_params(err, "unknown tool `%.80s`", name);
+}
+
+/* MCP requests carry members beyond the ones read (_meta, capabilities, ...):
+ * NULL params means any are accepted. */
+const rpc_method mcp_methods[] = {
+	{"initialize", NULL, m_initialize},
+	{"notifications/initialized", NULL, m_initialized},
+	{"ping", NULL, m_ping},
+	{"tools/list", NULL, m_tools_list},
+	{"tools/call", NULL, m_tools_call},
+	{NULL, NULL, NULL},
+};
+
+void mcp_at_eof(rpc_server *srv)
+{
+	mcp_state *st = state(srv);
+	if (st->acquired) {
+		/* The conversation ended with the session: its sandboxes go too. */
+		msb_key key = conversation_key(st);
+		msb_router_dispose(st->router, &key, NULL, NULL);
+	}
+}

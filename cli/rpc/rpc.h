@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The JSON-RPC 2.0 dispatcher behind `msb serve` and `msb mcp` (docs/serve.md,
+ * docs/mcp.md). A programs-layer component: it uses the public API only.
+ *
+ * One message per line on stdin, one per line on stdout. A small pool of
+ * worker threads serves requests, so responses may come out of order; every
+ * line written to stdout is written whole under one lock. A method is one
+ * entry of a table: a name, the parameter names it accepts, and a handler.
+ */
+#ifndef MSB_CLI_RPC_H
+#define MSB_CLI_RPC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <msb/msb.h>
+
+/* The standard JSON-RPC 2.0 error codes. */
+#define RPC_PARSE_ERROR (-32700)
+#define RPC_INVALID_REQUEST (-32600)
+#define RPC_METHOD_NOT_FOUND (-32601)
+#define RPC_INVALID_PARAMS (-32602)
+#define RPC_INTERNAL_ERROR (-32603)
+/* A library error (a typed msb_error): data carries its seed name and payload. */
+#define RPC_LIBRARY_ERROR (-32000)
+
+/* The default limit on one message (a line), in bytes. */
+#define RPC_MAX_MESSAGE_DEFAULT (64u << 20)
+#define RPC_WORKERS_DEFAULT 8
+
+typedef struct rpc_server rpc_server;
+
+/*
+ * A handler: 0 and *result (a new reference; NULL means JSON null), or a
+ * negative code with *err set - RPC_INVALID_PARAMS for a parameter the
+ * method cannot take (rpc_bad_params), any MSB_E_* code for a library
+ * refusal. Runs on a worker thread; several handlers run at once.
+ */
+typedef int (*rpc_method_fn)(rpc_server *srv, json_t *params, json_t **result, msb_error **err);
+
+typedef struct rpc_method {
+	const char *name;
+	const char *const *params; /* the accepted parameter names; NULL-terminated */
+	rpc_method_fn fn;
+} rpc_method;
+
+typedef struct rpc_server_options {
+	const rpc_method *methods; /* terminated by an entry with name NULL */
+	size_t max_message;	   /* 0 = RPC_MAX_MESSAGE_DEFAULT */
+	unsigned workers;	   /* 0 = RPC_WORKERS_DEFAULT */
+	bool events;		   /* observer events as "event" notifications */
+	int events_fd;		   /* >= 0: observer events as JSON lines to this fd instead */
+	void *userdata;		   /* the front end's state (rpc_server_userdata) */
+	/* Called once after stdin closed and every request finished: release
+	 * what the front end holds. */
+	void (*at_eof)(rpc_server *srv);
+} rpc_server_options;
+
+/* Serve stdin/stdout until EOF. Returns the process exit status. */
+int rpc_serve(const rpc_server_options *opts);
+
+void *rpc_server_userdata(rpc_server *srv);
+/* The observer every router made by the front end should carry (may be NULL). */
+const msb_observer *rpc_server_observer(rpc_server *srv);
+/* The log callback for routers: warnings and errors to stderr. */
+void rpc_log(void *ud, msb_log_level level, const char *component, const char *message);
+
+/* ---- parameters ---------------------------------------------------------------------------- */
+
+/* Set *err and return RPC_INVALID_PARAMS. */
+int rpc_bad_params(msb_error **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Getters: absent (or null) leaves *out alone; required ones refuse absence. */
+int rpc_str(json_t *params, const char *key, bool required, const char **out, msb_error **err);
+int rpc_bool(json_t *params, const char *key, bool *out, msb_error **err);
+int rpc_u64(json_t *params, const char *key, bool required, uint64_t *out, msb_error **err);
+int rpc_double(json_t *params, const char *key, bool required, double *out, msb_error **err);
+/* An object or array value kept as JSON text (malloc()ed), for the library's JSON readers. */
+int rpc_json_text(json_t *params, const char *key, bool required, char **out, size_t *len,
+		  msb_error **err);
+/* A NULL-terminated array of strings (the array itself malloc()ed; strings borrowed). */
+int rpc_strv(json_t *params, const char *key, bool required, const char ***out, msb_error **err);
+/* base64 bytes (malloc()ed, *len). */
+int rpc_bytes(json_t *params, const char *key, bool required, uint8_t **out, size_t *len,
+	      msb_error **err);
+
+/* ---- base64 (RFC 4648, padded) -------------------------------------------------------------- */
+char *rpc_b64_encode(const uint8_t *data, size_t len);
+/* Strict: padding required, no whitespace. -1 on bad input. */
+int rpc_b64_decode(const char *text, size_t text_len, uint8_t **out, size_t *len);
+
+/* A JSON string for text the library or a guest produced: invalid UTF-8 is
+ * replaced (U+FFFD), never dropped; NULL becomes JSON null. Never NULL
+ * unless out of memory. */
+json_t *rpc_text(const char *s);
+
+/* ---- errors as JSON ------------------------------------------------------------------------- */
+
+/* {"name", "message", "code", "categories", "payload"?} for a library error. */
+json_t *rpc_error_data(const msb_error *err);
+
+#endif

@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* `msb serve`: the state behind its methods (methods.c). */
+#ifndef MSB_CLI_RPC_SERVE_H
+#define MSB_CLI_RPC_SERVE_H
+
+#include "handles.h"
+#include "rpc.h"
+
+typedef struct serve_state {
+	rpc_handles handles;
+} serve_state;
+
+extern const rpc_method serve_methods[];
+
+/* The shutdown rule (docs/serve.md): release every handle the client left
+ * open, disposing nothing. */
+void serve_release_all(rpc_server *srv);
+
+#endif

@@ -1,0 +1,640 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The JSON-RPC 2.0 transport: newline-delimited messages on stdin/stdout, a
+ * worker pool, batches, the standard errors, and observer events as
+ * notifications (docs/serve.md "Protocol").
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rpc.h"
+
+/* Messages read but not yet taken by a worker: past this the reader stops
+ * reading stdin until a worker takes one (backpressure, not refusal). */
+#define QUEUE_MAX 1024
+/* ... or past this many bytes of them (one message alone always fits). */
+#define QUEUE_BYTES (256u << 20)
+
+/* One event datagram is at most this large (the recorder writes one line). */
+#define EVENT_MAX (1u << 20)
+
+struct job {
+	char *line; /* one message as read, parsed by the worker that takes it */
+	size_t len;
+	struct job *next;
+};
+
+struct rpc_server {
+	rpc_server_options o;
+	pthread_mutex_t out_lock; /* every line written to stdout */
+	pthread_mutex_t q_lock;
+	pthread_cond_t q_cond;	/* a job was queued, or EOF */
+	pthread_cond_t q_space; /* a job was taken */
+	struct job *head, *tail;
+	size_t queued, queued_bytes;
+	bool eof;
+	/* events: the JSON-lines recorder writes datagrams into ev[1]; they are
+	 * forwarded as notifications, before the response of the request that
+	 * caused them. */
+	int ev[2];
+	int stop_pipe[2];
+	char *ev_buf;
+	msb_jsonl_recorder *recorder;
+	msb_observer observer;
+	bool have_observer;
+};
+
+void *rpc_server_userdata(rpc_server *srv)
+{
+	return srv->o.userdata;
+}
+
+const msb_observer *rpc_server_observer(rpc_server *srv)
+{
+	return srv->have_observer ? &srv->observer : NULL;
+}
+
+void rpc_log(void *ud, msb_log_level level, const char *component, const char *message)
+{
+	(void)ud;
+	if (level < MSB_LOG_WARNING)
+		return;
+	fprintf(stderr, "msb: %s: %s: %s\n", level == MSB_LOG_WARNING ? "warning" : "error",
+		component, message);
+}
+
+/* ---- output ---------------------------------------------------------------------------------- */
+
+static void write_all(const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(STDOUT_FILENO, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return; /* the client went away; the reader will see EOF */
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+/* Forward the queued events; out_lock held. */
+static void drain_events_locked(rpc_server *srv)
+{
+	if (srv->ev[0] < 0)
+		return;
+	static const char head[] = "{\"jsonrpc\":\"2.0\",\"method\":\"event\",\"params\":";
+	for (;;) {
+		ssize_t n = recv(srv->ev[0], srv->ev_buf, EVENT_MAX, MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		while (n > 0 && (srv->ev_buf[n - 1] == '\n' || srv->ev_buf[n - 1] == '\r'))
+			n--;
+		write_all(head, sizeof(head) - 1);
+		write_all(srv->ev_buf, (size_t)n);
+		write_all("}\n", 2);
+	}
+}
+
+static void send_json(rpc_server *srv, json_t *msg)
+{
+	char *text = json_dumps(msg, JSON_COMPACT);
+	pthread_mutex_lock(&srv->out_lock);
+	drain_events_locked(srv);
+	if (text) {
+		write_all(text, strlen(text));
+		write_all("\n", 1);
+	}
+	pthread_mutex_unlock(&srv->out_lock);
+	free(text);
+}
+
+static void *event_forwarder(void *arg)
+{
+	rpc_server *srv = arg;
+	struct pollfd p[2] = {{srv->ev[0], POLLIN, 0}, {srv->stop_pipe[0], POLLIN, 0}};
+	for (;;) {
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			return NULL;
+		if (p[0].revents & POLLIN) {
+			pthread_mutex_lock(&srv->out_lock);
+			drain_events_locked(srv);
+			pthread_mutex_unlock(&srv->out_lock);
+		}
+		if (p[1].revents)
+			return NULL;
+	}
+}
+
+/* ---- errors ---------------------------------------------------------------------------------- */
+
+int rpc_bad_params(msb_error **err, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	msb_error_set(err, MSB_E_VALUE, "%s", buf);
+	return RPC_INVALID_PARAMS;
+}
+
+static const struct {
+	unsigned bit;
+	const char *name;
+} categories[] = {
+	{MSB_CAT_PERMISSION, "permission"},
+	{MSB_CAT_RUNTIME, "runtime"},
+	{MSB_CAT_LOOKUP, "lookup"},
+	{MSB_CAT_VALUE, "value"},
+	{MSB_CAT_TYPE, "type"},
+	{MSB_CAT_OS, "os"},
+	{MSB_CAT_TIMEOUT, "timeout"},
+	{MSB_CAT_OUTPUT, "output"},
+	{MSB_CAT_NOT_IMPLEMENTED, "not_implemented"},
+	{MSB_CAT_ASSERTION, "assertion"},
+	{MSB_CAT_CANCELLED, "cancelled"},
+};
+
+json_t *rpc_error_data(const msb_error *err)
+{
+	int code = msb_error_code(err);
+	json_t *cats = json_array();
+	unsigned mask = msb_code_categories(code);
+	for (size_t i = 0; i < sizeof(categories) / sizeof(categories[0]); i++)
+		if (mask & categories[i].bit)
+			json_array_append_new(cats, json_string(categories[i].name));
+	json_t *d = json_pack("{s:s, s:o, s:i, s:o}", "name", msb_error_name(err), "message",
+			      rpc_text(msb_error_message(err)), "code", code, "categories", cats);
+	if (!d)
+		return NULL;
+	json_t *payload = json_object();
+	const char *cap, *file, *path;
+	int refusal, signal;
+	const uint8_t *output;
+	size_t output_len;
+	if (msb_error_cap(err, &cap, &file)) {
+		json_object_set_new(payload, "cap", rpc_text(cap));
+		json_object_set_new(payload, "file", rpc_text(file));
+	}
+	if (msb_error_path(err, &path))
+		json_object_set_new(payload, "path", rpc_text(path));
+	if (msb_error_file_refusal(err, &refusal))
+		json_object_set_new(payload, "file_refusal",
+				    json_string(msb_file_refusal_name((msb_file_refusal)refusal)));
+	if (msb_error_timeout(err, &signal, &output, &output_len)) {
+		char *b64 = rpc_b64_encode(output, output_len);
+		json_object_set_new(
+			payload, "signal",
+			json_string(msb_signal_outcome_name((msb_signal_outcome)signal)));
+		json_object_set_new(payload, "output", b64 ? json_string(b64) : json_null());
+		free(b64);
+	}
+	if (json_object_size(payload))
+		json_object_set_new(d, "payload", payload);
+	else
+		json_decref(payload);
+	return d;
+}
+
+static json_t *error_response(json_t *id, int code, const char *message, json_t *data)
+{
+	json_t *e = json_pack("{s:i, s:o}", "code", code, "message", rpc_text(message));
+	if (data)
+		json_object_set_new(e, "data", data);
+	return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "error",
+			 e);
+}
+
+/* ---- dispatch ------------------------------------------------------------------------------- */
+
+static bool valid_id(json_t *id)
+{
+	return json_is_string(id) || json_is_integer(id) || json_is_real(id) || json_is_null(id);
+}
+
+static const rpc_method *find_method(rpc_server *srv, const char *name)
+{
+	for (const rpc_method *m = srv->o.methods; m->name; m++)
+		if (strcmp(m->name, name) == 0)
+			return m;
+	return NULL;
+}
+
+static bool param_known(const rpc_method *m, const char *key)
+{
+	for (size_t i = 0; m->params && m->params[i]; i++)
+		if (strcmp(m->params[i], key) == 0)
+			return true;
+	return false;
+}
+
+/* One request or notification; returns the response, or NULL for a notification. */
+static json_t *handle_one(rpc_server *srv, json_t *req)
+{
+	if (!json_is_object(req))
+		return error_response(NULL, RPC_INVALID_REQUEST, "invalid request: not an object",
+				      NULL);
+	json_t *id = json_object_get(req, "id");
+	bool is_notification = id == NULL;
+	if (id && !valid_id(id))
+		return error_response(NULL, RPC_INVALID_REQUEST,
+				      "invalid request: id must be a string, number or null", NULL);
+	const char *key;
+	json_t *value;
+	json_object_foreach (req, key, value) {
+		if (strcmp(key, "jsonrpc") && strcmp(key, "id") && strcmp(key, "method") &&
+		    strcmp(key, "params")) {
+			char msg[160];
+			snprintf(msg, sizeof(msg), "invalid request: unknown member `%.100s`", key);
+			return error_response(id, RPC_INVALID_REQUEST, msg, NULL);
+		}
+	}
+	json_t *version = json_object_get(req, "jsonrpc");
+	if (!json_is_string(version) || strcmp(json_string_value(version), "2.0") != 0)
+		return error_response(id, RPC_INVALID_REQUEST,
+				      "invalid request: jsonrpc must be \"2.0\"", NULL);
+	json_t *method = json_object_get(req, "method");
+	if (!json_is_string(method))
+		return error_response(id, RPC_INVALID_REQUEST,
+				      "invalid request: method must be a string", NULL);
+	json_t *params = json_object_get(req, "params");
+	if (params && !json_is_object(params) && !json_is_array(params))
+		return error_response(id, RPC_INVALID_REQUEST,
+				      "invalid request: params must be an object or an array",
+				      NULL);
+
+	const rpc_method *m = find_method(srv, json_string_value(method));
+	if (!m) {
+		if (is_notification)
+			return NULL;
+		char msg[200];
+		snprintf(msg, sizeof(msg), "method not found: `%.120s`", json_string_value(method));
+		return error_response(id, RPC_METHOD_NOT_FOUND, msg, NULL);
+	}
+	json_t *result = NULL;
+	msb_error *err = NULL;
+	int r;
+	json_t *empty = NULL;
+	if (params && json_is_array(params)) {
+		r = rpc_bad_params(&err, "`%s` takes named parameters (an object)", m->name);
+	} else {
+		if (!params)
+			params = empty = json_object();
+		r = 0;
+		json_object_foreach (params, key, value) {
+			if (m->params && !param_known(m, key)) {
+				r = rpc_bad_params(&err, "`%s` takes no parameter `%.100s`",
+						   m->name, key);
+				break;
+			}
+		}
+		if (r == 0)
+			r = m->fn(srv, params, &result, &err);
+	}
+	json_decref(empty);
+	if (is_notification) {
+		json_decref(result);
+		msb_error_free(err);
+		return NULL;
+	}
+	json_t *resp;
+	if (r == 0) {
+		resp = json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result",
+				 result ? result : json_null());
+	} else if (r == RPC_INVALID_PARAMS) {
+		json_t *data = err ? json_pack("{s:s}", "name", msb_error_name(err)) : NULL;
+		char msg[600];
+		snprintf(msg, sizeof(msg), "invalid params: %s",
+			 err ? msb_error_message(err) : "rejected");
+		resp = error_response(id, RPC_INVALID_PARAMS, msg, data);
+	} else if (err) {
+		resp = error_response(id, RPC_LIBRARY_ERROR, msb_error_message(err),
+				      rpc_error_data(err));
+	} else {
+		resp = error_response(id, RPC_INTERNAL_ERROR, "internal error: no detail", NULL);
+	}
+	msb_error_free(err);
+	if (!resp)
+		resp = json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id, "error",
+				 "code", RPC_INTERNAL_ERROR, "message",
+				 "internal error: the response could not be encoded");
+	return resp;
+}
+
+static void handle_message(rpc_server *srv, json_t *msg)
+{
+	if (!json_is_array(msg)) {
+		json_t *resp = handle_one(srv, msg);
+		if (resp)
+			send_json(srv, resp);
+		json_decref(resp);
+		return;
+	}
+	if (json_array_size(msg) == 0) {
+		json_t *resp = error_response(NULL, RPC_INVALID_REQUEST,
+					      "invalid request: empty batch", NULL);
+		send_json(srv, resp);
+		json_decref(resp);
+		return;
+	}
+	json_t *out = json_array();
+	size_t i;
+	json_t *req;
+	json_array_foreach (msg, i, req) {
+		json_t *resp = handle_one(srv, req);
+		if (resp)
+			json_array_append_new(out, resp);
+	}
+	if (json_array_size(out))
+		send_json(srv, out);
+	json_decref(out);
+}
+
+static void reply_error(rpc_server *srv, int code, const char *message, json_t *data)
+{
+	json_t *resp = error_response(NULL, code, message, data);
+	send_json(srv, resp);
+	json_decref(resp);
+}
+
+/* Parse one line and serve it (on a worker, so large messages parse in
+ * parallel and the reader keeps reading). */
+static void serve_line(rpc_server *srv, const char *line, size_t len)
+{
+	json_error_t jerr;
+	json_t *msg = json_loadb(line, len,
+				 JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+	if (!msg) {
+		char m[256];
+		snprintf(m, sizeof(m), "parse error: %.200s", jerr.text);
+		reply_error(srv, RPC_PARSE_ERROR, m, NULL);
+		return;
+	}
+	if (!json_is_object(msg) && !json_is_array(msg))
+		reply_error(srv, RPC_INVALID_REQUEST, "invalid request: not an object", NULL);
+	else
+		handle_message(srv, msg);
+	json_decref(msg);
+}
+
+/* ---- the worker pool ------------------------------------------------------------------------- */
+
+static void *worker(void *arg)
+{
+	rpc_server *srv = arg;
+	for (;;) {
+		pthread_mutex_lock(&srv->q_lock);
+		while (!srv->head && !srv->eof)
+			pthread_cond_wait(&srv->q_cond, &srv->q_lock);
+		struct job *j = srv->head;
+		if (j) {
+			srv->head = j->next;
+			if (!srv->head)
+				srv->tail = NULL;
+			srv->queued--;
+			srv->queued_bytes -= j->len;
+			pthread_cond_signal(&srv->q_space);
+		}
+		pthread_mutex_unlock(&srv->q_lock);
+		if (!j)
+			return NULL;
+		serve_line(srv, j->line, j->len);
+		free(j->line);
+		free(j);
+	}
+}
+
+static void enqueue(rpc_server *srv, char *line, size_t len)
+{
+	struct job *j = calloc(1, sizeof(*j));
+	if (!j) {
+		free(line);
+		return;
+	}
+	j->line = line;
+	j->len = len;
+	pthread_mutex_lock(&srv->q_lock);
+	while (srv->queued >= QUEUE_MAX ||
+	       (srv->queued > 0 && srv->queued_bytes + len > QUEUE_BYTES))
+		pthread_cond_wait(&srv->q_space, &srv->q_lock);
+	srv->queued++;
+	srv->queued_bytes += len;
+	if (srv->tail)
+		srv->tail->next = j;
+	else
+		srv->head = j;
+	srv->tail = j;
+	pthread_cond_signal(&srv->q_cond);
+	pthread_mutex_unlock(&srv->q_lock);
+}
+
+/* Hand one line to the pool (taking `line`); blank lines are not messages. */
+static void take_line(rpc_server *srv, char *line, size_t len)
+{
+	size_t a = 0;
+	while (a < len && (line[a] == ' ' || line[a] == '\t' || line[a] == '\r'))
+		a++;
+	if (a == len) {
+		free(line);
+		return;
+	}
+	enqueue(srv, line, len);
+}
+
+/* Queue the first n bytes of *buf: a short line as a copy, a long one by
+ * handing the buffer itself over and starting a fresh one. false when out
+ * of memory (then *buf is NULL). */
+static bool hand_over(rpc_server *srv, char **buf, size_t *cap, size_t n)
+{
+	if (n <= (1u << 16)) {
+		char *copy = malloc(n ? n : 1);
+		if (copy) {
+			memcpy(copy, *buf, n);
+			take_line(srv, copy, n);
+		}
+		return true;
+	}
+	take_line(srv, *buf, n);
+	*cap = 1u << 16;
+	*buf = malloc(*cap);
+	return *buf != NULL;
+}
+
+/* Read lines; a line longer than the limit is drained and answered with
+ * -32600, and the next line is served. */
+static void read_loop(rpc_server *srv)
+{
+	size_t cap = 1u << 16, n = 0;
+	char *buf = malloc(cap);
+	char chunk[1u << 16];
+	bool discarding = false;
+	size_t discarded = 0;
+	if (!buf)
+		return;
+	for (;;) {
+		ssize_t r = read(STDIN_FILENO, chunk, sizeof(chunk));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		size_t off = 0;
+		while (off < (size_t)r) {
+			char *nl = memchr(chunk + off, '\n', (size_t)r - off);
+			size_t take = nl ? (size_t)(nl - (chunk + off)) : (size_t)r - off;
+			if (!discarding && n + take > srv->o.max_message) {
+				discarding = true;
+				discarded = n;
+				n = 0;
+			}
+			if (discarding) {
+				discarded += take;
+			} else {
+				if (n + take + 1 > cap) {
+					size_t nc = cap;
+					while (nc < n + take + 1)
+						nc *= 2;
+					char *nb = realloc(buf, nc);
+					if (!nb) {
+						discarding = true;
+						discarded = n + take;
+						n = 0;
+						goto advance;
+					}
+					buf = nb;
+					cap = nc;
+				}
+				memcpy(buf + n, chunk + off, take);
+				n += take;
+			}
+		advance:
+			off += take;
+			if (nl) {
+				off++;
+				if (discarding) {
+					char m[160];
+					snprintf(
+						m, sizeof(m),
+						"invalid request: the message exceeds the %zu-byte "
+						"limit",
+						srv->o.max_message);
+					reply_error(srv, RPC_INVALID_REQUEST, m,
+						    json_pack("{s:I, s:I}", "limit",
+							      (json_int_t)srv->o.max_message,
+							      "received", (json_int_t)discarded));
+					discarding = false;
+				} else if (!hand_over(srv, &buf, &cap, n)) {
+					return; /* out of memory: read no more */
+				}
+				n = 0;
+			}
+		}
+	}
+	if (!discarding && n > 0)
+		hand_over(srv, &buf, &cap, n); /* a last message without its newline */
+	free(buf);
+}
+
+int rpc_serve(const rpc_server_options *opts)
+{
+	rpc_server *srv = calloc(1, sizeof(*srv));
+	if (!srv)
+		return 1;
+	srv->o = *opts;
+	if (!srv->o.max_message)
+		srv->o.max_message = RPC_MAX_MESSAGE_DEFAULT;
+	if (!srv->o.workers)
+		srv->o.workers = RPC_WORKERS_DEFAULT;
+	pthread_mutex_init(&srv->out_lock, NULL);
+	pthread_mutex_init(&srv->q_lock, NULL);
+	pthread_cond_init(&srv->q_cond, NULL);
+	pthread_cond_init(&srv->q_space, NULL);
+	srv->ev[0] = srv->ev[1] = srv->stop_pipe[0] = srv->stop_pipe[1] = -1;
+
+	msb_error *err = NULL;
+	pthread_t fwd;
+	bool fwd_started = false;
+	if (srv->o.events) {
+		int sz = (int)EVENT_MAX + 4096;
+		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, srv->ev) < 0 ||
+		    pipe2(srv->stop_pipe, O_CLOEXEC) < 0 || !(srv->ev_buf = malloc(EVENT_MAX))) {
+			fprintf(stderr, "msb: cannot set up the event channel: %s\n",
+				strerror(errno));
+			return 1;
+		}
+		setsockopt(srv->ev[1], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+		setsockopt(srv->ev[0], SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+		if (msb_jsonl_recorder_new(srv->ev[1], &srv->recorder, &srv->observer, &err) < 0) {
+			fprintf(stderr, "msb: %s\n", msb_error_message(err));
+			msb_error_free(err);
+			return 1;
+		}
+		srv->have_observer = true;
+		fwd_started = pthread_create(&fwd, NULL, event_forwarder, srv) == 0;
+	} else if (srv->o.events_fd >= 0) {
+		if (msb_jsonl_recorder_new(srv->o.events_fd, &srv->recorder, &srv->observer, &err) <
+		    0) {
+			fprintf(stderr, "msb: %s\n", msb_error_message(err));
+			msb_error_free(err);
+			return 1;
+		}
+		srv->have_observer = true;
+	}
+
+	pthread_t *workers = calloc(srv->o.workers, sizeof(*workers));
+	unsigned started = 0;
+	for (; workers && started < srv->o.workers; started++)
+		if (pthread_create(&workers[started], NULL, worker, srv) != 0)
+			break;
+	if (started == 0) {
+		fprintf(stderr, "msb: cannot start a worker thread\n");
+		return 1;
+	}
+
+	read_loop(srv);
+
+	/* EOF: finish every request already read, then let the front end
+	 * release what it holds (docs/serve.md "Shutdown"). */
+	pthread_mutex_lock(&srv->q_lock);
+	srv->eof = true;
+	pthread_cond_broadcast(&srv->q_cond);
+	pthread_mutex_unlock(&srv->q_lock);
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(workers[i], NULL);
+	free(workers);
+	if (srv->o.at_eof)
+		srv->o.at_eof(srv);
+
+	if (fwd_started) {
+		if (write(srv->stop_pipe[1], "x", 1) < 0)
+			(void)0;
+		pthread_join(fwd, NULL);
+	}
+	pthread_mutex_lock(&srv->out_lock);
+	drain_events_locked(srv);
+	pthread_mutex_unlock(&srv->out_lock);
+	msb_jsonl_recorder_free(srv->recorder);
+	for (int i = 0; i < 2; i++) {
+		if (srv->ev[i] >= 0)
+			close(srv->ev[i]);
+		if (srv->stop_pipe[i] >= 0)
+			close(srv->stop_pipe[i]);
+	}
+	free(srv->ev_buf);
+	pthread_mutex_destroy(&srv->out_lock);
+	pthread_mutex_destroy(&srv->q_lock);
+	pthread_cond_destroy(&srv->q_cond);
+	pthread_cond_destroy(&srv->q_space);
+	free(srv);
+	return 0;
+}

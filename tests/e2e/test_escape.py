@@ -1,0 +1,130 @@
+"""The in-sandbox escape suite (`msb conformance --escape`, issue 9).
+
+ns must block or contain every attempt, with the host cross-checks green; the
+fake refuses (no boundary); the probes themselves can fail (run under a bare
+user namespace they report escapes); and the host judges the guest's report
+rather than trusting it (a doctored probe is caught).
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import BUILD
+from leaks import Snapshot
+
+PROBE = os.path.join(BUILD, "conformance", "escape", "msb-escape-probe")
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the ns escape suite runs as root")
+CONTAINED = {"fill-memory", "fork-bomb", "fill-writable-layer", "fill-dev-shm"}
+
+
+def probe_names():
+    return subprocess.run([PROBE, "--list"], capture_output=True, check=True,
+                          text=True).stdout.split()
+
+
+@pytest.fixture
+def state():
+    root = tempfile.mkdtemp(prefix="/tmp/msb-esc-e2e-")
+    before = Snapshot.take(root)
+    yield root
+    leaks = Snapshot.take(root).leaked_since(before)
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f"--state {root}/".encode() in f.read().replace(b"\0", b" "):
+                    os.kill(int(pid), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+    shutil.rmtree(root, ignore_errors=True)
+    assert not leaks, f"left behind: {leaks}"
+
+
+def test_at_least_forty_probes_each_with_a_reason():
+    names = probe_names()
+    assert len(names) >= 40 and len(set(names)) == len(names)
+
+
+@root_only
+def test_ns_blocks_every_attempt(msb, state):
+    p = msb("conformance", "--escape", "ns", "--state-dir", state, "--json", timeout=300)
+    doc = json.loads(p.stdout)
+    bad = [r for r in doc["probes"] if not r["ok"]]
+    assert p.returncode == 0 and not bad, bad
+    rows = {r["probe"]: r for r in doc["probes"]}
+    names = probe_names()
+    assert set(names) <= set(rows)  # every probe the binary knows was judged
+    for name in names:
+        want = "contained" if name in CONTAINED else "blocked"
+        assert rows[name]["outcome"] == want, rows[name]
+        assert rows[name]["why"]
+    for check in ("host:canary-unread", "host:neighbour-unread", "host:canary-uncreated",
+                  "host:hostname-unchanged", "host:clock-unchanged",
+                  "host:process-unsignalled", "host:sandbox-still-serves"):
+        assert rows[check]["ok"], rows[check]
+    assert os.listdir(os.path.join(state, "ns")) == []
+
+
+def test_fake_refuses_it_has_no_boundary(msb):
+    p = msb("conformance", "--escape", "fake")
+    assert p.returncode == 4
+    assert b"NotImplementedError" in p.stderr and b"no boundary" in p.stderr
+
+
+def test_the_probes_report_escapes_where_there_is_no_boundary(tmp_path):
+    """A bare user namespace (no seccomp, no pid-1 agent, no limits): the
+    probes must see through it. A probe that cannot fail is a defect."""
+    if not shutil.which("unshare"):
+        pytest.skip("no unshare(1)")
+    canary = tmp_path / "canary"
+    canary.write_text("selftest-token")
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        p = subprocess.run(
+            ["unshare", "--user", "--map-root-user", "--uts", "--pid", "--fork", PROBE,
+             "--canary", str(canary), "--canary-write", str(tmp_path / "w"),
+             "--neighbour", str(canary), "--shim-sock", str(tmp_path / "none.sock"),
+             "--abstract", "msb-selftest-none", "--tcp-port", "1",
+             "--host-pid", str(sleeper.pid), "--memory", str(8 << 20), "--pids", "8",
+             "--writable", str(1 << 20)],
+            capture_output=True, timeout=120)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    if p.returncode != 0 or not p.stdout:
+        pytest.skip(f"unshare cannot make a user namespace here: {p.stderr[:200]!r}")
+    rows = {json.loads(line)["probe"]: json.loads(line) for line in p.stdout.splitlines()}
+    for name in ("read-host-canary", "read-other-sandbox", "chroot-out", "fill-memory",
+                 "fork-bomb", "no-new-privs", "seccomp-filter", "sethostname"):
+        assert rows[name]["outcome"] == "escaped", rows[name]
+    assert "selftest-token" in rows["read-host-canary"]["detail"]
+
+
+@root_only
+def test_the_host_judges_the_report_not_the_guest(msb, state, tmp_path):
+    """A doctored probe claims one escape, omits a probe, invents another:
+    each is a failure, and the exit status says so."""
+    lines = []
+    for name in probe_names():
+        if name == "sethostname":
+            continue
+        outcome = "escaped" if name == "bpf" else (
+            "contained" if name in CONTAINED else "blocked")
+        lines.append(json.dumps({"probe": name, "outcome": outcome, "detail": "scripted",
+                                 "why": "scripted"}))
+    lines.append(json.dumps({"probe": "bogus-probe", "outcome": "blocked", "detail": "",
+                             "why": ""}))
+    script = tmp_path / "fake-probe"
+    script.write_text("#!/bin/sh\ncat <<'EOF'\n" + "\n".join(lines) + "\nEOF\n")
+    env = dict(os.environ, MSB_ESCAPE_PROBE=str(script))
+    p = msb("conformance", "--escape", "ns", "--state-dir", state, "--json", env=env,
+            timeout=120)
+    assert p.returncode == 9, p.stderr
+    doc = json.loads(p.stdout)
+    failed = {r["probe"]: r for r in doc["probes"] if not r["ok"]}
+    assert set(failed) == {"bpf", "sethostname", "bogus-probe"}, failed
+    assert failed["sethostname"]["outcome"] == "missing"

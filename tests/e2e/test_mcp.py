@@ -1,0 +1,267 @@
+"""`msb mcp` driven by the official MCP TypeScript SDK client (issue 10).
+
+tests/mcp-client pins @modelcontextprotocol/sdk (package-lock.json); the suite
+installs it with `npm ci` once into the build directory and runs client.mjs,
+which connects over stdio, initializes, lists the tools and calls them. A few
+protocol details (version negotiation, unknown tools) are also checked on the
+raw wire.
+"""
+import filecmp
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import BUILD, ROOT
+from leaks import Snapshot
+
+MSB = os.path.join(BUILD, "cli", "msb")
+SRC = os.path.join(ROOT, "tests", "mcp-client")
+CACHE = os.path.join(BUILD, "mcp-client")
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the ns backend runs as root here")
+
+
+@pytest.fixture(scope="session")
+def sdk_client():
+    """client.mjs with the pinned SDK installed (npm ci, cached under the build dir)."""
+    if not shutil.which("node") or not shutil.which("npm"):
+        pytest.fail("node and npm are required: run scripts/install-deps")
+    os.makedirs(CACHE, exist_ok=True)
+    stale = not os.path.isdir(os.path.join(CACHE, "node_modules"))
+    for name in ("package.json", "package-lock.json"):
+        dst = os.path.join(CACHE, name)
+        if not os.path.exists(dst) or not filecmp.cmp(os.path.join(SRC, name), dst,
+                                                      shallow=False):
+            shutil.copy(os.path.join(SRC, name), dst)
+            stale = True
+    shutil.copy(os.path.join(SRC, "client.mjs"), os.path.join(CACHE, "client.mjs"))
+    if stale:
+        p = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=CACHE,
+                           capture_output=True, timeout=600)
+        assert p.returncode == 0, p.stderr.decode()
+    return os.path.join(CACHE, "client.mjs")
+
+
+def drive(sdk_client, plan, *args, env=None, timeout=120):
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(plan, f)
+    try:
+        p = subprocess.run(["node", sdk_client, f.name, MSB, *args], capture_output=True,
+                           timeout=timeout, env=env, cwd=CACHE)
+    finally:
+        os.unlink(f.name)
+    assert p.returncode == 0, p.stderr.decode()
+    assert b"Sanitizer" not in p.stderr and b"runtime error:" not in p.stderr, p.stderr.decode()
+    return json.loads(p.stdout)
+
+
+def text(result):
+    return "".join(c["text"] for c in result["content"] if c["type"] == "text")
+
+
+@pytest.fixture
+def state():
+    root = tempfile.mkdtemp(prefix="/tmp/msb-mcp-")
+    before = Snapshot.take(root)
+    yield root
+    leaks = Snapshot.take(root).leaked_since(before)
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f"--state {root}/".encode() in f.read().replace(b"\0", b" "):
+                    os.kill(int(pid), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+    shutil.rmtree(root, ignore_errors=True)
+    assert not leaks, f"left behind: {leaks}"
+
+
+@needs_root
+def test_sdk_client_initializes_lists_and_calls_tools(sdk_client, state, tmp_path):
+    events = tmp_path / "events.jsonl"
+    plan = [
+        {"tool": "write_file", "arguments": {"path": "hello.txt", "content": "hi there\n"}},
+        {"tool": "execute", "arguments": {"command": "cat hello.txt; echo oops >&2; exit 3"}},
+        {"tool": "read_file", "arguments": {"path": "hello.txt"}},
+        {"tool": "write_file", "arguments": {"path": "b.bin", "content": "AP8=",
+                                             "encoding": "base64"}},
+        {"tool": "execute", "arguments": {"command": "od -An -tx1 b.bin"}},
+        {"tool": "list_files", "arguments": {}},
+        {"tool": "read_file", "arguments": {"path": "missing.txt"}},
+        {"tool": "execute", "arguments": {}},
+        {"tool": "no_such_tool", "arguments": {}},
+        # A policy refusal: the spec's files_out cap (8 MiB per file, 9.23).
+        {"tool": "execute", "arguments": {"command": "head -c 9000000 /dev/zero > big"}},
+        {"tool": "read_file", "arguments": {"path": "big"}},
+        {"tool": "dispose", "arguments": {}},
+        {"tool": "list_files", "arguments": {}},
+    ]
+    out = drive(sdk_client, plan, "--min-isolation", "container", "--state-dir", state,
+                "--events", str(events))
+    assert out["server"]["name"] == "msb"
+    assert "tools" in out["capabilities"]
+    tools = {t["name"]: t for t in out["tools"]}
+    assert set(tools) == {"execute", "write_file", "read_file", "list_files", "dispose"}
+    assert tools["execute"]["inputSchema"]["required"] == ["command"]
+    assert tools["write_file"]["inputSchema"]["properties"]["encoding"]["enum"] == [
+        "utf-8", "base64"]
+    assert tools["read_file"]["annotations"]["readOnlyHint"] is True
+    assert tools["execute"]["annotations"]["destructiveHint"] is True
+
+    c = [x.get("result", x) for x in out["calls"]]
+    assert not c[0]["isError"] and "9 bytes" in text(c[0])
+    assert not c[1]["isError"]
+    assert text(c[1]).startswith("hi there\n") and "oops" in text(c[1])
+    assert c[1]["structuredContent"]["exit_code"] == 3
+    assert text(c[2]) == "hi there\n" and not c[2]["isError"]
+    assert text(c[4]).split()[:2] == ["00", "ff"]
+    names = text(c[5])
+    assert "hello.txt" in names and "b.bin" in names
+    assert c[6]["isError"] and text(c[6]).startswith("FileNotFoundError:")
+    assert c[6]["structuredContent"]["error"]["name"] == "FileNotFoundError"
+    assert c[7]["isError"] and "`command` is required" in text(c[7])
+    assert c[8]["error"]["code"] == -32602 and "no_such_tool" in c[8]["error"]["message"]
+    assert not c[9]["isError"]
+    assert c[10]["isError"] and text(c[10]).startswith("SandboxTransferCapExceeded:")
+    assert c[10]["structuredContent"]["error"]["payload"]["cap"] == "max_bytes_per_file"
+    assert not c[11]["isError"]
+    assert text(c[12]) == "(empty)"  # a fresh sandbox after dispose
+
+    # Every call was keyed to this MCP session as the conversation.
+    lines = [json.loads(x) for x in events.read_text().splitlines()]
+    threads = {e["key"]["thread_id"] for e in lines if e["event"] == "SandboxAcquired"}
+    assert len(threads) == 1
+    assert all(e["key"]["scope"] == "mcp" for e in lines if "key" in e and e["key"])
+
+
+def test_sdk_client_gets_a_policy_refusal_as_a_tool_error_6_10(sdk_client, tmp_path):
+    state = tempfile.mkdtemp(prefix="/tmp/msb-mcp-")  # short: unix socket paths
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({
+        "router": {"min_isolation": "container",
+                   "backends": [{"type": "ns", "state_dir": str(state)}]},
+        # ns enforces closed and allowlist (issue 6), never unrestricted.
+        "spec": {"kind": "net", "egress": "unrestricted",
+                 "requires": ["exec", "files_in", "files_out"]},
+    }))
+    plan = [{"tool": "execute", "arguments": {"command": "true"}},
+            {"tool": "read_file", "arguments": {"path": "x"}}]
+    out = drive(sdk_client, plan, "--config", str(config))
+    for call in out["calls"]:
+        r = call["result"]
+        assert r["isError"] is True
+        assert text(r).startswith("SandboxEgressNotEnforced: ")
+        assert "cannot enforce the 'unrestricted' egress" in text(r)
+        err = r["structuredContent"]["error"]
+        assert err["name"] == "SandboxEgressNotEnforced" and "permission" in err["categories"]
+    # Refused before any backend work: nothing was created.
+    assert not os.path.exists(os.path.join(state, "ns")) or not os.listdir(
+        os.path.join(state, "ns"))
+    shutil.rmtree(state)
+
+
+def raw_session(*lines, args=("--config",)):
+    """Send each message in turn, waiting for a request's response before the
+    next message (as an MCP client does); every message read back, in order."""
+    p = subprocess.Popen([MSB, "mcp", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    out = []
+    try:
+        for msg in lines:
+            p.stdin.write(json.dumps(msg).encode() + b"\n")
+            p.stdin.flush()
+            if "id" in msg:
+                while True:
+                    line = p.stdout.readline()
+                    assert line, "msb mcp exited"
+                    out.append(json.loads(line))
+                    if out[-1].get("id") == msg["id"]:
+                        break
+        p.stdin.close()
+        out += [json.loads(x) for x in p.stdout.read().splitlines()]
+        assert p.wait(60) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return out
+
+
+@pytest.fixture
+def fake_config(tmp_path):
+    p = tmp_path / "fake.json"
+    p.write_text(json.dumps({"router": {"min_isolation": "none",
+                                        "backends": [{"type": "fake"}]},
+                             "spec": {"kind": "mcp", "requires": ["exec"]}}))
+    return str(p)
+
+
+@pytest.mark.parametrize("asked, answered", [
+    ("2024-11-05", "2024-11-05"), ("2025-06-18", "2025-06-18"), ("2025-11-25", "2025-11-25"),
+    ("1999-01-01", "2025-11-25"),
+])
+def test_protocol_version_negotiation(fake_config, asked, answered):
+    out = raw_session({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                       "params": {"protocolVersion": asked, "capabilities": {},
+                                  "clientInfo": {"name": "t", "version": "0"}}},
+                      {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                      {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                       "params": {"name": "execute", "arguments": {"command": "true"}}},
+                      args=("--config", fake_config))
+    assert out[0]["result"]["protocolVersion"] == answered
+    assert out[0]["result"]["serverInfo"]["name"] == "msb"
+    # structuredContent exists from 2025-06-18 on; older sessions do not get it.
+    assert ("structuredContent" in out[1]["result"]) == (answered >= "2025-06-18")
+
+
+def test_raw_wire_errors_and_ping(fake_config):
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "0"}}}
+    out = raw_session(init, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                      {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+                      {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                       "params": {"name": "nope"}},
+                      {"jsonrpc": "2.0", "id": 4, "method": "resources/list"},
+                      {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                       "params": {"name": "execute", "arguments": {"command": "true"}}},
+                      {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                       "params": {"requestId": 9}},
+                      args=("--config", fake_config))
+    by_id = {m["id"]: m for m in out}
+    assert len(out) == 5  # the notifications got no answer
+    assert by_id[2]["result"] == {}
+    assert by_id[3]["error"]["code"] == -32602
+    assert by_id[4]["error"]["code"] == -32601
+    assert by_id[5]["result"]["isError"] is False
+    assert "exit code: 0" in by_id[5]["result"]["content"][0]["text"]
+
+
+def test_config_errors_fail_at_start(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"router": {}, "extra": 1}))
+    p = subprocess.run([MSB, "mcp", "--config", str(bad)], capture_output=True,
+                       input=b"", timeout=30)
+    assert p.returncode == 2 and b"unknown key `extra`" in p.stderr
+    bad.write_text(json.dumps({"router": {"backends": [{"type": "fake"}]}}))
+    p = subprocess.run([MSB, "mcp", "--config", str(bad)], capture_output=True,
+                       input=b"", timeout=30)
+    assert p.returncode == 3 and b"SandboxBackendNotPermitted" in p.stderr
+
+
+@needs_root
+def test_resource_options_reach_the_sandbox(state):
+    out = raw_session({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": "execute", "arguments": {
+                           "command": "for i in $(seq 40); do sleep 1 & done 2>/dev/null; wait"}}},
+                      args=("--min-isolation", "container", "--state-dir", state,
+                            "--pids", "16", "--memory", "64M"))
+    r = out[0]["result"]
+    assert r["structuredContent"]["pids_exhausted"] is True
+    assert "the process limit refused a fork" in r["content"][0]["text"]
+    p = subprocess.run([MSB, "mcp", "--config", "x.json", "--pids", "3"], capture_output=True,
+                       input=b"", timeout=30)
+    assert p.returncode == 2 and b"--config replaces" in p.stderr

@@ -1,0 +1,237 @@
+"""bindings/python: the stdlib-only client of `msb serve` (issue 10).
+
+The exception table is checked against include/msb/error.h (every name) and
+src/util/error.c (every family), then the package is driven against the
+"fake" and "ns" backends, concurrently, and the example agent loop is run.
+"""
+import builtins
+import concurrent.futures
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from conftest import BUILD, ROOT
+from leaks import Snapshot
+
+sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
+import msb  # noqa: E402
+from msb import errors as msb_errors  # noqa: E402
+
+MSB = os.path.join(BUILD, "cli", "msb")
+FAKE = {"min_isolation": "none", "backends": [{"type": "fake"}]}
+KEY = msb.Key("app", "t1", "agent")
+SPEC = {"kind": "shell"}
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the ns backend runs as root here")
+
+
+def header_codes():
+    """MSB_E_* -> the name its comment gives (None when the comment is prose)."""
+    with open(os.path.join(ROOT, "include", "msb", "error.h")) as f:
+        rows = re.findall(r"(MSB_E_\w+) = -\d+,\s*/\* ([^*]*?)\s*\*/", f.read())
+    return {code: (c.split()[0] if re.fullmatch(r"\w+( \(.*\))?", c) else None)
+            for code, c in rows}
+
+
+def library_names():
+    """MSB_E_* -> msb_code_name() as src/util/error.c's table defines it."""
+    with open(os.path.join(ROOT, "src", "util", "error.c")) as f:
+        return dict(re.findall(r'\{(MSB_E_\w+), "(\w+)", [A-Z |]+, \d+\}', f.read()))
+
+
+def test_one_class_per_error_name_of_the_header():
+    header, lib = header_codes(), library_names()
+    assert len(header) > 30 and set(header) == set(lib)
+    for code, name in header.items():
+        assert name in (None, lib[code]), code  # the header's comment is the seed name
+    assert set(lib.values()) == set(msb.ERRORS)
+    for n in lib.values():
+        cls = getattr(msb, n)
+        assert cls.__name__ == n and issubclass(cls, msb.MsbError)
+
+
+def test_families_match_the_library():
+    """Each class derives from the built-in family its code is in (error.c)."""
+    flags = {"P": builtins.PermissionError, "R": builtins.RuntimeError,
+             "L": builtins.LookupError, "V": builtins.ValueError, "T": builtins.TypeError,
+             "O": builtins.OSError, "TM": builtins.TimeoutError,
+             "NI": builtins.NotImplementedError, "A": builtins.AssertionError,
+             "OUT": msb.SandboxOutputError}
+    with open(os.path.join(ROOT, "src", "util", "error.c")) as f:
+        rows = re.findall(r'\{MSB_E_\w+, "(\w+)", ([A-Z |]+), \d+\}', f.read())
+    assert len(rows) == len(header_codes())
+    for name, fam in rows:
+        fams = [x.strip() for x in fam.split("|")]
+        assert sorted(fams) == sorted(msb_errors.ERROR_FAMILIES[name].split()), name
+        for x in fams:
+            if x in flags:
+                assert issubclass(getattr(msb, name), flags[x]), (name, x)
+    assert issubclass(msb.SandboxEgressNotEnforced, PermissionError)
+    assert issubclass(msb.SandboxProgramTimeout, TimeoutError)
+    assert issubclass(msb.SandboxTransferCapExceeded, msb.SandboxOutputError)
+
+
+@pytest.fixture
+def client():
+    c = msb.Client(MSB)
+    yield c
+    c.close()
+
+
+def test_router_sandbox_and_errors_over_the_fake(client):
+    assert client.version()
+    r = client.router(FAKE)
+    assert r.enabled and r.backends == [{"name": "in-process", "isolation": "none"}]
+    assert r.resolve(SPEC)["backend"] == "in-process"
+    sb = r.acquire(KEY, SPEC)
+    assert sb.backend == "in-process" and sb.instance_id
+    assert sb.write_file("a.bin", b"\x00\xff") == 2
+    assert sb.read_file("a.bin") == b"\x00\xff"
+    assert sb.stat("a.bin")["size_bytes"] == 2 and sb.stat("nope") is None
+    assert [e["path"] for e in sb.list()] == ["a.bin"]
+    sb.remove("a.bin")
+    with pytest.raises(msb.NotImplementedError):
+        sb.reset()
+    with pytest.raises(msb.InvalidParams):
+        sb.exec()  # neither argv nor shell
+    with pytest.raises(msb.MethodNotFound):
+        client.call("no.such.method")
+    assert r.dispose(KEY) is True
+    assert any(e["event"] == "SandboxAcquired" for e in client.events)
+    sb.release()
+    r.close()
+
+
+def test_policy_refusal_is_raised_by_its_seed_name(client):
+    r = client.router({"min_isolation": "none", "backends": [
+        {"type": "declared", "name": "d", "isolation": "container",
+         "declarations": {"egress_modes": ["closed"]}}]})
+    spec = {"kind": "k", "egress": "allowlist", "egress_allow": ["example.com"]}
+    with pytest.raises(msb.SandboxEgressNotEnforced) as e:
+        r.ensure_can_serve(spec)
+    assert isinstance(e.value, PermissionError)
+    assert e.value.code == -1107 and "permission" in e.value.categories
+    assert "cannot enforce the 'allowlist' egress" in str(e.value)
+    with pytest.raises(msb.SandboxBackendNotPermitted):
+        client.router({"backends": [{"type": "fake"}]})
+
+
+def test_session_and_calls(client):
+    r = client.router(FAKE)
+    tool = r.session(SPEC, name="t")
+    with tool.begin_call(scope="app", thread_id="t2") as call:
+        assert call.key() == msb.Key("app", "t2", "rpc")
+        sb = call.acquire()
+        assert isinstance(sb, msb.Sandbox)
+        call.result("ok")
+    assert call.items == [{"text": "ok", "guidance": False}]
+    with pytest.raises(ZeroDivisionError):
+        with tool.begin_call(scope="app", thread_id="t2") as call:
+            1 / 0
+    ended = [e for e in client.events if e["event"] == "ToolCallEnded"]
+    assert [e["outcome"] for e in ended][:2] == ["result", "RuntimeError"]
+    assert tool.properties() == {"source_integrity": "trusted"}
+    assert r.options()["min_isolation"] == "none"
+    assert r.purge_scoped_thread("app", "t2")[1] == 0
+    with tool.begin_call(scope="app", thread_id="t3") as call:
+        call.report_unclean(call.acquire(), "a survivor")
+    assert call.items == [{"text": "", "guidance": False}]
+    c = tool.begin_call()
+    assert "no active thread context" in c.acquire()
+    c.end(kind="refusal", text="no")
+    assert r.__class__ is msb.Router and client.router({}).session(SPEC) is None
+
+
+def test_concurrent_calls_from_threads(client):
+    r = client.router(FAKE)
+
+    def one(i):
+        sb = r.acquire(msb.Key("app", f"t{i}", "agent"), SPEC)
+        sb.write_file(f"f{i}", str(i).encode())
+        return sb.read_file(f"f{i}")
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        got = list(pool.map(one, range(64)))
+    assert got == [str(i).encode() for i in range(64)]
+
+
+def test_oversized_request_is_refused_before_it_is_sent():
+    with msb.Client(MSB, max_message=4096) as c:
+        sb = c.router(FAKE).acquire(KEY, SPEC)
+        with pytest.raises(msb.InvalidParams) as e:
+            sb.write_file("big", b"x" * 10000)
+        assert "4096-byte message limit" in str(e.value)
+        assert sb.write_file("small", b"x" * 100) == 100  # the connection still serves
+        assert c.unattributed == []
+
+
+def test_server_gone_after_close():
+    c = msb.Client(MSB)
+    assert c.close() == 0
+    with pytest.raises(msb.ServerGone):
+        c.version()
+
+
+@pytest.fixture
+def state():
+    root = tempfile.mkdtemp(prefix="/tmp/msb-py-")
+    before = Snapshot.take(root)
+    yield root
+    leaks = Snapshot.take(root).leaked_since(before)
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f"--state {root}/".encode() in f.read().replace(b"\0", b" "):
+                    os.kill(int(pid), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+    shutil.rmtree(root, ignore_errors=True)
+    assert not leaks, f"left behind: {leaks}"
+
+
+@needs_root
+def test_over_ns(client, state):
+    r = client.router({"min_isolation": "container",
+                       "backends": [{"type": "ns", "state_dir": state}]})
+    sb = r.acquire(KEY, SPEC)
+    res = sb.exec(["sh", "-c", "printf 'a\\000b'; exit 4"])
+    assert res.stdout == b"a\x00b" and res.exit_code == 4
+    assert sb.exec(shell="cat", stdin=b"xyz").stdout == b"xyz"
+    assert sb.exec_bounded(10, shell="head -c 1000 /dev/zero").truncated
+    with pytest.raises(msb.TimeoutError) as e:
+        sb.exec(shell="echo part; sleep 30", timeout=0.5)
+    assert isinstance(e.value, TimeoutError)
+    assert e.value.payload["output"]  # base64 of the partial output
+    sb.write_file("big", b"x" * 5000)
+    with pytest.raises(msb.SandboxTransferCapExceeded) as e:
+        sb.read_file("big", max_bytes=100)
+    assert e.value.payload["cap"] == "max_bytes_per_file"
+    with pytest.raises(msb.FileNotFoundError):
+        sb.read_file("missing")
+    assert r.dispose(KEY) is True
+
+
+@needs_root
+def test_example_agent_loop_runs(state):
+    env = dict(os.environ, MSB_BIN=MSB)
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "bindings", "python", "examples",
+                                                     "agent_loop.py"), "--state-dir", state],
+                       capture_output=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stderr.decode()
+    out = p.stdout.decode()
+    # The file written by the first call was there for the third: one conversation.
+    assert "observation: 'answer.py'" in out
+    assert "disposed 1 sandbox(es), 0 left" in out
+
+
+def test_example_agent_loop_runs_on_the_fake():
+    env = dict(os.environ, MSB_BIN=MSB)
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "bindings", "python", "examples",
+                                                     "agent_loop.py"), "--fake"],
+                       capture_output=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stderr.decode()
+    assert "model: the answer is 42" in p.stdout.decode()

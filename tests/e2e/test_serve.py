@@ -1,0 +1,711 @@
+"""`msb serve`: JSON-RPC 2.0 over stdio, every method and every error path (issue 10).
+
+A raw client speaks the wire protocol itself (no bindings), so what is tested
+is exactly what any language's client sees: lines in, lines out. Backends
+"fake" (in-process, no root needed) and "ns" (real sandboxes, root, own state
+root, leak-checked).
+"""
+import base64
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+from conftest import BUILD
+from leaks import Snapshot
+
+MSB = os.path.join(BUILD, "cli", "msb")
+FAKE = {"min_isolation": "none", "backends": [{"type": "fake"}]}
+KEY = {"scope": "app", "thread_id": "t1", "agent_dir": "agent"}
+SPEC = {"kind": "shell"}
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the ns backend runs as root here")
+
+
+def b64(data):
+    return base64.b64encode(data).decode()
+
+
+def unb64(text):
+    return base64.b64decode(text)
+
+
+class Serve:
+    """msb serve as a child; every line it writes is kept and matched by id."""
+
+    def __init__(self, *args, env=None):
+        self.p = subprocess.Popen([MSB, "serve", *args], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.stderr = b""
+        self.t_err = threading.Thread(target=self._read_err, daemon=True)
+        self.t_err.start()
+        self.cond = threading.Condition()
+        self.lines = []  # every message, in arrival order
+        self.next_id = 1000  # raw messages in the tests use small ids
+        self.t = threading.Thread(target=self._read, daemon=True)
+        self.t.start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            msg = json.loads(line)  # every line the server writes is one JSON value
+            with self.cond:
+                self.lines.append(msg)
+                self.cond.notify_all()
+        with self.cond:
+            self.lines.append(None)
+            self.cond.notify_all()
+
+    def _read_err(self):
+        self.stderr = self.p.stderr.read()
+
+    def send_raw(self, data):
+        self.p.stdin.write(data)
+        self.p.stdin.flush()
+
+    def send(self, method, params=None, id=None, notify=False):
+        msg = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            msg["params"] = params
+        if not notify:
+            if id is None:
+                id = self.next_id
+                self.next_id += 1
+            msg["id"] = id
+        self.send_raw(json.dumps(msg).encode() + b"\n")
+        return id
+
+    def wait_for(self, pred, timeout=30):
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                for m in self.lines:
+                    if m is not None and pred(m):
+                        return m
+                left = deadline - time.monotonic()
+                assert left > 0, f"no matching message; got {self.lines}"
+                self.cond.wait(left)
+
+    def response(self, id, timeout=60):
+        return self.wait_for(lambda m: isinstance(m, dict) and m.get("id") == id and
+                             ("result" in m or "error" in m), timeout)
+
+    def next_null_error(self, after=0, timeout=30):
+        """The first error response with id null at or after index `after`."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                for m in self.lines[after:]:
+                    if isinstance(m, dict) and "error" in m and m.get("id") is None:
+                        return m
+                left = deadline - time.monotonic()
+                assert left > 0, f"no error; got {self.lines[after:]}"
+                self.cond.wait(left)
+
+    def call(self, method, **params):
+        r = self.response(self.send(method, params))
+        assert "result" in r, r
+        return r["result"]
+
+    def error(self, method, params=None):
+        r = self.response(self.send(method, params))
+        assert "error" in r, r
+        return r["error"]
+
+    def events(self):
+        with self.cond:
+            return [m["params"] for m in self.lines
+                    if isinstance(m, dict) and m.get("method") == "event"]
+
+    def close(self, timeout=60):
+        self.p.stdin.close()
+        rc = self.p.wait(timeout)
+        self.t.join(timeout)
+        return rc
+
+
+@pytest.fixture
+def serve():
+    servers = []
+
+    def start(*args, env=None):
+        s = Serve(*args, env=env)
+        servers.append(s)
+        return s
+    yield start
+    for s in servers:
+        if s.p.poll() is None:
+            s.p.kill()
+            s.p.wait()
+        s.t_err.join(10)
+        # Under build-asan a sanitizer report fails the test that caused it.
+        assert b"Sanitizer" not in s.stderr and b"runtime error:" not in s.stderr, \
+            s.stderr.decode(errors="replace")
+
+
+@pytest.fixture
+def fake(serve):
+    s = serve()
+    s.router = s.call("router.new", config=FAKE)["router"]
+    return s
+
+
+@pytest.fixture
+def state():
+    root = tempfile.mkdtemp(prefix="/tmp/msb-serve-")
+    before = Snapshot.take(root)
+    yield root
+    leaks = Snapshot.take(root).leaked_since(before)
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f"--state {root}/".encode() in f.read().replace(b"\0", b" "):
+                    os.kill(int(pid), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+    shutil.rmtree(root, ignore_errors=True)
+    assert not leaks, f"left behind: {leaks}"
+
+
+def ns_config(state, floor="container"):
+    return {"min_isolation": floor, "backends": [{"type": "ns", "state_dir": state}]}
+
+
+@pytest.fixture
+def ns(serve, state):
+    s = serve()
+    s.state = state
+    s.router = s.call("router.new", config=ns_config(state))["router"]
+    s.sandbox = s.call("router.acquire", router=s.router, key=KEY, spec=SPEC)["sandbox"]
+    yield s
+    s.call("router.dispose", router=s.router, key=KEY)
+    assert s.close() == 0
+
+
+# ---- the protocol ------------------------------------------------------------------------------
+
+def test_version_and_ids_of_every_json_type(serve):
+    s = serve()
+    for rid in ["abc", 7, 2.5]:
+        r = s.response(s.send("msb.version", id=rid))
+        assert r["jsonrpc"] == "2.0" and r["id"] == rid
+        assert r["result"]["version"]
+    # An explicit null id is a request (answered with id null), not a notification.
+    s.send_raw(b'{"jsonrpc":"2.0","id":null,"method":"msb.version"}\n')
+    r = s.wait_for(lambda m: m.get("id", 0) is None and "result" in m)
+    assert r["result"]["protocol"] == "msb-serve/1"
+    assert s.close() == 0
+
+
+def test_malformed_json_is_32700_and_the_server_keeps_serving(serve):
+    s = serve()
+    s.send_raw(b'{"jsonrpc": "2.0", "id": 1, "method": \n')
+    e = s.next_null_error()
+    assert e["error"]["code"] == -32700
+    s.send_raw(b'{"a": 1, "a": 2}\n')  # duplicate members are refused, not guessed
+    assert s.next_null_error(after=1)["error"]["code"] == -32700
+    assert s.call("msb.version")["version"]
+
+
+@pytest.mark.parametrize("raw, why", [
+    (b'42', "not an object"),
+    (b'"x"', "not an object"),
+    (b'{"id": 1, "method": "msb.version"}', "jsonrpc"),
+    (b'{"jsonrpc": "1.0", "id": 1, "method": "msb.version"}', "jsonrpc"),
+    (b'{"jsonrpc": "2.0", "id": 1, "method": 5}', "method"),
+    (b'{"jsonrpc": "2.0", "id": 1}', "method"),
+    (b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "msb.version"}', "id"),
+    (b'{"jsonrpc": "2.0", "id": 1, "method": "msb.version", "params": "x"}', "params"),
+    (b'{"jsonrpc": "2.0", "id": 1, "method": "msb.version", "extra": 1}', "extra"),
+])
+def test_invalid_requests_are_32600(serve, raw, why):
+    s = serve()
+    s.send_raw(raw + b"\n")
+    r = s.wait_for(lambda m: isinstance(m, dict) and "error" in m)
+    assert r["error"]["code"] == -32600 and why in r["error"]["message"]
+    assert s.call("msb.version")
+
+
+def test_unknown_method_is_32601_and_a_notification_gets_no_answer(serve):
+    s = serve()
+    e = s.error("no.such.method")
+    assert e["code"] == -32601 and "no.such.method" in e["message"]
+    s.send("no.such.method", notify=True)
+    s.send("msb.version", notify=True)
+    assert s.call("msb.version")
+    assert s.close() == 0
+    # Two responses only: the error and the last version; notifications got none.
+    assert len([m for m in s.lines if m is not None]) == 2
+
+
+def test_batches(serve):
+    s = serve()
+    s.send_raw(b"[]\n")
+    assert s.next_null_error()["error"]["code"] == -32600
+    batch = [
+        {"jsonrpc": "2.0", "id": "a", "method": "msb.version"},
+        {"jsonrpc": "2.0", "method": "msb.version"},  # a notification: no entry
+        {"jsonrpc": "2.0", "id": "b", "method": "nope"},
+        1,
+    ]
+    s.send_raw(json.dumps(batch).encode() + b"\n")
+    out = s.wait_for(lambda m: isinstance(m, list))
+    by_id = {m["id"]: m for m in out}
+    assert len(out) == 3
+    assert "result" in by_id["a"]
+    assert by_id["b"]["error"]["code"] == -32601
+    assert by_id[None]["error"]["code"] == -32600
+    # A batch of notifications only: nothing at all is written for it.
+    n = len(s.lines)
+    s.send_raw(json.dumps([{"jsonrpc": "2.0", "method": "msb.version"}] * 2).encode() + b"\n")
+    assert s.call("msb.version")
+    assert not any(isinstance(m, list) for m in s.lines[n:])
+
+
+def test_oversized_message_is_drained_and_refused(serve):
+    s = serve("--max-message", "1024")
+    big = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "msb.version",
+                      "params": {"pad": "x" * 100000}}).encode()
+    s.send_raw(big + b"\n")
+    e = s.next_null_error()["error"]
+    assert e["code"] == -32600 and "1024" in e["message"]
+    assert e["data"]["limit"] == 1024 and e["data"]["received"] >= 100000
+    # The rest of the long line was skipped, not parsed as new messages.
+    assert s.call("msb.version")
+    assert len([m for m in s.lines if m and "error" in m]) == 1
+
+
+@pytest.mark.parametrize("method, params, phrase", [
+    ("msb.version", [1, 2], "named parameters"),
+    ("router.new", {}, "`config` is required"),
+    ("router.new", {"config": "{}"}, "must be an object"),
+    ("router.new", {"config": {}, "bogus": 1}, "no parameter `bogus`"),
+    ("router.acquire", {"router": "router-99", "key": KEY, "spec": SPEC}, "no open router"),
+    ("sandbox.exec", {"sandbox": 5}, "must be a string"),
+])
+def test_wrong_params_are_32602(serve, method, params, phrase):
+    s = serve()
+    e = s.error(method, params)
+    assert e["code"] == -32602 and phrase in e["message"], e
+
+
+def test_wrong_params_on_live_handles(fake):
+    s = fake
+    sb = s.call("router.acquire", router=s.router, key=KEY, spec=SPEC)["sandbox"]
+    cases = [
+        ("sandbox.exec", {"sandbox": s.router}, "is a router, not a sandbox"),
+        ("sandbox.exec", {"sandbox": sb}, "exactly one of `argv` and `shell`"),
+        ("sandbox.exec", {"sandbox": sb, "argv": ["a"], "shell": "b"}, "exactly one"),
+        ("sandbox.exec", {"sandbox": sb, "argv": "echo"}, "array of strings"),
+        ("sandbox.exec", {"sandbox": sb, "argv": ["a\u0000b"]}, "without NUL"),
+        ("sandbox.exec", {"sandbox": sb, "argv": ["a"], "stdin": "!!"}, "not valid base64"),
+        ("sandbox.exec", {"sandbox": sb, "argv": ["a"], "timeout": "1"}, "must be a number"),
+        ("sandbox.exec_bounded", {"sandbox": sb, "argv": ["a"]}, "`max_output_bytes`"),
+        ("sandbox.read_file", {"sandbox": sb, "path": "a", "max_bytes": -1}, "non-negative"),
+        ("sandbox.remove", {"sandbox": sb, "path": "a", "recursive": 1}, "true or false"),
+        ("router.acquire", {"router": s.router, "key": {"scope": "a"}, "spec": SPEC},
+         "`thread_id` is required"),
+        ("router.acquire", {"router": s.router, "key": dict(KEY, x=1), "spec": SPEC},
+         "no member `x`"),
+    ]
+    for method, params, phrase in cases:
+        e = s.error(method, params)
+        assert e["code"] == -32602 and phrase in e["message"], (method, e)
+        assert e["data"]["name"] == "ValueError"
+
+
+# ---- library errors: -32000 with the seed's name and payload ------------------------------------
+
+def test_policy_refusal_carries_the_seed_name_6_10_6_12(serve):
+    s = serve()
+    r = s.call("router.new", config={
+        "min_isolation": "none",
+        "backends": [{"type": "declared", "name": "d", "isolation": "container",
+                      "declarations": {"egress_modes": ["closed"]}}]})["router"]
+    spec = {"kind": "k", "egress": "allowlist", "egress_allow": ["example.com"]}
+    e = s.error("router.ensure_can_serve", {"router": r, "spec": spec})
+    assert e["code"] == -32000
+    assert e["data"]["name"] == "SandboxEgressNotEnforced"
+    assert e["data"]["code"] == -1107
+    assert "permission" in e["data"]["categories"]  # 6.12: a safety refusal
+    assert "cannot enforce the 'allowlist' egress" in e["message"]
+    # 6.1: acquire refuses the same way, and records the refusal (17.6).
+    e2 = s.error("router.acquire", {"router": r, "key": KEY, "spec": spec})
+    assert e2["data"]["name"] == "SandboxEgressNotEnforced"
+    ev = s.wait_for(lambda m: m.get("method") == "event")["params"]
+    assert ev["event"] == "SandboxAcquired" and ev["refusal"] == "SandboxEgressNotEnforced"
+
+
+def test_router_construction_refusals(serve):
+    s = serve()
+    e = s.error("router.new", {"config": {"backends": [{"type": "fake"}]}})
+    assert e["data"]["name"] == "SandboxBackendNotPermitted"  # default floor microvm
+    e = s.error("router.new", {"config": {"min_isolation": "process"}})
+    assert e["data"]["name"] == "ValueError" and "process" in e["message"]  # 1.4
+    e = s.error("router.new", {"config": {"backends": [{"type": "docker"}]}})
+    assert e["data"]["name"] == "ValueError" and "not a backend type" in e["message"]
+    e = s.error("router.new", {"config": {"backends": [{"type": "ns", "nope": 1}]}})
+    assert e["data"]["name"] == "ValueError" and "nope" in e["message"]
+    # A router with no backends is disabled (5.4), and says so.
+    r = s.call("router.new", config={})
+    assert r["enabled"] is False and r["backends"] == []
+    e = s.error("router.resolve", {"router": r["router"], "spec": SPEC})
+    assert e["data"]["name"] == "NoSandboxBackend"
+    assert s.call("router.ensure_can_serve", router=r["router"], spec=SPEC) == {}  # 6.14
+    e = s.error("router.resolve", {"router": r["router"], "spec": {"kind": "k", "x": 1}})
+    assert e["data"]["name"] == "ValueError" and "`x`" in e["message"]
+
+
+def test_not_implemented_is_typed(fake):
+    s = fake
+    sb = s.call("router.acquire", router=s.router, key=KEY, spec=SPEC)["sandbox"]
+    e = s.error("sandbox.reset", {"sandbox": sb})
+    assert e["data"]["name"] == "NotImplementedError" and "not_implemented" in e["data"][
+        "categories"]
+
+
+# ---- every method over the fake ----------------------------------------------------------------
+
+def test_router_methods_over_the_fake(fake):
+    s = fake
+    assert s.call("router.resolve", router=s.router, spec=SPEC) == {
+        "backend": "in-process", "isolation": "none", "isolation_scope": "conversation"}
+    assert s.call("router.effective_cleanup", router=s.router, spec=SPEC)["cleanup"] in (
+        "reclaim", "reset", "dispose")
+    a = s.call("router.acquire", router=s.router, key=KEY, spec=SPEC, call="c1")
+    assert a["backend"] == "in-process" and a["instance_id"]
+    # Acquiring again returns the same physical instance under a new handle.
+    b = s.call("router.acquire", router=s.router, key=KEY, spec=SPEC)
+    assert b["instance_id"] == a["instance_id"] and b["sandbox"] != a["sandbox"]
+    assert s.call("router.key_unclean", router=s.router, key=KEY) == {"unclean": False,
+                                                                        "targets": 0}
+    assert s.call("router.dispose_kind", router=s.router, key=KEY, kind="shell",
+                  timeout=5)["all_landed"] is True
+    e = s.error("router.dispose_kind", {"router": s.router, "key": KEY, "kind": "shell",
+                                        "timeout": 0})
+    assert e["data"]["name"] == "ValueError"
+    assert s.call("router.dispose_unclean", router=s.router, key=KEY)["all_landed"] is True
+    assert s.call("router.dispose", router=s.router, key=KEY) == {"all_disposed": True}
+    purge = s.call("router.dispose_scope", router=s.router, scope="app", thread_id="t1")
+    assert sorted(purge) == ["disposed", "undisposed"]
+    assert all(isinstance(v, int) and v >= 0 for v in purge.values())
+    kinds = [e["event"] for e in s.events()]
+    assert "SandboxDisposed" in kinds and "ScopeDisposed" in kinds  # 17.7, 17.8
+    acquired = [e for e in s.events() if e["event"] == "SandboxAcquired"]
+    assert acquired[0]["call"] == "c1" and acquired[0]["key"]["thread_id"] == "t1"
+    assert s.call("sandbox.release", sandbox=a["sandbox"]) == {}
+    e = s.error("sandbox.release", {"sandbox": a["sandbox"]})
+    assert e["code"] == -32602 and "no open sandbox" in e["message"]
+    assert s.call("router.free", router=s.router) == {}
+    assert s.error("router.resolve", {"router": s.router, "spec": SPEC})["code"] == -32602
+    assert s.close() == 0
+
+
+def test_events_precede_the_response_that_caused_them_17_6(fake):
+    s = fake
+    rid = s.send("router.acquire", {"router": s.router, "key": KEY, "spec": SPEC})
+    resp = s.response(rid)
+    i = s.lines.index(resp)
+    assert any(m.get("method") == "event" and m["params"]["event"] == "SandboxAcquired"
+               for m in s.lines[:i])
+
+
+def test_no_events_flag(serve):
+    s = serve("--no-events")
+    r = s.call("router.new", config=FAKE)["router"]
+    s.call("router.acquire", router=r, key=KEY, spec=SPEC)
+    assert s.close() == 0
+    assert s.events() == []
+
+
+def test_file_plane_over_the_fake(fake):
+    s = fake
+    sb = s.call("router.acquire", router=s.router, key=KEY, spec=SPEC)["sandbox"]
+    data = bytes(range(256))
+    assert s.call("sandbox.write_file", sandbox=sb, path="d.bin", data=b64(data)) == {
+        "written": 256}
+    r = s.call("sandbox.read_file", sandbox=sb, path="d.bin")
+    assert unb64(r["data"]) == data and r["size"] == 256
+    assert s.call("sandbox.stat", sandbox=sb, path="d.bin")["entry"]["size_bytes"] == 256
+    assert s.call("sandbox.stat", sandbox=sb, path="nope") == {"present": False,
+                                                               "entry": None}
+    names = [e["path"] for e in s.call("sandbox.list", sandbox=sb)["entries"]]
+    assert names == ["d.bin"]
+    fp = s.call("sandbox.fingerprint", sandbox=sb)
+    assert fp["supported"] and any(p.endswith("d.bin") for p in fp["changed_paths"])
+    assert s.call("sandbox.remove", sandbox=sb, path="d.bin") == {}
+    assert s.call("sandbox.stat", sandbox=sb, path="d.bin")["present"] is False
+    assert s.call("sandbox.reclaim", sandbox=sb, directory="scratch", timeout=5) == {}
+    r = s.call("sandbox.run_code", sandbox=sb, code="print(1)")
+    assert r["exit_code"] == 0
+
+
+def test_the_call_session_15_12_15_14_17_14(fake):
+    s = fake
+    sess = s.call("session.attach", router=s.router, spec=SPEC, name="shell_tool")
+    assert sess["name"] == "shell_tool"
+    c = s.call("session.begin_call", session=sess["session"], scope="app", thread_id="t7")
+    assert len(c["call_id"]) == 12
+    assert s.call("call.key", call=c["call"])["key"] == {
+        "scope": "app", "thread_id": "t7", "agent_dir": "rpc", "call_id": None}
+    path = s.call("call.guest_call_path", call=c["call"])["path"]
+    assert path == c["call_id"]
+    sb = s.call("call.acquire", call=c["call"])["sandbox"]
+    s.call("sandbox.write_file", sandbox=sb, path="x", data=b64(b"1"), working_directory=path)
+    r = s.call("call.end", call=c["call"], outcome={"kind": "result", "text": "done"})
+    assert r["items"] == [{"text": "done", "guidance": False}]
+    # The call's sandbox handle went with it; the call handle too.
+    assert s.error("sandbox.stat", {"sandbox": sb, "path": "x"})["code"] == -32602
+    assert s.error("call.end", {"call": c["call"]})["code"] == -32602
+    ended = [e for e in s.events() if e["event"] == "ToolCallEnded"]
+    assert ended and ended[-1]["call"] == c["call_id"] and ended[-1]["outcome"] == "result"
+
+    # No thread context: key and acquire answer with the model-facing sentence (2.5).
+    c2 = s.call("session.begin_call", session=sess["session"])
+    assert "no active thread context" in s.call("call.key", call=c2["call"])["sentence"]
+    assert "no active thread context" in s.call("call.acquire", call=c2["call"])["sentence"]
+    e = s.error("call.end", {"call": c2["call"], "outcome": {"kind": "error",
+                                                             "error": "NoSuchError"}})
+    assert e["code"] == -32602
+    e = s.error("call.end", {"call": c2["call"], "outcome": {"kind": "maybe"}})
+    assert e["code"] == -32602
+    r = s.call("call.end", call=c2["call"], outcome={"kind": "error",
+                                                     "error": "SandboxUnclean"})
+    assert r["items"] == []
+    ended = [e for e in s.events() if e["event"] == "ToolCallEnded"]
+    assert ended[-1]["outcome"] == "SandboxUnclean"
+    assert s.call("session.detach", session=sess["session"]) == {}
+    # A disabled router makes no tool (15.1).
+    off = s.call("router.new", config={})["router"]
+    assert s.call("session.attach", router=off, spec=SPEC) == {"session": None}
+
+
+def test_eof_releases_every_handle_and_ends_open_calls(fake):
+    s = fake
+    sess = s.call("session.attach", router=s.router, spec=SPEC)["session"]
+    c = s.call("session.begin_call", session=sess, scope="app", thread_id="t8")
+    s.call("call.acquire", call=c["call"])
+    s.call("router.acquire", router=s.router, key=KEY, spec=SPEC)
+    assert s.close(timeout=30) == 0
+    # The open call was ended as cancelled, which ran its own cleanup.
+    ended = [e for e in s.events() if e["event"] == "ToolCallEnded"]
+    assert ended and ended[-1]["call"] == c["call_id"] and ended[-1]["outcome"] == "cancelled"
+
+
+def test_concurrent_requests_interleave(fake):
+    s = fake
+    ids = [s.send("router.acquire", {"router": s.router, "spec": SPEC,
+                                     "key": dict(KEY, thread_id=f"t{i}")}) for i in range(50)]
+    got = [s.response(i)["result"]["sandbox"] for i in ids]
+    assert len(set(got)) == 50  # every request answered, each with its own handle
+    threads = {e["key"]["thread_id"] for e in s.events() if e["event"] == "SandboxAcquired"}
+    assert threads == {f"t{i}" for i in range(50)}
+
+
+# ---- the ns backend ----------------------------------------------------------------------------
+
+@needs_root
+def test_exec_over_ns_exact_bytes_9_1_9_6(ns):
+    s = ns
+    r = s.call("sandbox.exec", sandbox=s.sandbox, argv=["printf", "a b\\377\\000c"])
+    assert unb64(r["stdout"]) == b"a b\xff\x00c" and r["exit_code"] == 0
+    r = s.call("sandbox.exec", sandbox=s.sandbox, shell="cat; echo $FOO >&2; exit 3",
+               stdin=b64(b"in\x00put"), env=["FOO=bar"])
+    assert unb64(r["stdout"]) == b"in\x00put" and unb64(r["stderr"]) == b"bar\n"
+    assert r["exit_code"] == 3
+    r = s.call("sandbox.exec", sandbox=s.sandbox, argv=["sh", "-c", "kill -9 $$"])
+    assert r["term_signal"] == 9 and r["exit_code"] == 137
+
+
+@needs_root
+def test_exec_bounded_truncates_23_24(ns):
+    s = ns
+    r = s.call("sandbox.exec_bounded", sandbox=s.sandbox, shell="head -c 100000 /dev/zero",
+               max_output_bytes=1000)
+    assert r["truncated"] is True and len(unb64(r["stdout"])) <= 1000
+
+
+@needs_root
+def test_timeout_carries_partial_output_9_4(ns):
+    s = ns
+    e = s.error("sandbox.exec", {"sandbox": s.sandbox, "shell": "echo started; sleep 30",
+                                 "timeout": 0.5})
+    # The caller's bound expiring is TimeoutError, and only then (9.4).
+    assert e["data"]["name"] == "TimeoutError"
+    assert "timeout" in e["data"]["categories"]
+    assert unb64(e["data"]["payload"]["output"]).startswith(b"started")
+    assert e["data"]["payload"]["signal"]
+
+
+@needs_root
+def test_file_plane_over_ns_9_23(ns):
+    s = ns
+    data = os.urandom(200000)
+    s.call("sandbox.write_file", sandbox=s.sandbox, path="dir/blob", data=b64(data))
+    assert unb64(s.call("sandbox.read_file", sandbox=s.sandbox, path="dir/blob")["data"]) == data
+    e = s.error("sandbox.read_file", {"sandbox": s.sandbox, "path": "dir/blob",
+                                      "max_bytes": 1000})
+    assert e["data"]["name"] == "SandboxTransferCapExceeded"
+    assert e["data"]["payload"]["cap"] == "max_bytes_per_file"
+    e = s.error("sandbox.read_file", {"sandbox": s.sandbox, "path": "nope"})
+    assert e["data"]["name"] == "FileNotFoundError"
+    e = s.error("sandbox.read_file", {"sandbox": s.sandbox, "path": "../../etc/passwd"})
+    assert e["code"] == -32000 and e["data"]["name"] != "MsbError"
+    ls = s.call("sandbox.list", sandbox=s.sandbox, path="dir")["entries"]
+    assert ls == [{"path": "dir/blob", "kind": "file", "size_known": True,
+                   "size_bytes": 200000}]
+    s.call("sandbox.remove", sandbox=s.sandbox, path="dir", recursive=True)
+    assert s.call("sandbox.stat", sandbox=s.sandbox, path="dir")["present"] is False
+
+
+@needs_root
+def test_concurrent_execs_answer_out_of_order(ns):
+    s = ns
+    slow = s.send("sandbox.exec", {"sandbox": s.sandbox, "shell": "sleep 1.5; echo slow"})
+    fast = [s.send("sandbox.exec", {"sandbox": s.sandbox, "argv": ["echo", str(i)]})
+            for i in range(6)]
+    for i, rid in enumerate(fast):
+        assert unb64(s.response(rid)["result"]["stdout"]) == f"{i}\n".encode()
+    with s.cond:
+        slow_done = any(isinstance(m, dict) and m.get("id") == slow for m in s.lines)
+    assert not slow_done  # the fast ones overtook it
+    assert unb64(s.response(slow)["result"]["stdout"]) == b"slow\n"
+
+
+@needs_root
+def test_ns_floor_refusal_and_eof_leaves_the_conversation_sandbox(serve, state, msb):
+    s = serve()
+    e = s.error("router.new", {"config": ns_config(state, floor="microvm")})
+    assert e["data"]["name"] == "SandboxBackendNotPermitted"
+    r = s.call("router.new", config=ns_config(state))["router"]
+    inst = s.call("router.acquire", router=r, key=KEY, spec=SPEC)["instance_id"]
+    assert s.close() == 0
+    # EOF released the handles and disposed nothing: the conversation's
+    # sandbox is still there for the next process (the shutdown rule).
+    p = msb("ls", "--state-dir", state, "--json")
+    assert inst.encode() in p.stdout or b"t1" in p.stdout
+    p = msb("dispose", "--state-dir", state, "--scope", "app", "--thread", "t1", "--agent",
+            "agent")
+    assert p.returncode == 0, p.stderr
+
+
+@needs_root
+def test_guest_bytes_that_are_not_utf8_are_replaced_not_dropped(ns):
+    s = ns
+    s.call("sandbox.exec", sandbox=s.sandbox, shell="touch \"$(printf 'bad\\377name')\"")
+    entries = s.call("sandbox.list", sandbox=s.sandbox)["entries"]
+    assert [e["path"] for e in entries] == ["bad\ufffdname"]
+    fp = s.call("sandbox.fingerprint", sandbox=s.sandbox)
+    assert any("bad\ufffdname" in p for p in fp["changed_paths"]) or not fp["supported"]
+
+
+@needs_root
+def test_call_end_waits_for_requests_on_the_calls_sandbox(serve, state):
+    s = serve()
+    r = s.call("router.new", config=ns_config(state))["router"]
+    sess = s.call("session.attach", router=r, spec=SPEC)["session"]
+    c = s.call("session.begin_call", session=sess, scope="app", thread_id="t5")
+    sb = s.call("call.acquire", call=c["call"])["sandbox"]
+    running = s.send("sandbox.exec", {"sandbox": sb, "shell": "sleep 1; echo done"})
+    time.sleep(0.3)
+    end = s.send("call.end", {"call": c["call"], "outcome": {"kind": "result", "text": "x"}})
+    # The exec finishes on a live sandbox; the end comes after it, then cleans up.
+    assert unb64(s.response(running)["result"]["stdout"]) == b"done\n"
+    assert s.response(end)["result"]["items"] == [{"text": "x", "guidance": False}]
+    ordered = [m.get("id") for m in s.lines if isinstance(m, dict) and "id" in m]
+    assert ordered.index(running) < ordered.index(end)
+    s.call("router.dispose_scope", router=r, scope="app", thread_id="t5")
+    assert s.close() == 0
+
+
+def test_options_purge_properties_and_report_unclean_7_14_8_8(serve):
+    s = serve()
+    r = s.call("router.new", config=dict(FAKE, min_cleanup="reclaim"))["router"]
+    opts = s.call("router.options", router=r)
+    assert opts["min_isolation"] == "none" and opts["min_cleanup"] == "reclaim"
+    assert opts["reclaim"] == {"timeout": 30.0, "failed_reclaim_policy": "dispose"}
+    purge = s.call("router.purge_scoped_thread", router=r, scope="app", thread_id="t1")
+    assert sorted(purge) == ["disposed", "undisposed"]
+    assert any(e["event"] == "ScopeDisposed" for e in s.events())  # 7.14
+    sess = s.call("session.attach", router=r, spec=SPEC)["session"]
+    assert s.call("session.properties", session=sess) == {"source_integrity": "trusted"}
+    c1 = s.call("session.begin_call", session=sess, scope="app", thread_id="t1")
+    c2 = s.call("session.begin_call", session=sess, scope="app", thread_id="t1")
+    sb1 = s.call("call.acquire", call=c1["call"])["sandbox"]
+    e = s.error("call.report_unclean", {"call": c2["call"], "sandbox": sb1, "reason": "x"})
+    assert e["code"] == -32602 and "not acquired by this call" in e["message"]
+    assert s.call("call.report_unclean", call=c1["call"], sandbox=sb1,
+                  reason="a survivor") == {}
+    e = s.error("call.end", {"call": c2["call"]})  # a result needs its text
+    assert e["data"]["name"] == "ValueError" and "no text" in e["message"]
+    n = len(s.events())
+    s.call("call.end", call=c1["call"], outcome={"kind": "result", "text": "ok"})
+    # 8.8: the unclean instance reaches the unclean policy (dispose), though the
+    # rung was reclaim.
+    disposed = [e for e in s.events()[n:] if e["event"] == "SandboxDisposed"]
+    assert disposed and disposed[0]["origin"] == "framework"
+
+
+def test_every_method_is_served_and_documented():
+    import re
+    from conftest import ROOT
+    with open(os.path.join(ROOT, "cli", "rpc", "methods.c")) as f:
+        table = set(re.findall(r'^\s+\{"([a-z_.]+)",', f.read(), re.M))
+    with open(os.path.join(ROOT, "docs", "serve.md")) as f:
+        documented = set(re.findall(r"^### `([a-z_.]+)`", f.read(), re.M))
+    assert len(table) >= 35 and table == documented
+    s = Serve()
+    for m in sorted(table):
+        e = s.response(s.send(m, {"no_such_parameter": 1}))
+        assert e["error"]["code"] == -32602, (m, e)  # known, and strict about its params
+    assert s.close() == 0
+
+
+def test_garbage_never_stops_the_server(serve):
+    """Random bytes, random JSON and truncated requests: every line is answered or
+    ignored, none kills the server (the wire is untrusted input)."""
+    import random
+    rnd = random.Random(1234)
+    s = serve("--max-message", "4096")
+    valid = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "router.new",
+                        "params": {"config": FAKE}}).encode()
+    pieces = [b"{", b"}", b"[", b"]", b'"', b":", b",", b"null", b"1e999", b"\\u0000",
+              b'"jsonrpc"', b'"2.0"', b'"id"', b'"method"', b'"params"', b"\xff", b"\x00"]
+    for _ in range(400):
+        kind = rnd.randrange(3)
+        if kind == 0:
+            line = bytes(rnd.randrange(256) for _ in range(rnd.randrange(1, 200)))
+        elif kind == 1:
+            line = b"".join(rnd.choice(pieces) for _ in range(rnd.randrange(1, 30)))
+        else:
+            line = valid[:rnd.randrange(len(valid))]
+        s.send_raw(line.replace(b"\n", b" ") + b"\n")
+    s.send_raw(b"x" * 10000 + b"\n")
+    assert s.call("msb.version")["version"]
+    assert s.close() == 0
+
+
+def test_crlf_and_a_last_line_without_newline(serve):
+    s = serve()
+    s.send_raw(b'{"jsonrpc":"2.0","id":"crlf","method":"msb.version"}\r\n')
+    assert "result" in s.response("crlf")
+    s.send_raw(b'{"jsonrpc":"2.0","id":"last","method":"msb.version"}')
+    s.p.stdin.close()
+    assert s.p.wait(30) == 0
+    assert "result" in s.response("last")
+
+
+@needs_root
+def test_reset_and_fingerprint_over_ns_18_12(ns):
+    s = ns
+    s.call("sandbox.write_file", sandbox=s.sandbox, path="scratch.txt", data=b64(b"x"))
+    fp = s.call("sandbox.fingerprint", sandbox=s.sandbox)
+    assert fp["supported"] and any(p.endswith("scratch.txt") for p in fp["changed_paths"])
+    assert s.call("sandbox.reset", sandbox=s.sandbox, timeout=30) == {}
+    assert s.call("sandbox.stat", sandbox=s.sandbox, path="scratch.txt")["present"] is False
+    fp = s.call("sandbox.fingerprint", sandbox=s.sandbox)
+    assert not any(p.endswith("scratch.txt") for p in fp["changed_paths"])
