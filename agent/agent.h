@@ -83,8 +83,35 @@ struct conn {
 	struct conn *next;
 };
 
+/* One egress tunnel: an accepted connection on the proxy port (egress.c). */
+struct tunnel {
+	uint32_t id; /* even: agent-opened */
+	int fd;
+	uint8_t *in_buf; /* host -> guest bytes not yet written (<= window) */
+	size_t in_head, in_len;
+	uint32_t regrant;
+	msb_proto_credit in_credit;  /* granted to the host, not yet received */
+	msb_proto_credit out_credit; /* granted by the host, not yet used */
+	bool eof_sent, eof_received, shut_wr;
+	bool done;
+	struct tunnel *next;
+};
+
+struct egress {
+	int listen_fd;
+	struct conn *conn; /* the host connection that asked (the shim's) */
+	uint32_t listen_ch;
+	uint32_t next_id; /* last even id used */
+	unsigned max, ntunnels;
+	uint32_t window;
+	bool ready;
+	bool closed; /* its connection is gone: freed by egress_sweep() */
+	struct tunnel *tunnels;
+};
+
 struct agent {
 	int listen_fd;
+	struct egress *egress; /* NULL until a host asks for EGRESS_LISTEN */
 	int sig_fd;
 	char *work; /* the guest storage base, absolute */
 	bool is_init;
@@ -133,6 +160,18 @@ bool exec_reaped(struct agent *a, pid_t pid, int status);
 /* Kill an exec's processes without reporting (connection gone, agent exits). */
 void exec_abandon(struct agent *a, struct exec_ch *e);
 void exec_free(struct exec_ch *e);
+
+/* ---- egress.c ------------------------------------------------------------ */
+void egress_listen(struct agent *a, struct conn *c, uint32_t id, const msb_proto_egress_listen *l);
+void egress_on_frame(struct agent *a, struct conn *c, const msb_proto_msg *m);
+void egress_accept(struct agent *a);
+short egress_listen_events(const struct agent *a);
+short egress_tunnel_events(const struct agent *a, const struct tunnel *t);
+void egress_on_tunnel(struct agent *a, struct tunnel *t, short revents);
+void egress_sweep(struct agent *a);
+void egress_conn_closed(struct agent *a, struct conn *c);
+/* HTTP(S)_PROXY and NO_PROXY for workloads, NULL-terminated; NULL when off. */
+const char *const *egress_env(struct agent *a);
 
 /* ---- child.c ------------------------------------------------------------- */
 struct spawn {

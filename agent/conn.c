@@ -115,6 +115,7 @@ void conn_close(struct agent *a, struct conn *c)
 	for (struct exec_ch *e = c->execs; e; e = e->next)
 		if (!e->done)
 			exec_abandon(a, e);
+	egress_conn_closed(a, c);
 	c->dead = true;
 }
 
@@ -227,7 +228,12 @@ static void on_frame(struct agent *a, struct conn *c, const msb_proto_frame *f)
 
 	uint8_t buf[64];
 	struct exec_ch *e = NULL;
-	if (m.channel != 0 && m.type != MSB_PROTO_EXEC_OPEN && m.type != MSB_PROTO_PS_REQUEST) {
+	if (msb_proto_channel_is_agent(m.channel)) {
+		egress_on_frame(a, c, &m);
+		return;
+	}
+	if (m.channel != 0 && m.type != MSB_PROTO_EXEC_OPEN && m.type != MSB_PROTO_PS_REQUEST &&
+	    m.type != MSB_PROTO_EGRESS_LISTEN) {
 		e = find_exec(c, m.channel);
 		if (!e) {
 			if (!is_stale(c, m.channel))
@@ -263,6 +269,10 @@ static void on_frame(struct agent *a, struct conn *c, const msb_proto_frame *f)
 	case MSB_PROTO_PS_REQUEST:
 		if (open_channel(c, m.channel))
 			procs_snapshot(c, m.channel, &m.u.ps_request);
+		break;
+	case MSB_PROTO_EGRESS_LISTEN:
+		if (open_channel(c, m.channel))
+			egress_listen(a, c, m.channel, &m.u.egress_listen);
 		break;
 	case MSB_PROTO_DATA:
 		exec_on_data(e, &m.u.data);

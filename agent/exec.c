@@ -129,15 +129,23 @@ static size_t key_len(const char *kv)
 }
 
 /* Defaults, overridden key by key by the request, plus PWD (logical). */
-static char **build_envp(const msb_proto_exec_open *m, const char *logical)
+static char **build_envp(const msb_proto_exec_open *m, const char *logical,
+			 const char *const *extra)
 {
-	size_t cap = sizeof(default_env) / sizeof(default_env[0]) + m->env.count + 2;
+	size_t n_extra = 0;
+	while (extra && extra[n_extra])
+		n_extra++;
+	size_t cap = sizeof(default_env) / sizeof(default_env[0]) + n_extra + m->env.count + 2;
 	char **v = calloc(cap, sizeof(*v));
 	size_t n = 0;
 	if (!v)
 		return NULL;
 	for (size_t i = 0; i < sizeof(default_env) / sizeof(default_env[0]); i++)
 		if (!(v[n++] = str_dup((const uint8_t *)default_env[i], strlen(default_env[i]))))
+			goto fail;
+	/* The egress proxy's variables (egress.c), when it listens. */
+	for (size_t i = 0; i < n_extra; i++)
+		if (!(v[n++] = str_dup((const uint8_t *)extra[i], strlen(extra[i]))))
 			goto fail;
 	msb_proto_strlist it = m->env;
 	msb_proto_str s;
@@ -200,7 +208,7 @@ void exec_open(struct agent *a, struct conn *c, uint32_t id, const msb_proto_exe
 	}
 	e = calloc(1, sizeof(*e));
 	argv = build_argv(m);
-	envp = build_envp(m, logical);
+	envp = build_envp(m, logical, egress_env(a));
 	if (!e || !argv || !envp) {
 		send_channel_error(c, id, MSB_PROTO_ERR_SPAWN, "out of memory");
 		goto out;

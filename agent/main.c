@@ -197,6 +197,7 @@ static void sweep(struct agent *a)
 			}
 		}
 		if (c->dead) {
+			egress_conn_closed(a, c);
 			*cp = c->next;
 			a->nconns--;
 			conn_free(c);
@@ -204,9 +205,10 @@ static void sweep(struct agent *a)
 			cp = &c->next;
 		}
 	}
+	egress_sweep(a);
 }
 
-enum { K_LISTEN, K_SIG, K_CONN, K_OUT, K_IN };
+enum { K_LISTEN, K_SIG, K_CONN, K_OUT, K_IN, K_EGRESS, K_TUNNEL };
 struct slot {
 	int kind;
 	int stream;
@@ -266,6 +268,12 @@ static int build_pollset(struct agent *a, struct pollset *ps)
 			rc |= pollset_add(ps, e->in_fd, exec_in_events(e), K_IN, e, 0);
 		}
 	}
+	if (a->egress) {
+		rc |= pollset_add(ps, a->egress->listen_fd, egress_listen_events(a), K_EGRESS, NULL,
+				  0);
+		for (struct tunnel *t = a->egress->tunnels; t; t = t->next)
+			rc |= pollset_add(ps, t->fd, egress_tunnel_events(a, t), K_TUNNEL, t, 0);
+	}
 	return rc;
 }
 
@@ -297,6 +305,14 @@ static void dispatch(struct agent *a, struct pollset *ps)
 				exec_on_output(e, s->stream);
 			break;
 		}
+		case K_EGRESS:
+			egress_accept(a);
+			break;
+		case K_TUNNEL:
+			/* freed only by egress_sweep(), after dispatch */
+			if (a->egress)
+				egress_on_tunnel(a, s->obj, re);
+			break;
 		case K_IN: {
 			struct exec_ch *e = s->obj;
 			if (!e->done && !e->conn->dead && e->in_fd >= 0)

@@ -6,6 +6,7 @@
  * unless the caller opts down with --min-isolation container.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -41,6 +42,14 @@ struct ns_args {
 	size_t n_outputs;
 	const char *sink;
 	bool replace;
+	/* egress (docs/egress.md): --allow rules make the spec ALLOWLIST */
+	const char *allow[64];
+	size_t n_allow;
+	const char *egress_config; /* --egress-config FILE, read into egress_json */
+	char *egress_json;
+	const char *events; /* --events FILE: observer events as JSON lines */
+	int events_fd;
+	msb_jsonl_recorder *recorder;
 	char shim[PATH_MAX];
 	char agent_bin[PATH_MAX];
 };
@@ -59,6 +68,12 @@ struct ns_args {
 	"  --memory BYTES        memory limit, swap included (suffix K, M, G: powers of 1024)\n"   \
 	"  --pids N              at most N processes and threads, the agent included\n"            \
 	"  --cpu MILLIS          CPU time in thousandths of a core (500 = half a core)\n"
+
+#define EGRESS_HELP                                                                                \
+	"  --allow HOST[=M,...]  egress allowlist entry (repeatable; `=GET,HEAD` limits the\n"     \
+	"                        methods); makes the spec's egress `allowlist`\n"                  \
+	"  --egress-config FILE  the backend's egress settings (JSON, docs/egress.md)\n"           \
+	"  --events FILE         append observer events (EgressObserved, ...) as JSON lines\n"
 
 #define FLOOR_HELP                                                                                 \
 	"  --min-isolation RUNG  the router's floor (default: microvm; `ns` is a container:\n"     \
@@ -86,7 +101,7 @@ const cli_verb verb_run = {
 	"                        its media type, e.g. image/png (repeatable, up to 64)\n"
 	"  --sink DIR            land collected outputs under DIR (an existing directory)\n"
 	"  --replace             replace existing files in the sink (default: "
-	"refuse)\n" LIMITS_HELP,
+	"refuse)\n" LIMITS_HELP EGRESS_HELP,
 	cmd_run,
 };
 
@@ -111,7 +126,8 @@ const cli_verb verb_exec = {
 	"  --workdir DIR         working directory relative to the "
 	"storage base\n"
 	"  --timeout S           the command's bound in seconds (default 300)\n"
-	"  --max-output BYTES    stop the output at this many bytes (stdout+stderr)\n" LIMITS_HELP,
+	"  --max-output BYTES    stop the output at this many bytes (stdout+stderr)\n" LIMITS_HELP
+		EGRESS_HELP,
 	cmd_exec,
 };
 
@@ -173,6 +189,7 @@ static msb_ns_options ns_options(struct ns_args *a)
 	o.image = a->image;
 	o.shim_path = a->shim[0] ? a->shim : NULL;
 	o.agent_path = a->agent_bin[0] ? a->agent_bin : NULL;
+	o.egress_config = a->egress_json;
 	return o;
 }
 
@@ -194,6 +211,9 @@ enum {
 	OPT_OUTPUT,
 	OPT_SINK,
 	OPT_REPLACE,
+	OPT_ALLOW,
+	OPT_EGRESS_CONFIG,
+	OPT_EVENTS,
 };
 
 static const struct option ns_opts[] = {
@@ -214,6 +234,9 @@ static const struct option ns_opts[] = {
 	{"output", required_argument, NULL, OPT_OUTPUT},
 	{"sink", required_argument, NULL, OPT_SINK},
 	{"replace", no_argument, NULL, OPT_REPLACE},
+	{"allow", required_argument, NULL, OPT_ALLOW},
+	{"egress-config", required_argument, NULL, OPT_EGRESS_CONFIG},
+	{"events", required_argument, NULL, OPT_EVENTS},
 	{NULL, 0, NULL, 0},
 };
 
@@ -290,6 +313,7 @@ static int parse_opts(const cli_verb *verb, int argc, char **argv, struct ns_arg
 	a->agent = "cli";
 	a->kind = "shell";
 	a->timeout = 300;
+	a->events_fd = -1;
 	optind = 1;
 	opterr = 0;
 	int c;
@@ -375,6 +399,19 @@ static int parse_opts(const cli_verb *verb, int argc, char **argv, struct ns_arg
 				return -1;
 			}
 			break;
+		case OPT_ALLOW:
+			if (a->n_allow == sizeof(a->allow) / sizeof(a->allow[0])) {
+				cli_usage(verb, "at most 64 --allow entries");
+				return -1;
+			}
+			a->allow[a->n_allow++] = optarg;
+			break;
+		case OPT_EGRESS_CONFIG:
+			a->egress_config = optarg;
+			break;
+		case OPT_EVENTS:
+			a->events = optarg;
+			break;
 		case OPT_TIMEOUT: {
 			char *end = NULL;
 			a->timeout = strtod(optarg, &end);
@@ -390,14 +427,39 @@ static int parse_opts(const cli_verb *verb, int argc, char **argv, struct ns_arg
 		}
 	}
 	locate_helpers(a);
+	if (a->egress_config) {
+		json_error_t je;
+		json_t *v = json_load_file(a->egress_config, JSON_REJECT_DUPLICATES, &je);
+		if (v)
+			a->egress_json = json_dumps(v, JSON_COMPACT);
+		json_decref(v);
+		if (!a->egress_json) {
+			cli_usage(verb, "--egress-config `%s`: %s", a->egress_config, je.text);
+			return -1;
+		}
+	}
 	return optind;
+}
+
+/* What make_router() and parse() allocated for egress. */
+static void args_clear(struct ns_args *a)
+{
+	msb_jsonl_recorder_free(a->recorder);
+	a->recorder = NULL;
+	if (a->events_fd >= 0)
+		close(a->events_fd);
+	a->events_fd = -1;
+	free(a->egress_json);
+	a->egress_json = NULL;
 }
 
 static int parse(const cli_verb *verb, int argc, char **argv, struct ns_args *a)
 {
 	int r = parse_opts(verb, argc, argv, a);
-	if (r < 0)
+	if (r < 0) {
 		free_outputs(a);
+		args_clear(a);
+	}
 	return r;
 }
 
@@ -408,6 +470,17 @@ static int make_router(struct ns_args *a, msb_router **out, msb_error **err)
 	ro.log = cli_log;
 	if (a->min_isolation && msb_isolation_parse(a->min_isolation, &ro.min_isolation, err) < 0)
 		return msb_error_wrap(err, "--min-isolation");
+	msb_observer obs;
+	if (a->events) {
+		a->events_fd = open(a->events, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+		if (a->events_fd < 0)
+			return msb_error_set(err, MSB_E_VALUE, "--events `%s`: %s", a->events,
+					     strerror(errno));
+		int q = msb_jsonl_recorder_new(a->events_fd, &a->recorder, &obs, err);
+		if (q < 0)
+			return q;
+		ro.observer = &obs;
+	}
 	msb_ns_options no = ns_options(a);
 	msb_backend *b = NULL;
 	int r = msb_ns_backend_new(&no, &b, err);
@@ -435,6 +508,26 @@ static int make_spec(struct ns_args *a, bool call_scoped, msb_spec **out, msb_er
 	msb_spec_builder_set_memory_bytes(sb, a->memory);
 	msb_spec_builder_set_pids_max(sb, a->pids);
 	msb_spec_builder_set_cpu_millis(sb, a->cpu);
+	if (a->n_allow)
+		msb_spec_builder_set_egress(sb, MSB_EGRESS_ALLOWLIST);
+	for (size_t i = 0; i < a->n_allow; i++) {
+		/* HOST or HOST=M1,M2 */
+		char buf[512];
+		snprintf(buf, sizeof(buf), "%s", a->allow[i]);
+		char *eq = strchr(buf, '=');
+		if (!eq) {
+			msb_spec_builder_add_egress_host(sb, buf);
+			continue;
+		}
+		*eq = '\0';
+		const char *methods[32];
+		size_t nm = 0;
+		char *save = NULL;
+		for (char *m = strtok_r(eq + 1, ",", &save); m && nm < 32;
+		     m = strtok_r(NULL, ",", &save))
+			methods[nm++] = m;
+		msb_spec_builder_add_egress_rule(sb, buf, methods, nm);
+	}
 	int r = msb_spec_build(sb, out, err);
 	msb_spec_builder_free(sb);
 	return r;
@@ -588,6 +681,7 @@ static int cmd_run(int argc, char **argv)
 	msb_router_free(router);
 	msb_output_sink_free(sink);
 	free_outputs(&a);
+	args_clear(&a);
 	return status;
 }
 
@@ -650,6 +744,7 @@ static int cmd_exec(int argc, char **argv)
 	}
 	msb_sandbox_release(sb);
 	msb_router_free(router);
+	args_clear(&a);
 	return status;
 }
 

@@ -31,6 +31,7 @@
 #include <sys/un.h>
 
 #include "backends/ns/boundary.h"
+#include "egress_proxy.h"
 #include "util/fs.h"
 #include "util/sha256.h"
 
@@ -42,6 +43,7 @@ struct shim {
 	char *state_dir;
 	char *agent;
 	char *config_path;
+	char *egress_path; /* --egress: the allowlist proxy's configuration */
 	char *name;
 	const char *log_path;
 	const char *agent_log_path;
@@ -57,6 +59,10 @@ struct shim {
 	msb_ns_cgroup *cg;
 	msb_ns_sandbox *sb;
 	bool wrote_pid;
+	msb_egress_config egress; /* loaded; handed to each proxy_start() */
+	char *egress_json;
+	size_t egress_len;
+	proxy *proxy;
 };
 
 static void logmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -99,6 +105,9 @@ static void report(struct shim *s, const char *line)
 static int teardown(struct shim *s)
 {
 	int ret = 0;
+	/* First: open tunnels are closed and their records written. */
+	proxy_stop(s->proxy);
+	s->proxy = NULL;
 	if (s->sb) {
 		msb_ns__kill(s->sb);
 		msb_ns__wait(s->sb);
@@ -173,7 +182,8 @@ static void usage(void)
 {
 	fputs("usage: msb-shim --state DIR --agent PATH --config FILE [--ready-fd N]\n"
 	      "                [--name NAME] [--log FILE] [--agent-log FILE] "
-	      "[--remove-state-dir]\n",
+	      "[--remove-state-dir]\n"
+	      "                [--egress FILE]\n",
 	      stderr);
 }
 
@@ -195,6 +205,8 @@ static int parse_args(struct shim *s, int argc, char **argv)
 			s->agent = (char *)v;
 		} else if (strcmp(a, "--config") == 0) {
 			s->config_path = (char *)v;
+		} else if (strcmp(a, "--egress") == 0) {
+			s->egress_path = (char *)v;
 		} else if (strcmp(a, "--name") == 0) {
 			s->name = (char *)v;
 		} else if (strcmp(a, "--log") == 0) {
@@ -239,8 +251,59 @@ static void resolve_paths(struct shim *s)
 		die(s, "out of memory");
 }
 
+static char *read_small(struct shim *s, const char *path, size_t *len)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		die(s, "config `%s`: %s", path, strerror(errno));
+	char *buf = malloc(CONFIG_MAX + 1);
+	if (!buf)
+		die(s, "out of memory");
+	size_t n = 0;
+	for (;;) {
+		ssize_t r = read(fd, buf + n, CONFIG_MAX + 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			die(s, "config `%s`: %s", path, strerror(errno));
+		if (r == 0)
+			break;
+		n += (size_t)r;
+		if (n > CONFIG_MAX)
+			die(s, "config `%s`: larger than %d bytes", path, CONFIG_MAX);
+	}
+	*len = n;
+	return buf;
+}
+
+/* The egress configuration is parsed once here (so that a bad one fails the
+ * start) and again for each proxy_start(), which takes its own copy. */
+static void load_egress(struct shim *s, msb_egress_config *out)
+{
+	msb_error *e = NULL;
+	msb_egress__config_init(out);
+	if (msb_egress__config_from_json(out, s->egress_json, s->egress_len, true, &e) < 0)
+		die(s, "egress: %s", msb_error_message(e));
+}
+
+static void start_proxy(struct shim *s)
+{
+	if (!s->egress_json)
+		return;
+	msb_egress_config c;
+	load_egress(s, &c);
+	char why[256];
+	if (proxy_start(&s->proxy, &c, s->dfd, s->state_dir, why, sizeof(why)) < 0)
+		die(s, "%s", why);
+}
+
 static void load_config(struct shim *s)
 {
+	if (s->egress_path) {
+		s->egress_json = read_small(s, s->egress_path, &s->egress_len);
+		load_egress(s, &s->egress);
+		msb_egress__config_clear(&s->egress);
+	}
 	_cleanup_close_ int fd = open(s->config_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		die(s, "config `%s`: %s", s->config_path, strerror(errno));
@@ -477,6 +540,8 @@ static void start_sandbox(struct shim *s)
 static void reset_sandbox(struct shim *s)
 {
 	logmsg("msb-shim: reset of `%s`", s->name);
+	proxy_stop(s->proxy);
+	s->proxy = NULL;
 	msb_ns__kill(s->sb);
 	msb_ns__wait(s->sb);
 	msb_ns__sandbox_free(s->sb);
@@ -497,6 +562,7 @@ static void reset_sandbox(struct shim *s)
 	if (r < 0)
 		die(s, "reset: remove work/: %s", strerror(-r));
 	start_sandbox(s);
+	start_proxy(s);
 }
 
 static int send_fds(int conn, const char *line, const int *fds, size_t n)
@@ -613,13 +679,17 @@ int main(int argc, char **argv)
 	write_pid(&s);
 	s.ctl_fd = listen_at(&s, MSB_NS_STATE_CONTROL, 16);
 	start_sandbox(&s);
+	start_proxy(&s);
 	report(&s, "ok\n");
 
 	for (;;) {
-		struct pollfd p[3] = {{.fd = s.sb->pidfd, .events = POLLIN},
+		struct pollfd p[4] = {{.fd = s.sb->pidfd, .events = POLLIN},
 				      {.fd = sfd, .events = POLLIN},
-				      {.fd = s.ctl_fd, .events = POLLIN}};
-		if (poll(p, 3, -1) < 0) {
+				      {.fd = s.ctl_fd, .events = POLLIN},
+				      {.fd = s.proxy ? proxy_fd(s.proxy) : -1, .events = POLLIN}};
+		int timeout = s.proxy ? proxy_timeout_ms(s.proxy) : -1;
+		int pr = poll(p, 4, timeout);
+		if (pr < 0) {
 			if (errno == EINTR)
 				continue;
 			logmsg("msb-shim: poll: %s", strerror(errno));
@@ -640,6 +710,10 @@ int main(int argc, char **argv)
 		}
 		if (p[2].revents)
 			serve_control(&s);
+		if (s.proxy && proxy_run(s.proxy) < 0) {
+			proxy_stop(s.proxy);
+			s.proxy = NULL;
+		}
 	}
 	close(sfd);
 	int r = teardown(&s);
@@ -648,6 +722,7 @@ int main(int argc, char **argv)
 	free(s.state_dir);
 	free(s.agent);
 	free(s.config_path);
+	free(s.egress_json);
 	free(s.name);
 	return r == 0 ? 0 : 1;
 }

@@ -41,11 +41,16 @@ typedef struct msb_ns_options {
 	uint64_t cpu_millis;	 /* CPU quota in thousandths of a core; 0 = default (1000) */
 	uint64_t writable_bytes; /* size cap of the writable layer; 0 = default (256 MiB) */
 	double start_timeout;	 /* seconds to wait for a new sandbox; 0 = 30 */
+	/* The egress proxy's settings for ALLOWLIST sandboxes, strict JSON
+	 * (docs/egress.md): allow_cidrs, hosts, system_resolver,
+	 * header_timeout_ms, connect_timeout_ms, max_tunnels. NULL = defaults
+	 * (no private destination allowed). Copied. */
+	const char *egress_config;
 } msb_ns_options;
 #define MSB_NS_OPTIONS_VERSION 1
 #define MSB_NS_OPTIONS_INIT                                                                        \
 	{                                                                                          \
-		MSB_NS_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0                \
+		MSB_NS_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL          \
 	}
 
 /* Make the backend. Nothing is started until acquire. */

@@ -56,6 +56,12 @@ const char *msb_proto_type_name(uint16_t type)
 		return "PS_REQUEST";
 	case MSB_PROTO_PS_REPLY:
 		return "PS_REPLY";
+	case MSB_PROTO_EGRESS_LISTEN:
+		return "EGRESS_LISTEN";
+	case MSB_PROTO_EGRESS_READY:
+		return "EGRESS_READY";
+	case MSB_PROTO_EGRESS_OPEN:
+		return "EGRESS_OPEN";
 	default:
 		return "UNKNOWN";
 	}
@@ -74,6 +80,7 @@ bool msb_proto_host_may_send(uint16_t type)
 	case MSB_PROTO_CREDIT:
 	case MSB_PROTO_CANCEL:
 	case MSB_PROTO_PS_REQUEST:
+	case MSB_PROTO_EGRESS_LISTEN:
 		return true;
 	default:
 		return false;
@@ -92,6 +99,8 @@ bool msb_proto_agent_may_send(uint16_t type)
 	case MSB_PROTO_CREDIT:
 	case MSB_PROTO_EXIT:
 	case MSB_PROTO_PS_REPLY:
+	case MSB_PROTO_EGRESS_READY:
+	case MSB_PROTO_EGRESS_OPEN:
 		return true;
 	default:
 		return false;
@@ -121,8 +130,14 @@ int msb_proto_header_check(uint16_t type, uint16_t flags, uint32_t channel)
 	case MSB_PROTO_CANCEL:
 	case MSB_PROTO_PS_REQUEST:
 	case MSB_PROTO_PS_REPLY:
+	case MSB_PROTO_EGRESS_LISTEN:
+	case MSB_PROTO_EGRESS_READY:
 		control = false;
 		break;
+	case MSB_PROTO_EGRESS_OPEN:
+		if (flags != 0)
+			return MSB_PROTO_E_UNKNOWN;
+		return msb_proto_channel_is_agent(channel) ? MSB_PROTO_OK : MSB_PROTO_E_CHANNEL;
 	default:
 		return MSB_PROTO_E_UNKNOWN;
 	}

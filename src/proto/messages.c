@@ -765,6 +765,11 @@ int msb_proto_decode(const msb_proto_frame *f, msb_proto_msg *out)
 		return msb_proto_dec_ps_request(f, &out->u.ps_request);
 	case MSB_PROTO_PS_REPLY:
 		return msb_proto_dec_ps_reply(f, &out->u.ps_reply);
+	case MSB_PROTO_EGRESS_LISTEN:
+		return msb_proto_dec_egress_listen(f, &out->u.egress_listen);
+	case MSB_PROTO_EGRESS_READY:
+	case MSB_PROTO_EGRESS_OPEN:
+		return msb_proto_dec_egress_empty(f, f->type);
 	default:
 		return MSB_PROTO_E_UNKNOWN;
 	}

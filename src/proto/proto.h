@@ -88,6 +88,10 @@ enum msb_proto_type {
 	/* process snapshot channels */
 	MSB_PROTO_PS_REQUEST = 32,
 	MSB_PROTO_PS_REPLY = 33,
+	/* egress tunnels (docs/internals/egress.md) */
+	MSB_PROTO_EGRESS_LISTEN = 64, /* host: new channel; the agent listens inside */
+	MSB_PROTO_EGRESS_READY = 65,  /* agent: on the listen channel */
+	MSB_PROTO_EGRESS_OPEN = 66,   /* agent: new even channel, one accepted connection */
 	/* 48..63 are reserved for file-transfer channels, 64..79 for egress
 	 * tunnels; a version-1 peer refuses them as unknown. */
 	/* 80..95 are reserved for host-tool channels forwarded by the agent, for
@@ -326,6 +330,35 @@ int msb_proto_ps_writer_add(msb_proto_ps_writer *w, const msb_proto_ps_entry *e)
 /* Returns the frame length; the writer is then empty again. */
 int msb_proto_ps_writer_finish(msb_proto_ps_writer *w, bool more);
 
+/* ---- egress tunnels (src/proto/egress.c) ---------------------------------- */
+
+/*
+ * EGRESS_LISTEN: u16 port (1..65535), u16 max_tunnels (1..MAX_CHANNELS-1),
+ * u32 window (4096..MAX_WINDOW): the agent listens on 127.0.0.1:port inside
+ * and answers EGRESS_READY (u32 0) or ERROR on the channel. Each accepted
+ * connection becomes an EGRESS_OPEN (u32 0) on a new even channel id; both
+ * directions of a tunnel start with `window` bytes of credit. On a tunnel,
+ * DATA/EOF stream 1 flows guest -> host and stream 0 host -> guest; CREDIT
+ * re-grants; ERROR aborts it. A tunnel ends once EOF went both ways.
+ */
+typedef struct msb_proto_egress_listen {
+	uint16_t port;
+	uint16_t max_tunnels;
+	uint32_t window;
+} msb_proto_egress_listen;
+
+/* Even ids, strictly increasing per connection, for agent-opened channels. */
+static inline bool msb_proto_channel_is_agent(uint32_t channel)
+{
+	return channel != 0 && (channel & 1u) == 0;
+}
+int msb_proto_enc_egress_listen(uint8_t *out, size_t cap, uint32_t channel,
+				const msb_proto_egress_listen *l);
+int msb_proto_dec_egress_listen(const msb_proto_frame *f, msb_proto_egress_listen *out);
+/* EGRESS_READY and EGRESS_OPEN: u32 reserved 0. */
+int msb_proto_enc_egress_empty(uint8_t *out, size_t cap, uint16_t type, uint32_t channel);
+int msb_proto_dec_egress_empty(const msb_proto_frame *f, uint16_t type);
+
 /* ---- encoders: a whole frame into out[cap]; return its length ------------ */
 
 int msb_proto_enc_hello(uint8_t *out, size_t cap, const msb_proto_hello *h);
@@ -375,6 +408,7 @@ typedef struct msb_proto_msg {
 		uint8_t cancel_reason;
 		msb_proto_ps_request ps_request;
 		msb_proto_ps_reply ps_reply;
+		msb_proto_egress_listen egress_listen;
 	} u;
 } msb_proto_msg;
 int msb_proto_decode(const msb_proto_frame *f, msb_proto_msg *out);

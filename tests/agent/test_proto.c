@@ -247,3 +247,49 @@ Test(proto, direction_rules)
 	cr_assert_eq(msb_proto_header_check(MSB_PROTO_DATA, MSB_PROTO_FLAG_MORE, 1),
 		     MSB_PROTO_E_UNKNOWN);
 }
+
+/* Egress tunnels (types 64..66; docs/internals/egress.md). */
+Test(proto, egress_messages)
+{
+	msb_proto_egress_listen l = {.port = 3128, .max_tunnels = 60, .window = 256 * 1024};
+	int n = msb_proto_enc_egress_listen(buf, sizeof(buf), 1, &l);
+	msb_proto_frame f = one_frame(&rd, buf, n);
+	msb_proto_msg m;
+	cr_assert_eq(msb_proto_decode(&f, &m), 0);
+	cr_assert_eq(m.type, MSB_PROTO_EGRESS_LISTEN);
+	cr_assert_eq(m.u.egress_listen.port, 3128);
+	cr_assert_eq(m.u.egress_listen.max_tunnels, 60);
+	cr_assert_eq(m.u.egress_listen.window, 256 * 1024);
+	/* Caps: no port, more tunnels than channels, a window past the limit. */
+	msb_proto_egress_listen bad = l;
+	bad.port = 0;
+	cr_assert_lt(msb_proto_enc_egress_listen(buf, sizeof(buf), 1, &bad), 0);
+	bad = l;
+	bad.max_tunnels = MSB_PROTO_MAX_CHANNELS;
+	cr_assert_eq(msb_proto_enc_egress_listen(buf, sizeof(buf), 1, &bad), MSB_PROTO_E_LIMIT);
+	bad = l;
+	bad.window = MSB_PROTO_MAX_WINDOW + 1;
+	cr_assert_eq(msb_proto_enc_egress_listen(buf, sizeof(buf), 1, &bad), MSB_PROTO_E_LIMIT);
+	/* OPEN only on an even (agent-opened) channel; READY on the host's. */
+	n = msb_proto_enc_egress_empty(buf, sizeof(buf), MSB_PROTO_EGRESS_OPEN, 2);
+	f = one_frame(&rd, buf, n);
+	cr_assert_eq(msb_proto_decode(&f, &m), 0);
+	cr_assert_eq(m.channel, 2);
+	cr_assert_eq(msb_proto_enc_egress_empty(buf, sizeof(buf), MSB_PROTO_EGRESS_OPEN, 3),
+		     MSB_PROTO_E_CHANNEL);
+	cr_assert_eq(msb_proto_enc_egress_empty(buf, sizeof(buf), MSB_PROTO_EGRESS_OPEN, 0),
+		     MSB_PROTO_E_CHANNEL);
+	cr_assert_gt(msb_proto_enc_egress_empty(buf, sizeof(buf), MSB_PROTO_EGRESS_READY, 1), 0);
+	/* Reserved field must be zero. */
+	n = msb_proto_enc_egress_empty(buf, sizeof(buf), MSB_PROTO_EGRESS_OPEN, 4);
+	buf[MSB_PROTO_HEADER_SIZE] = 1;
+	f = one_frame(&rd, buf, n);
+	cr_assert_eq(msb_proto_decode(&f, &m), MSB_PROTO_E_MALFORMED);
+	/* Direction. */
+	cr_assert(msb_proto_host_may_send(MSB_PROTO_EGRESS_LISTEN));
+	cr_assert(!msb_proto_agent_may_send(MSB_PROTO_EGRESS_LISTEN));
+	cr_assert(msb_proto_agent_may_send(MSB_PROTO_EGRESS_OPEN));
+	cr_assert(!msb_proto_host_may_send(MSB_PROTO_EGRESS_OPEN));
+	cr_assert(!msb_proto_host_may_send(MSB_PROTO_EGRESS_READY));
+	cr_assert_eq(msb_proto_header_check(67, 0, 2), MSB_PROTO_E_UNKNOWN, "reserved");
+}

@@ -144,7 +144,8 @@ def test_sdk_client_gets_a_policy_refusal_as_a_tool_error_6_10(sdk_client, tmp_p
     config.write_text(json.dumps({
         "router": {"min_isolation": "container",
                    "backends": [{"type": "ns", "state_dir": str(state)}]},
-        "spec": {"kind": "net", "egress": "allowlist", "egress_allow": ["example.com"],
+        # ns enforces closed and allowlist (issue 6), never unrestricted.
+        "spec": {"kind": "net", "egress": "unrestricted",
                  "requires": ["exec", "files_in", "files_out"]},
     }))
     plan = [{"tool": "execute", "arguments": {"command": "true"}},
@@ -154,7 +155,7 @@ def test_sdk_client_gets_a_policy_refusal_as_a_tool_error_6_10(sdk_client, tmp_p
         r = call["result"]
         assert r["isError"] is True
         assert text(r).startswith("SandboxEgressNotEnforced: ")
-        assert "cannot enforce the 'allowlist' egress" in text(r)
+        assert "cannot enforce the 'unrestricted' egress" in text(r)
         err = r["structuredContent"]["error"]
         assert err["name"] == "SandboxEgressNotEnforced" and "permission" in err["categories"]
     # Refused before any backend work: nothing was created.

@@ -149,6 +149,13 @@ static void roundtrip(const msb_proto_frame *f, const msb_proto_msg *m)
 		n = msb_proto_ps_writer_finish(&w, (f->flags & MSB_PROTO_FLAG_MORE) != 0);
 		break;
 	}
+	case MSB_PROTO_EGRESS_LISTEN:
+		n = msb_proto_enc_egress_listen(out, sizeof(out), f->channel, &m->u.egress_listen);
+		break;
+	case MSB_PROTO_EGRESS_READY:
+	case MSB_PROTO_EGRESS_OPEN:
+		n = msb_proto_enc_egress_empty(out, sizeof(out), m->type, f->channel);
+		break;
 	default:
 		fail("decoded an unknown type", f);
 	}

@@ -19,6 +19,7 @@
 #include <msb/spec.h>
 
 #include "backends/ns/boundary.h"
+#include "egress/egress.h"
 #include "ns_int.h"
 #include "util/fs.h"
 #include "util/json.h"
@@ -30,13 +31,19 @@
 static const msb_declarations ns_declarations = {
 	.version = MSB_DECLARATIONS_VERSION,
 	.capabilities = MSB_CAP_EXEC | MSB_CAP_FILES_IN | MSB_CAP_FILES_OUT | MSB_CAP_FILES_LIST |
-			MSB_CAP_FILES_DELETE | MSB_CAP_RECLAIM | MSB_CAP_SNAPSHOT,
+			MSB_CAP_FILES_DELETE | MSB_CAP_RECLAIM | MSB_CAP_SNAPSHOT |
+			MSB_CAP_EGRESS_METHODS,
 	/* Ceilings the host-side file plane was measured to serve (docs/ns.md);
 	 * the per-file one is MSB_NS_MAX_FILE_BYTES (ns_files.h). */
 	.limits = {{256u << 20, 1u << 30, 4096}, {256u << 20, 1u << 30, 4096}},
-	.egress_modes = MSB_EGRESS_CLOSED,
+	/* allowlist: the shim's proxy (docs/egress.md); method tokens are the
+	 * verbs it enforces on plain HTTP (src/egress/policy.c). */
+	.egress_modes = MSB_EGRESS_CLOSED | MSB_EGRESS_ALLOWLIST,
 	.os_families = MSB_OS_POSIX,
 	.isolation_scopes = MSB_SCOPE_CONVERSATION | MSB_SCOPE_CALL,
+	.egress_method_tokens = msb_egress__method_tokens,
+	.n_egress_method_tokens = MSB_EGRESS_N_METHOD_TOKENS,
+	.observes_egress = true,
 };
 
 static char *pick_path(const char *given, const char *env, const char *installed)
@@ -86,6 +93,15 @@ int msb_ns__backend_init(ns_backend *b, const msb_ns_options *opts, msb_error **
 	b->cpu_millis = opts->cpu_millis ? opts->cpu_millis : root ? 1000 : 0;
 	b->writable_bytes = opts->writable_bytes ? opts->writable_bytes : 256ull << 20;
 	b->start_timeout = opts->start_timeout > 0 ? opts->start_timeout : 30.0;
+	if (opts->egress_config) {
+		r = msb_ns__egress_check_config(opts->egress_config, err);
+		if (r == 0 && !(b->egress_config = strdup(opts->egress_config)))
+			r = msb__error_nomem(err);
+		if (r < 0) {
+			msb_ns__backend_clear(b);
+			return r;
+		}
+	}
 	return 0;
 }
 
@@ -96,6 +112,7 @@ void msb_ns__backend_clear(ns_backend *b)
 	free(b->shim_path);
 	free(b->agent_path);
 	free(b->image);
+	free(b->egress_config);
 	memset(b, 0, sizeof(*b));
 }
 
@@ -127,13 +144,17 @@ static int random_hex(char *out, size_t nbytes)
  * here (it outlives this process and is never our zombie). The shim reports
  * on the pipe: "ok\n" once the sandbox exists, or "error: REASON\n".
  */
-static int start_shim(const ns_backend *b, const char *dir, double timeout, msb_error **err)
+static int start_shim(const ns_backend *b, const char *dir, bool egress, double timeout,
+		      msb_error **err)
 {
 	_cleanup_free_ char *cfg = msb__asprintf("%s/shim.json", dir);
-	if (!cfg)
+	_cleanup_free_ char *ecfg = msb__asprintf("%s/%s", dir, MSB_NS_EGRESS_CONFIG);
+	if (!cfg || !ecfg)
 		return msb__error_nomem(err);
-	char *argv[] = {b->shim_path, "--state", (char *)dir,  "--agent", b->agent_path,
-			"--config",   cfg,	 "--ready-fd", "3",	  NULL};
+	char *argv[] = {
+		b->shim_path, "--state", (char *)dir,  "--agent", b->agent_path,
+		"--config",   cfg,	 "--ready-fd", "3",	  egress ? "--egress" : NULL,
+		ecfg,	      NULL};
 	int pipefd[2];
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return msb__error_errno(err, errno, "cannot start the shim");
@@ -268,6 +289,10 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 	int r = msb_ns__limits_check(b, spec, err);
 	if (r < 0)
 		return r;
+	_cleanup_free_ char *egress = NULL;
+	r = msb_ns__egress_config(b, spec, &egress, err);
+	if (r < 0)
+		return r;
 	char name[37];
 	msb_ns__name(key, kind, name);
 
@@ -305,6 +330,8 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 		    msb__streq_null(labels.kind, kind)) {
 			/* Warm: reuse, if it runs with this spec's limits. */
 			r = msb_ns__limits_match(dfd, name, b, spec, err);
+			if (r == 0)
+				r = msb_ns__egress_match(dfd, name, egress, err);
 			if (r == 0)
 				r = msb_ns__sandbox_new(b, name, &labels, out, err);
 			msb_ns__labels_clear(&labels);
@@ -344,10 +371,17 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 		r = msb__write_file_atomic_at(dfd, "shim.json", cfg, strlen(cfg), 0600);
 		if (r < 0)
 			return msb__error_errno(err, r, "ns: cannot write the shim configuration");
+		if (egress) {
+			r = msb__write_file_atomic_at(dfd, MSB_NS_EGRESS_CONFIG, egress,
+						      strlen(egress), 0600);
+			if (r < 0)
+				return msb__error_errno(
+					err, r, "ns: cannot write the egress configuration");
+		}
 		_cleanup_free_ char *dir = msb__asprintf("%s/%s", b->state_dir, name);
 		if (!dir)
 			return msb__error_nomem(err);
-		r = start_shim(b, dir, b->start_timeout, err);
+		r = start_shim(b, dir, egress != NULL, b->start_timeout, err);
 		if (r < 0) {
 			/* Fail closed and leave nothing: stop whatever started. */
 			purge_sandbox(b, name, NULL);
@@ -388,7 +422,7 @@ static int sweep(ns_backend *b, select_fn select, void *ud, uint64_t *disposed,
 		msb_ns_labels l = {0};
 		bool labelled = msb_ns__labels_read(dfd, &l, NULL) == 0;
 		bool take = labelled && select(&l, ud);
-		msb_ns__labels_clear(&l);
+		msb_key lkey = {l.scope, l.thread_id, l.agent_dir, l.call_id};
 		int64_t shim = 0;
 		if (!labelled && (msb_ns__shim_alive(dfd, &shim, NULL), shim == 0) &&
 		    faccessat(dfd, MSB_NS_LABELS, F_OK, AT_SYMLINK_NOFOLLOW) < 0 &&
@@ -403,6 +437,9 @@ static int sweep(ns_backend *b, select_fn select, void *ud, uint64_t *disposed,
 			char *detail = NULL;
 			msb_error *perr = NULL;
 			int r = purge_sandbox(b, de->d_name, &perr);
+			/* The shim is down: the records of the tunnels it closed are
+			 * in; report them before the directory goes. */
+			msb_ns__egress_drain(dfd, &lkey, &b->reporter);
 			if (r < 0) {
 				code = r == MSB_E_RUNTIME ? MSB_DISPOSAL_TIMEOUT
 							  : MSB_DISPOSAL_UNKNOWN;
@@ -431,6 +468,7 @@ static int sweep(ns_backend *b, select_fn select, void *ud, uint64_t *disposed,
 			if (r == 0 && disposed)
 				(*disposed)++;
 		}
+		msb_ns__labels_clear(&l);
 		close(dfd);
 	}
 	closedir(d);
@@ -506,9 +544,11 @@ static int ns_dispose_scope(void *impl, const char *scope, const char *thread_id
 
 static void ns_set_egress_reporter(void *impl, const msb_egress_reporter *reporter)
 {
-	/* Egress is `closed` only: nothing to observe until the allowlist proxy. */
-	(void)impl;
-	(void)reporter;
+	ns_backend *b = impl;
+	if (reporter)
+		b->reporter = *reporter;
+	else
+		memset(&b->reporter, 0, sizeof(b->reporter));
 }
 
 static void ns_free(void *impl)

@@ -21,6 +21,8 @@ typedef struct ns_backend {
 	uint64_t cpu_millis;
 	uint64_t writable_bytes;
 	double start_timeout;
+	char *egress_config;	      /* JSON (egress.h), validated; NULL = defaults */
+	msb_egress_reporter reporter; /* set once, at registration */
 } ns_backend;
 
 /* Resolve options into a backend description (defaults, env, paths). */
@@ -63,6 +65,16 @@ typedef struct ns_outcome {
 void msb_ns__outcome_begin(ns_outcome *o, const char *work_path);
 void msb_ns__outcome_end(ns_outcome *o, const char *work_path, int r, msb_exec_result *out,
 			 msb_error **err);
+
+/* Egress (ns_egress.c, docs/egress.md). The proxy's configuration for a
+ * sandbox of this spec (*out NULL when the spec is not ALLOWLIST); the
+ * warm-reuse check against the one it runs with; the records turned into
+ * EgressObserved events. */
+#define MSB_NS_EGRESS_CONFIG "egress.json"
+int msb_ns__egress_check_config(const char *json, msb_error **err);
+int msb_ns__egress_config(const ns_backend *b, const msb_spec *spec, char **out, msb_error **err);
+int msb_ns__egress_match(int dfd, const char *name, const char *want, msb_error **err);
+void msb_ns__egress_drain(int dfd, const msb_key *key, const msb_egress_reporter *rep);
 
 /* A handle onto one running sandbox (ns_sandbox.c). */
 int msb_ns__sandbox_new(const ns_backend *b, const char *name, const msb_ns_labels *labels,

@@ -4,6 +4,7 @@
  * `<state>/<name>/agent.sock` (the shim is not in the data path); the file
  * plane is served on the host (ns_files.c).
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 
@@ -29,7 +30,23 @@ typedef struct ns_sandbox {
 	pthread_mutex_t lock;
 	msb_client *idle[NS_IDLE_CLIENTS];
 	size_t n_idle;
+	/* Egress records become events when an exec ends and at reset. */
+	char *dir; /* <state>/<name> */
+	char *scope, *thread_id, *agent_dir, *call_id;
+	msb_egress_reporter reporter;
 } ns_sandbox;
+
+static void drain_egress(ns_sandbox *s)
+{
+	if (!s->reporter.report)
+		return;
+	int dfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	msb_key key = {s->scope, s->thread_id, s->agent_dir, s->call_id};
+	msb_ns__egress_drain(dfd, &key, &s->reporter);
+	close(dfd);
+}
 
 static int take_client(ns_sandbox *s, msb_client **out, msb_error **err)
 {
@@ -71,6 +88,7 @@ static int run(ns_sandbox *s, const msb_exec_request *req, msb_exec_result *out,
 	/* A client whose exec failed for the connection's sake reconnects by
 	 * itself; keep it either way. */
 	give_client(s, c);
+	drain_egress(s);
 	return r;
 }
 
@@ -142,7 +160,9 @@ static int ns_reclaim(void *impl, const char *directory, const char *working_dir
 static int ns_reset(void *impl, double timeout, msb_error **err)
 {
 	ns_sandbox *s = impl;
+	drain_egress(s);
 	int r = msb_ns__snapshot_reset(s->sock_path, timeout, err);
+	drain_egress(s);
 	/* The old agent is gone: so are the connections to it. */
 	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < s->n_idle; i++)
@@ -176,6 +196,11 @@ static void ns_release(void *impl)
 	free(s->instance_id);
 	free(s->host_base);
 	free(s->guest_base);
+	free(s->dir);
+	free(s->scope);
+	free(s->thread_id);
+	free(s->agent_dir);
+	free(s->call_id);
 	free(s);
 }
 
@@ -208,7 +233,15 @@ int msb_ns__sandbox_new(const ns_backend *b, const char *name, const msb_ns_labe
 	s->instance_id = strdup(labels->instance_id);
 	s->host_base = msb__asprintf("%s/%s/%s", b->state_dir, name, MSB_NS_STATE_WORK);
 	s->guest_base = strdup(labels->work_dir ? labels->work_dir : MSB_DEFAULT_WORK_DIR);
-	if (!s->backend || !s->sock_path || !s->instance_id || !s->host_base || !s->guest_base) {
+	s->dir = msb__asprintf("%s/%s", b->state_dir, name);
+	s->scope = msb__strdup(labels->scope);
+	s->thread_id = msb__strdup(labels->thread_id);
+	s->agent_dir = msb__strdup(labels->agent_dir);
+	s->call_id = msb__strdup(labels->call_id);
+	s->reporter = b->reporter;
+	if (!s->backend || !s->sock_path || !s->instance_id || !s->host_base || !s->guest_base ||
+	    !s->dir || (labels->scope && !s->scope) || (labels->thread_id && !s->thread_id) ||
+	    (labels->agent_dir && !s->agent_dir) || (labels->call_id && !s->call_id)) {
 		ns_release(s);
 		return msb__error_nomem(err);
 	}

@@ -1,0 +1,963 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* msb-shim's egress proxy: see egress_proxy.h and docs/internals/egress.md. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "backends/ns/boundary.h"
+#include "egress_proxy.h"
+#include "proto/proto.h"
+
+#define LISTEN_CHANNEL 1u
+#define OUTQ_HIGH (1024u * 1024)
+#define LINGER_MS 5000
+#define HANDSHAKE_MS 5000
+
+enum { T_HEAD, T_DIAL, T_OPEN, T_LINGER };
+enum { TAG_AGENT = 1, TAG_TUNNEL = 2 };
+
+typedef struct tunnel {
+	int tag; /* TAG_TUNNEL: first, for the epoll cookie */
+	uint32_t id;
+	int state;
+	int up; /* the destination socket, -1 */
+	uint32_t up_events;
+	msb_egress_request req;
+	msb_egress_entry rec;
+	bool recorded;
+	struct sockaddr_storage addrs[MSB_EGRESS_ADDRS_MAX];
+	int n_addrs, cur;
+	int64_t deadline; /* 0: none */
+	char *pre;	  /* the rewritten head of a plain request, then ubuf */
+	size_t pre_off, pre_len;
+	uint8_t *ubuf; /* guest -> destination bytes, <= window */
+	size_t uhead, ulen;
+	uint64_t received; /* from the guest, all told */
+	uint32_t regrant;
+	msb_proto_credit in_credit;  /* granted to the agent */
+	msb_proto_credit out_credit; /* granted by the agent */
+	bool plain;
+	uint64_t body_left;
+	bool agent_eof, up_eof, eof_sent, up_shut;
+	bool done;
+	struct tunnel *next;
+} tunnel;
+
+struct proxy {
+	int tag; /* TAG_AGENT */
+	int ep;
+	int fd; /* the agent connection */
+	int dfd;
+	int log_fd;
+	uint64_t dropped;
+	msb_egress_config cfg;
+	msb_proto_reader *rd;
+	uint32_t peer_max_payload;
+	uint8_t *out;
+	size_t out_head, out_len, out_cap;
+	bool want_out;
+	uint32_t last_id;
+	unsigned ntunnels;
+	tunnel *tunnels;
+	bool broken;
+};
+
+static void logmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void logmsg(const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n > sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	buf[n++] = '\n';
+	ssize_t w = write(STDERR_FILENO, buf, (size_t)n);
+	(void)w;
+}
+
+static int64_t now_ms(void)
+{
+	return msb__now_ns() / 1000000;
+}
+
+/* ---- the agent connection's output queue ---------------------------------- */
+
+static size_t queued(const proxy *p)
+{
+	return p->out_len - p->out_head;
+}
+
+static uint8_t *reserve(proxy *p, size_t n)
+{
+	if (p->out_head > 0 && (p->out_head == p->out_len || p->out_head >= p->out_cap / 2)) {
+		memmove(p->out, p->out + p->out_head, p->out_len - p->out_head);
+		p->out_len -= p->out_head;
+		p->out_head = 0;
+	}
+	if (p->out_cap - p->out_len < n) {
+		size_t cap = p->out_cap ? p->out_cap : 65536;
+		while (cap - p->out_len < n)
+			cap *= 2;
+		uint8_t *q = realloc(p->out, cap);
+		if (!q) {
+			p->broken = true;
+			return NULL;
+		}
+		p->out = q;
+		p->out_cap = cap;
+	}
+	return p->out + p->out_len;
+}
+
+static void queue(proxy *p, const uint8_t *frame, int len)
+{
+	if (len <= 0) {
+		logmsg("msb-shim: egress: cannot encode a frame (%d)", len);
+		p->broken = true;
+		return;
+	}
+	uint8_t *dst = reserve(p, (size_t)len);
+	if (!dst)
+		return;
+	memcpy(dst, frame, (size_t)len);
+	p->out_len += (size_t)len;
+}
+
+static void flush(proxy *p)
+{
+	while (!p->broken && queued(p) > 0) {
+		ssize_t n =
+			send(p->fd, p->out + p->out_head, queued(p), MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (n < 0) {
+			p->broken = true;
+			return;
+		}
+		p->out_head += (size_t)n;
+	}
+	if (queued(p) == 0)
+		p->out_head = p->out_len = 0;
+	bool want = queued(p) > 0;
+	if (want != p->want_out) {
+		struct epoll_event ev = {.events = EPOLLIN | (want ? EPOLLOUT : 0), .data.ptr = p};
+		epoll_ctl(p->ep, EPOLL_CTL_MOD, p->fd, &ev);
+		p->want_out = want;
+	}
+}
+
+static void send_error(proxy *p, uint32_t ch, uint16_t code, const char *msg)
+{
+	uint8_t buf[MSB_PROTO_HEADER_SIZE + 4 + MSB_PROTO_MAX_ERROR_MSG];
+	queue(p, buf, msb_proto_enc_error(buf, sizeof(buf), ch, code, msg));
+}
+
+/* ---- records ---------------------------------------------------------------- */
+
+/* Append one record under the log's lock (the backend reads and truncates
+ * it under the same lock); beyond MSB_EGRESS_LOG_MAX records are dropped and
+ * counted in the shim's log. */
+static void record(proxy *p, tunnel *t, bool allow, const char *reason)
+{
+	if (t->recorded)
+		return;
+	t->recorded = true;
+	t->rec.time_ns = msb__realtime_ns();
+	t->rec.allow = allow;
+	t->rec.reason = reason;
+	char line[MSB_EGRESS_RECORD_MAX];
+	int n = msb_egress__record_format(&t->rec, line, sizeof(line));
+	if (n < 0 || p->log_fd < 0)
+		return;
+	while (flock(p->log_fd, LOCK_EX) < 0)
+		if (errno != EINTR)
+			return;
+	struct stat st;
+	if (fstat(p->log_fd, &st) == 0 && st.st_size + n <= (off_t)MSB_EGRESS_LOG_MAX) {
+		ssize_t w = write(p->log_fd, line, (size_t)n);
+		(void)w;
+	} else if (p->dropped++ % 1000 == 0) {
+		logmsg("msb-shim: egress.log is full: %llu record(s) dropped",
+		       (unsigned long long)p->dropped);
+	}
+	flock(p->log_fd, LOCK_UN);
+}
+
+/* ---- tunnels ------------------------------------------------------------------ */
+
+static tunnel *find(proxy *p, uint32_t id)
+{
+	for (tunnel *t = p->tunnels; t; t = t->next)
+		if (t->id == id && !t->done)
+			return t;
+	return NULL;
+}
+
+static void up_interest(proxy *p, tunnel *t)
+{
+	if (t->up < 0)
+		return;
+	uint32_t ev = 0;
+	if (t->state == T_DIAL) {
+		ev = EPOLLOUT;
+	} else {
+		if (!t->up_eof && t->out_credit.avail > 0 && queued(p) < OUTQ_HIGH)
+			ev |= EPOLLIN;
+		if (t->pre_off < t->pre_len || t->ulen > 0)
+			ev |= EPOLLOUT;
+	}
+	if (ev == t->up_events)
+		return;
+	struct epoll_event e = {.events = ev, .data.ptr = t};
+	epoll_ctl(p->ep, EPOLL_CTL_MOD, t->up, &e);
+	t->up_events = ev;
+}
+
+static void tunnel_finish(proxy *p, tunnel *t, const char *why)
+{
+	if (t->done)
+		return;
+	/* ALLOW iff bytes were relayed to the destination; a connection that
+	 * asked nothing leaves no record. */
+	bool allow = t->state == T_OPEN || t->state == T_LINGER;
+	if (!t->recorded && !(t->state == T_HEAD && t->received == 0))
+		record(p, t, allow,
+		       why		    ? why
+		       : allow		    ? "allowlisted"
+		       : t->state == T_HEAD ? "incomplete-request"
+					    : "closed-before-connect");
+	if (t->up >= 0) {
+		epoll_ctl(p->ep, EPOLL_CTL_DEL, t->up, NULL);
+		close(t->up);
+		t->up = -1;
+	}
+	t->done = true;
+}
+
+/* Abort: the agent RSTs the guest's connection. */
+static void tunnel_abort(proxy *p, tunnel *t, const char *msg, const char *why)
+{
+	if (t->done)
+		return;
+	send_error(p, t->id, MSB_PROTO_ERR_INTERNAL, msg);
+	tunnel_finish(p, t, why);
+}
+
+static void send_eof(proxy *p, tunnel *t)
+{
+	if (t->eof_sent)
+		return;
+	uint8_t buf[MSB_PROTO_HEADER_SIZE + 1];
+	queue(p, buf, msb_proto_enc_eof(buf, sizeof(buf), t->id, MSB_PROTO_STDIN));
+	t->eof_sent = true;
+}
+
+/* Bytes to the guest (small: status lines and refusals), within credit. */
+static void to_guest(proxy *p, tunnel *t, const char *text)
+{
+	size_t n = strlen(text);
+	if (n == 0 || n > t->out_credit.avail)
+		return;
+	uint8_t *dst = reserve(p, MSB_PROTO_DATA_OVERHEAD + n);
+	if (!dst)
+		return;
+	int len = msb_proto_enc_data(dst, MSB_PROTO_DATA_OVERHEAD + n, t->id, MSB_PROTO_STDIN, text,
+				     (uint32_t)n);
+	if (len < 0) {
+		p->broken = true;
+		return;
+	}
+	p->out_len += (size_t)len;
+	msb_proto_credit_take(&t->out_credit, (uint32_t)n);
+}
+
+/* Refuse with an HTTP status, record the DENY, and wait for the guest to
+ * close (LINGER_MS at most). */
+static void refuse(proxy *p, tunnel *t, int status, const char *phrase, const char *reason)
+{
+	char body[160], resp[400];
+	snprintf(body, sizeof(body), "msb egress: %s (%s)\n", status == 403 ? "denied" : phrase,
+		 reason);
+	snprintf(resp, sizeof(resp),
+		 "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
+		 "Connection: close\r\nX-Msb-Egress: DENY %s\r\n\r\n%s",
+		 status, phrase, strlen(body), reason, body);
+	record(p, t, false, reason);
+	to_guest(p, t, resp);
+	send_eof(p, t);
+	if (t->up >= 0) {
+		epoll_ctl(p->ep, EPOLL_CTL_DEL, t->up, NULL);
+		close(t->up);
+		t->up = -1;
+	}
+	t->state = T_LINGER;
+	t->deadline = now_ms() + LINGER_MS;
+	if (t->agent_eof)
+		tunnel_finish(p, t, NULL);
+}
+
+static void regrant(proxy *p, tunnel *t, uint32_t n, bool force)
+{
+	t->regrant += n;
+	if (t->regrant == 0 || (!force && t->regrant < MSB_EGRESS_WINDOW / 4))
+		return;
+	uint8_t buf[MSB_PROTO_HEADER_SIZE + 4];
+	queue(p, buf, msb_proto_enc_credit(buf, sizeof(buf), t->id, t->regrant));
+	msb_proto_credit_grant(&t->in_credit, t->regrant);
+	t->regrant = 0;
+}
+
+static void dial_next(proxy *p, tunnel *t);
+static void flush_up(proxy *p, tunnel *t);
+
+static void connected(proxy *p, tunnel *t)
+{
+	t->state = T_OPEN;
+	t->deadline = 0;
+	if (t->plain) {
+		t->pre = t->req.upstream_head;
+		t->pre_len = t->req.upstream_len;
+		t->req.upstream_head = NULL;
+		t->body_left = t->req.content_length;
+		/* What followed the head already: body up to Content-Length. */
+		size_t keep = t->ulen < t->body_left ? t->ulen : (size_t)t->body_left;
+		t->body_left -= keep;
+		uint32_t dropped = (uint32_t)(t->ulen - keep);
+		t->ulen = keep;
+		regrant(p, t, dropped, false);
+	} else {
+		to_guest(p, t, "HTTP/1.1 200 Connection established\r\n\r\n");
+	}
+	/* Bytes that came while dialling, and an end the guest already sent
+	 * (else a silent destination would hold the tunnel forever). */
+	flush_up(p, t);
+}
+
+static void dial_next(proxy *p, tunnel *t)
+{
+	while (t->cur < t->n_addrs) {
+		const struct sockaddr_storage *sa = &t->addrs[t->cur++];
+		int fd = socket(sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			continue;
+		int one = 1;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		socklen_t len = sa->ss_family == AF_INET ? sizeof(struct sockaddr_in)
+							 : sizeof(struct sockaddr_in6);
+		int r = connect(fd, (const struct sockaddr *)sa, len);
+		if (r < 0 && errno != EINPROGRESS) {
+			close(fd);
+			continue;
+		}
+		t->up = fd;
+		t->state = T_DIAL;
+		t->up_events = r == 0 ? 0 : EPOLLOUT;
+		struct epoll_event ev = {.events = t->up_events, .data.ptr = t};
+		if (epoll_ctl(p->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+			close(fd);
+			t->up = -1;
+			continue;
+		}
+		t->deadline = now_ms() + p->cfg.connect_timeout_ms;
+		if (r == 0)
+			connected(p, t);
+		return;
+	}
+	refuse(p, t, 502, "Bad Gateway", "unreachable");
+}
+
+/* A complete head is in ubuf: decide, resolve, dial. */
+static void on_head(proxy *p, tunnel *t)
+{
+	msb_egress_request *q = &t->req;
+	int r = msb_egress__parse_head((const char *)t->ubuf, t->ulen, q);
+	if (r == MSB_EGRESS_HEAD_NEED_MORE)
+		return;
+	snprintf(t->rec.host, sizeof(t->rec.host), "%s", q->host);
+	t->rec.port = q->port;
+	if (r == MSB_EGRESS_HEAD_OK && !q->connect)
+		snprintf(t->rec.method, sizeof(t->rec.method), "%s", q->method);
+	switch (r) {
+	case MSB_EGRESS_HEAD_OK:
+		break;
+	case MSB_EGRESS_HEAD_TOO_LARGE:
+		refuse(p, t, 431, "Request Header Fields Too Large", q->reason);
+		return;
+	case MSB_EGRESS_HEAD_UNSUPPORTED:
+		refuse(p, t, 501, "Not Implemented", q->reason);
+		return;
+	default:
+		refuse(p, t, 400, "Bad Request", q->reason);
+		return;
+	}
+	/* The head is consumed: what follows stays in ubuf. */
+	t->uhead = q->head_len;
+	t->ulen -= q->head_len;
+	memmove(t->ubuf, t->ubuf + t->uhead, t->ulen);
+	t->uhead = 0;
+	regrant(p, t, (uint32_t)q->head_len, false);
+	t->plain = !q->connect;
+
+	const char *deny = msb_egress__decide(&p->cfg.policy, q);
+	if (deny) {
+		refuse(p, t, 403, "Forbidden", deny);
+		return;
+	}
+	int n = msb_egress__resolve(&p->cfg.resolver, q->host, q->port, t->addrs,
+				    MSB_EGRESS_ADDRS_MAX);
+	if (n <= 0) {
+		refuse(p, t, 502, "Bad Gateway",
+		       n == -ETIMEDOUT ? "resolve-timeout" : "unresolvable");
+		return;
+	}
+	/* Every address must pass: a name is refused as a whole if any of its
+	 * addresses is not global (no choosing the harmless one to show). */
+	for (int i = 0; i < n; i++) {
+		const char *bad = msb_egress__addr_check(&p->cfg.policy, &t->addrs[i]);
+		if (bad) {
+			refuse(p, t, 403, "Forbidden", bad);
+			return;
+		}
+	}
+	t->n_addrs = n;
+	t->cur = 0;
+	dial_next(p, t);
+}
+
+static void flush_up(proxy *p, tunnel *t)
+{
+	while (t->up >= 0 && t->state == T_OPEN && t->pre_off < t->pre_len) {
+		ssize_t w = send(t->up, t->pre + t->pre_off, t->pre_len - t->pre_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EAGAIN)
+			return;
+		if (w < 0) {
+			tunnel_abort(p, t, "destination reset", NULL);
+			return;
+		}
+		t->pre_off += (size_t)w;
+		t->rec.bytes_up += (uint64_t)w;
+	}
+	while (t->up >= 0 && (t->state == T_OPEN || t->state == T_LINGER) && t->ulen > 0) {
+		ssize_t w = send(t->up, t->ubuf + t->uhead, t->ulen, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EAGAIN)
+			break;
+		if (w < 0) {
+			tunnel_abort(p, t, "destination reset", NULL);
+			return;
+		}
+		t->uhead += (size_t)w;
+		t->ulen -= (size_t)w;
+		t->rec.bytes_up += (uint64_t)w;
+		regrant(p, t, (uint32_t)w, false);
+	}
+	if (t->ulen == 0) {
+		t->uhead = 0;
+		regrant(p, t, 0, true);
+		if (t->agent_eof && !t->plain && !t->up_shut && t->up >= 0 &&
+		    t->pre_off == t->pre_len) {
+			shutdown(t->up, SHUT_WR);
+			t->up_shut = true;
+		}
+	}
+}
+
+/* Destination -> guest: one readv() fills up to READ_FRAMES DATA frames laid
+ * out in the agent queue (a header before each payload slot), as far as
+ * credit allows: one system call for up to a megabyte instead of one per
+ * frame. */
+#define READ_FRAMES 16
+static void read_up(proxy *p, tunnel *t)
+{
+	size_t slot = p->peer_max_payload - 1;
+	size_t avail = t->out_credit.avail;
+	if (avail == 0 || queued(p) >= OUTQ_HIGH)
+		return;
+	size_t nframes = (avail + slot - 1) / slot;
+	if (nframes > READ_FRAMES)
+		nframes = READ_FRAMES;
+	uint8_t *dst = reserve(p, nframes * (MSB_PROTO_DATA_OVERHEAD + slot));
+	if (!dst)
+		return;
+	struct iovec iov[READ_FRAMES];
+	size_t left = avail;
+	for (size_t i = 0; i < nframes; i++) {
+		iov[i].iov_base =
+			dst + i * (MSB_PROTO_DATA_OVERHEAD + slot) + MSB_PROTO_DATA_OVERHEAD;
+		iov[i].iov_len = left < slot ? left : slot;
+		left -= iov[i].iov_len;
+	}
+	ssize_t r;
+	do
+		r = readv(t->up, iov, (int)nframes);
+	while (r < 0 && errno == EINTR);
+	if (r < 0 && errno == EAGAIN)
+		return;
+	if (r < 0) {
+		tunnel_abort(p, t, "destination reset", NULL);
+		return;
+	}
+	if (r == 0) {
+		t->up_eof = true;
+		send_eof(p, t);
+		if (t->agent_eof) {
+			tunnel_finish(p, t, NULL);
+		} else {
+			t->state = T_LINGER;
+			t->deadline = now_ms() + LINGER_MS;
+		}
+		return;
+	}
+	/* Headers for the slots filled (readv fills them in order; only the
+	 * last may be partial, and nothing after it is committed). */
+	size_t got = (size_t)r, off = 0;
+	for (size_t i = 0; i < nframes && got > 0; i++) {
+		size_t k = got < iov[i].iov_len ? got : iov[i].iov_len;
+		uint8_t *f = dst + off;
+		msb_proto_put_header(f, (uint32_t)k + 1, MSB_PROTO_DATA, 0, t->id);
+		f[MSB_PROTO_HEADER_SIZE] = MSB_PROTO_STDIN;
+		off += MSB_PROTO_DATA_OVERHEAD + k;
+		got -= k;
+		if (k < iov[i].iov_len)
+			break;
+	}
+	p->out_len += off;
+	msb_proto_credit_take(&t->out_credit, (uint32_t)r);
+	t->rec.bytes_down += (uint64_t)r;
+}
+
+static void on_up(proxy *p, tunnel *t, uint32_t events)
+{
+	if (t->state == T_DIAL) {
+		int e = 0;
+		socklen_t el = sizeof(e);
+		if (getsockopt(t->up, SOL_SOCKET, SO_ERROR, &e, &el) < 0 || e != 0) {
+			epoll_ctl(p->ep, EPOLL_CTL_DEL, t->up, NULL);
+			close(t->up);
+			t->up = -1;
+			dial_next(p, t);
+			return;
+		}
+		connected(p, t);
+	}
+	if (events & EPOLLOUT)
+		flush_up(p, t);
+	if (!t->done && t->up >= 0 && !t->up_eof && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+		read_up(p, t);
+}
+
+static void on_open(proxy *p, uint32_t id)
+{
+	if (!msb_proto_channel_is_agent(id) || id <= p->last_id) {
+		logmsg("msb-shim: egress: the agent opened channel %u out of order", id);
+		p->broken = true;
+		return;
+	}
+	p->last_id = id;
+	tunnel *t = NULL;
+	if (p->ntunnels >= p->cfg.max_tunnels || !(t = calloc(1, sizeof(*t))) ||
+	    !(t->ubuf = malloc(MSB_EGRESS_WINDOW))) {
+		free(t);
+		send_error(p, id, MSB_PROTO_ERR_LIMIT, "too many egress tunnels");
+		return;
+	}
+	t->tag = TAG_TUNNEL;
+	t->id = id;
+	t->up = -1;
+	t->state = T_HEAD;
+	t->in_credit.avail = MSB_EGRESS_WINDOW;
+	t->out_credit.avail = MSB_EGRESS_WINDOW;
+	t->deadline = now_ms() + p->cfg.header_timeout_ms;
+	t->next = p->tunnels;
+	p->tunnels = t;
+	p->ntunnels++;
+}
+
+static void on_data(proxy *p, tunnel *t, const msb_proto_data *d)
+{
+	if (d->stream != MSB_PROTO_STDOUT || t->agent_eof ||
+	    msb_proto_credit_take(&t->in_credit, d->len) < 0) {
+		logmsg("msb-shim: egress: the agent sent data beyond credit");
+		p->broken = true;
+		return;
+	}
+	t->received += d->len;
+	uint32_t keep = d->len;
+	if (t->state == T_LINGER || (t->state == T_OPEN && t->plain && t->body_left < keep)) {
+		/* Refused, or past the one request a plain connection carries. */
+		keep = t->state == T_LINGER ? 0 : (uint32_t)t->body_left;
+	}
+	if (t->uhead + t->ulen + keep > MSB_EGRESS_WINDOW) {
+		memmove(t->ubuf, t->ubuf + t->uhead, t->ulen);
+		t->uhead = 0;
+	}
+	memcpy(t->ubuf + t->uhead + t->ulen, d->bytes, keep);
+	t->ulen += keep;
+	if (t->state == T_OPEN && t->plain)
+		t->body_left -= keep;
+	regrant(p, t, d->len - keep, false);
+	if (t->state == T_HEAD)
+		on_head(p, t);
+	else if (t->state == T_OPEN)
+		flush_up(p, t);
+}
+
+static void on_agent_eof(proxy *p, tunnel *t)
+{
+	t->agent_eof = true;
+	switch (t->state) {
+	case T_HEAD:
+		send_eof(p, t);
+		tunnel_finish(p, t, NULL);
+		break;
+	case T_DIAL:
+		break; /* the request is complete: carry on */
+	case T_OPEN:
+		flush_up(p, t);
+		break;
+	case T_LINGER:
+		tunnel_finish(p, t, NULL);
+		break;
+	}
+}
+
+static void on_frame(proxy *p, const msb_proto_frame *f)
+{
+	msb_proto_msg m;
+	int rc = msb_proto_decode(f, &m);
+	if (rc < 0 || !msb_proto_agent_may_send(m.type)) {
+		logmsg("msb-shim: egress: bad frame from the agent: %s", msb_proto_strerror(rc));
+		p->broken = true;
+		return;
+	}
+	if (m.type == MSB_PROTO_PING) {
+		uint8_t buf[32];
+		queue(p, buf, msb_proto_enc_ping(buf, sizeof(buf), MSB_PROTO_PONG, m.u.cookie));
+		return;
+	}
+	if (m.type == MSB_PROTO_EGRESS_OPEN) {
+		on_open(p, m.channel);
+		return;
+	}
+	if (!msb_proto_channel_is_agent(m.channel) || m.channel > p->last_id) {
+		if (m.type != MSB_PROTO_PONG) {
+			logmsg("msb-shim: egress: unexpected %s on channel %u",
+			       msb_proto_type_name(m.type), m.channel);
+			p->broken = true;
+		}
+		return;
+	}
+	tunnel *t = find(p, m.channel);
+	if (!t)
+		return; /* stale: ended here already */
+	switch (m.type) {
+	case MSB_PROTO_DATA:
+		on_data(p, t, &m.u.data);
+		break;
+	case MSB_PROTO_EOF:
+		if (m.u.stream != MSB_PROTO_STDOUT || t->agent_eof) {
+			p->broken = true;
+			return;
+		}
+		on_agent_eof(p, t);
+		break;
+	case MSB_PROTO_CREDIT:
+		if (msb_proto_credit_grant(&t->out_credit, m.u.credit) < 0)
+			p->broken = true;
+		break;
+	case MSB_PROTO_ERROR:
+		tunnel_finish(p, t, NULL);
+		break;
+	default:
+		p->broken = true;
+		break;
+	}
+}
+
+static void on_agent(proxy *p, uint32_t events)
+{
+	if (events & EPOLLOUT)
+		flush(p);
+	if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+		return;
+	for (int rounds = 0; rounds < 16 && !p->broken; rounds++) {
+		uint8_t *dst;
+		size_t room = msb_proto_reader_space(p->rd, &dst);
+		if (room == 0) {
+			p->broken = true;
+			return;
+		}
+		ssize_t n = recv(p->fd, dst, room, MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n <= 0) {
+			p->broken = true;
+			return;
+		}
+		msb_proto_reader_commit(p->rd, (size_t)n);
+		msb_proto_frame f;
+		int rc;
+		while (!p->broken && (rc = msb_proto_reader_next(p->rd, &f)) != 0) {
+			if (rc < 0) {
+				p->broken = true;
+				return;
+			}
+			on_frame(p, &f);
+		}
+		if (queued(p) >= OUTQ_HIGH)
+			return;
+	}
+}
+
+static void sweep(proxy *p)
+{
+	tunnel **tp = &p->tunnels;
+	while (*tp) {
+		tunnel *t = *tp;
+		if (t->done) {
+			*tp = t->next;
+			p->ntunnels--;
+			msb_egress__request_clear(&t->req);
+			free(t->pre);
+			free(t->ubuf);
+			free(t);
+		} else {
+			tp = &t->next;
+		}
+	}
+}
+
+static void deadlines(proxy *p)
+{
+	int64_t now = now_ms();
+	for (tunnel *t = p->tunnels; t; t = t->next) {
+		if (t->done || !t->deadline || now < t->deadline)
+			continue;
+		switch (t->state) {
+		case T_HEAD:
+			/* slow-loris: the head never completed */
+			refuse(p, t, 408, "Request Timeout", "header-timeout");
+			break;
+		case T_DIAL:
+			epoll_ctl(p->ep, EPOLL_CTL_DEL, t->up, NULL);
+			close(t->up);
+			t->up = -1;
+			dial_next(p, t);
+			break;
+		default:
+			tunnel_abort(p, t, "egress tunnel closed", NULL);
+			break;
+		}
+	}
+}
+
+int proxy_timeout_ms(const proxy *p)
+{
+	int64_t next = INT64_MAX;
+	for (const tunnel *t = p->tunnels; t; t = t->next)
+		if (!t->done && t->deadline && t->deadline < next)
+			next = t->deadline;
+	if (next == INT64_MAX)
+		return -1;
+	int64_t left = next - now_ms();
+	return left < 0 ? 0 : left > 60000 ? 60000 : (int)left;
+}
+
+int proxy_fd(const proxy *p)
+{
+	return p->ep;
+}
+
+int proxy_run(proxy *p)
+{
+	struct epoll_event evs[64];
+	int n = epoll_wait(p->ep, evs, 64, 0);
+	for (int i = 0; i < n && !p->broken; i++) {
+		int tag = *(int *)evs[i].data.ptr;
+		if (tag == TAG_AGENT) {
+			on_agent(p, evs[i].events);
+		} else {
+			tunnel *t = evs[i].data.ptr;
+			if (!t->done)
+				on_up(p, t, evs[i].events);
+		}
+	}
+	if (!p->broken)
+		deadlines(p);
+	for (tunnel *t = p->tunnels; t && !p->broken; t = t->next)
+		if (!t->done)
+			up_interest(p, t);
+	if (!p->broken)
+		flush(p);
+	sweep(p);
+	if (p->broken) {
+		logmsg("msb-shim: egress: the agent connection is lost; the proxy stops");
+		return -1;
+	}
+	return 0;
+}
+
+void proxy_stop(proxy *p)
+{
+	if (!p)
+		return;
+	for (tunnel *t = p->tunnels; t; t = t->next)
+		tunnel_finish(p, t, NULL);
+	sweep(p);
+	if (p->fd >= 0)
+		close(p->fd);
+	if (p->ep >= 0)
+		close(p->ep);
+	if (p->log_fd >= 0)
+		close(p->log_fd);
+	msb_egress__config_clear(&p->cfg);
+	free(p->rd);
+	free(p->out);
+	free(p);
+}
+
+/* ---- start: connect, HELLO, EGRESS_LISTEN, EGRESS_READY ---------------------- */
+
+static int wait_frame(proxy *p, int64_t deadline, msb_proto_msg *m)
+{
+	for (;;) {
+		msb_proto_frame f;
+		int rc = msb_proto_reader_next(p->rd, &f);
+		if (rc < 0)
+			return -EPROTO;
+		if (rc > 0)
+			return msb_proto_decode(&f, m) < 0 ? -EPROTO : 0;
+		int64_t left = deadline - now_ms();
+		struct pollfd pf = {.fd = p->fd, .events = POLLIN};
+		if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
+			return -ETIMEDOUT;
+		uint8_t *dst;
+		size_t room = msb_proto_reader_space(p->rd, &dst);
+		ssize_t n = recv(p->fd, dst, room, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -ECONNRESET;
+		msb_proto_reader_commit(p->rd, (size_t)n);
+	}
+}
+
+static int send_all(int fd, const uint8_t *b, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -errno;
+		b += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int proxy_start(proxy **out, msb_egress_config *cfg, int dfd, const char *state_dir, char *errbuf,
+		size_t errlen)
+{
+	proxy *p = calloc(1, sizeof(*p));
+	if (!p) {
+		snprintf(errbuf, errlen, "out of memory");
+		return -1;
+	}
+	p->tag = TAG_AGENT;
+	p->fd = p->ep = p->log_fd = -1;
+	p->dfd = dfd;
+	p->cfg = *cfg;
+	memset(cfg, 0, sizeof(*cfg));
+	p->rd = malloc(sizeof(*p->rd));
+	if (!p->rd) {
+		snprintf(errbuf, errlen, "out of memory");
+		goto fail;
+	}
+	msb_proto_reader_init(p->rd, MSB_PROTO_MAX_PAYLOAD);
+	p->log_fd = openat(dfd, MSB_EGRESS_LOG_NAME,
+			   O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (p->log_fd < 0) {
+		snprintf(errbuf, errlen, "egress log: %s", strerror(errno));
+		goto fail;
+	}
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", state_dir, MSB_NS_STATE_SOCKET);
+	if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dfd,
+			 MSB_NS_STATE_SOCKET);
+	p->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (p->fd < 0 || connect(p->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		snprintf(errbuf, errlen, "egress: connect to the agent: %s", strerror(errno));
+		goto fail;
+	}
+	int64_t deadline = now_ms() + HANDSHAKE_MS;
+	msb_proto_hello h;
+	msb_proto_hello_default(&h, MSB_PROTO_ROLE_HOST);
+	uint8_t buf[64];
+	int len = msb_proto_enc_hello(buf, sizeof(buf), &h);
+	msb_proto_msg m;
+	uint16_t version;
+	if (len < 0 || send_all(p->fd, buf, (size_t)len) < 0 || wait_frame(p, deadline, &m) < 0 ||
+	    m.type != MSB_PROTO_HELLO || msb_proto_hello_negotiate(&h, &m.u.hello, &version) < 0) {
+		snprintf(errbuf, errlen, "egress: no HELLO from the agent");
+		goto fail;
+	}
+	p->peer_max_payload = m.u.hello.max_payload;
+	msb_proto_egress_listen l = {.port = MSB_EGRESS_PORT,
+				     .max_tunnels = (uint16_t)p->cfg.max_tunnels,
+				     .window = MSB_EGRESS_WINDOW};
+	len = msb_proto_enc_egress_listen(buf, sizeof(buf), LISTEN_CHANNEL, &l);
+	if (len < 0 || send_all(p->fd, buf, (size_t)len) < 0 || wait_frame(p, deadline, &m) < 0) {
+		snprintf(errbuf, errlen, "egress: the agent did not answer EGRESS_LISTEN");
+		goto fail;
+	}
+	if (m.type == MSB_PROTO_ERROR) {
+		snprintf(errbuf, errlen, "egress: the agent cannot listen: %.*s",
+			 (int)m.u.error.message.len, (const char *)m.u.error.message.ptr);
+		goto fail;
+	}
+	if (m.type != MSB_PROTO_EGRESS_READY || m.channel != LISTEN_CHANNEL) {
+		snprintf(errbuf, errlen, "egress: unexpected %s from the agent",
+			 msb_proto_type_name(m.type));
+		goto fail;
+	}
+	int fl = fcntl(p->fd, F_GETFL);
+	p->ep = epoll_create1(EPOLL_CLOEXEC);
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = p};
+	if (fl < 0 || fcntl(p->fd, F_SETFL, fl | O_NONBLOCK) < 0 || p->ep < 0 ||
+	    epoll_ctl(p->ep, EPOLL_CTL_ADD, p->fd, &ev) < 0) {
+		snprintf(errbuf, errlen, "egress: %s", strerror(errno));
+		goto fail;
+	}
+	*out = p;
+	return 0;
+fail:
+	proxy_stop(p);
+	return -1;
+}

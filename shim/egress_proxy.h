@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * msb-shim's egress proxy (docs/internals/egress.md): one host connection to
+ * the sandbox's agent, on which the agent opens a channel per connection
+ * accepted on 127.0.0.1:3128 inside; the proxy parses each request head
+ * (src/egress), decides, resolves, dials and relays with the protocol's
+ * credit flow, and appends a decision record to <state>/egress.log.
+ * Single-threaded, non-blocking (epoll), except name resolution, which is
+ * bounded by the resolver's timeout.
+ */
+#ifndef MSB_SHIM_EGRESS_PROXY_H
+#define MSB_SHIM_EGRESS_PROXY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "egress/egress.h"
+
+typedef struct proxy proxy;
+
+/* Connect to <state>/agent.sock (dfd is the state directory), say HELLO,
+ * ask the agent to listen, and wait for it. Takes ownership of *cfg (its
+ * contents; *cfg is zeroed). 0, or -1 with a reason in errbuf. */
+int proxy_start(proxy **out, msb_egress_config *cfg, int dfd, const char *state_dir, char *errbuf,
+		size_t errlen);
+/* The epoll fd to wait on. */
+int proxy_fd(const proxy *p);
+/* Milliseconds until the next deadline (-1: none). */
+int proxy_timeout_ms(const proxy *p);
+/* Serve what is ready and what is due. Returns -1 once the agent connection
+ * is lost (the proxy then holds nothing). */
+int proxy_run(proxy *p);
+/* Close every tunnel (their records are written) and the connection. */
+void proxy_stop(proxy *p);
+
+#endif
