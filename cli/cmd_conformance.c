@@ -42,7 +42,8 @@ const cli_verb verb_conformance = {
 	"\n"
 	"  --config FILE       backend options as JSON: for ns {\"state_dir\", \"image\",\n"
 	"                      \"memory_bytes\", \"pids_max\", \"cpu_millis\",\n"
-	"                      \"writable_bytes\"}; for fake {\"declarations\": {...}}\n"
+	"                      \"writable_bytes\", \"egress\": {...}} (docs/egress.md);\n"
+	"                      for fake {\"declarations\": {...}}\n"
 	"  --suite NAME        run only this suite (repeatable; case-insensitive)\n"
 	"  --allowed-url URL   EGRESS: a URL on the allowlist that answers 2xx\n"
 	"  --denied-url URL    EGRESS: a URL off the allowlist that would answer 2xx\n"
@@ -172,7 +173,7 @@ int cli_conformance_backend(cli_conformance_args *a, msb_backend **out, msb_erro
 	if (strcmp(a->backend, "ns") == 0) {
 		static const char *const keys[] = {"state_dir", "image",      "memory_bytes",
 						   "pids_max",	"cpu_millis", "writable_bytes",
-						   NULL};
+						   "egress",	NULL};
 		json_t *cfg = NULL;
 		int r = read_config(a->config, keys, &cfg, err);
 		if (r < 0)
@@ -190,6 +191,18 @@ int cli_conformance_backend(cli_conformance_args *a, msb_backend **out, msb_erro
 			json_decref(cfg);
 			return r;
 		}
+		/* "egress": the proxy's settings, checked strictly by the backend. */
+		json_t *egress = cfg ? json_object_get(cfg, "egress") : NULL;
+		if (egress && !json_is_object(egress)) {
+			json_decref(cfg);
+			return msb_error_set(err, MSB_E_TYPE, "--config: `egress` must be an object");
+		}
+		char *egress_text = egress ? json_dumps(egress, JSON_COMPACT) : NULL;
+		if (egress && !egress_text) {
+			json_decref(cfg);
+			return msb_error_set(err, MSB_E_NOMEM, "out of memory");
+		}
+		o.egress_config = egress_text;
 		static char shim[PATH_MAX], agent[PATH_MAX];
 		locate("MSB_SHIM", "shim/msb-shim", shim, sizeof(shim));
 		locate("MSB_AGENT", "agent/msb-agent", agent, sizeof(agent));
@@ -204,6 +217,7 @@ int cli_conformance_backend(cli_conformance_args *a, msb_backend **out, msb_erro
 		else
 			snprintf(a->state_root, sizeof(a->state_root), "%s/msb", xdg);
 		r = msb_ns_backend_new(&o, out, err);
+		free(egress_text);
 		json_decref(cfg); /* o's strings are copied by the backend */
 		return r;
 	}

@@ -6,7 +6,8 @@
  * Backend JSON: {"type": "declared"|"fake", "name": ..., "isolation": ...,
  * "declarations": {...}}, or {"type": "ns", "name": ..., "state_dir": ...,
  * "image": ..., "memory_bytes", "pids_max", "cpu_millis", "writable_bytes",
- * "start_timeout"} (msb/ns.h; its isolation and declarations are its own).
+ * "start_timeout", "egress": {...}} (msb/ns.h, docs/egress.md; its isolation
+ * and declarations are its own).
  * A router's JSON is its options plus "backends".
  *
  * When a whole router is loaded, the refusals that concern what a backend
@@ -77,7 +78,7 @@ static int legacy_refusal(json_t *obj, const char *where, const char *name, msb_
 
 static const char *const ns_keys[] = {"type",	       "name",	   "state_dir",	 "image",
 				      "memory_bytes",  "pids_max", "cpu_millis", "writable_bytes",
-				      "start_timeout", NULL};
+				      "start_timeout", "egress",   NULL};
 
 /* The `ns` backend: what msb_ns_backend_new takes, by the same names. */
 static int ns_from_object(json_t *obj, const char *where, msb_backend **out, msb_error **err)
@@ -96,6 +97,15 @@ static int ns_from_object(json_t *obj, const char *where, msb_backend **out, msb
 	    (r = msb__json_get_double(obj, "start_timeout", where, &o.start_timeout, NULL, err)) <
 		    0)
 		return r;
+	/* "egress": the proxy's settings (docs/egress.md), checked strictly by
+	 * the backend itself. */
+	json_t *egress = json_object_get(obj, "egress");
+	if (egress && !json_is_object(egress))
+		return msb_error_set(err, MSB_E_TYPE, "%s: `egress` must be an object", where);
+	_cleanup_free_ char *egress_text = egress ? json_dumps(egress, JSON_COMPACT) : NULL;
+	if (egress && !egress_text)
+		return msb__error_nomem(err);
+	o.egress_config = egress_text;
 	return msb_ns_backend_new(&o, out, err);
 }
 

@@ -5,11 +5,13 @@ guest) and against `ns`; every suite a backend declares must pass, a suite it
 does not declare runs nothing and says so, and a lie in the declarations is
 caught with a nonzero exit naming the probe.
 """
+import http.server
 import json
 import os
 import shutil
 import signal
 import tempfile
+import threading
 
 import pytest
 
@@ -141,8 +143,63 @@ def test_ns_passes_every_suite_it_declares(msb, state):
                  "NOTHING_LEFT_BEHIND"):
         assert_all_passed(s[name])
     assert doc["skipped"] == 0
-    # EGRESS: ns declares only `closed` until the allowlist proxy lands.
-    if not s["EGRESS"]["ran"]:
-        assert "allowlist" in s["EGRESS"]["reason"] or "--allowed-url" in s["EGRESS"]["reason"]
+    # EGRESS is declared (allowlist) but needs URLs to test: said, not passed.
+    assert not s["EGRESS"]["ran"] and "--allowed-url" in s["EGRESS"]["reason"]
     # Every sandbox a suite made is disposed.
     assert os.listdir(os.path.join(state, "ns")) == []
+
+
+class _Answer(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture
+def http_host():
+    """One HTTP server on the host's loopback that answers 2xx to anyone who
+    reaches it: both URLs of the EGRESS suite point at it under two names, so
+    only the allowlist can tell them apart (18.9)."""
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answer)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield srv.server_address[1]
+    srv.shutdown()
+    srv.server_close()
+
+
+@ns
+@pytest.mark.skipif(shutil.which("curl") is None, reason="the EGRESS suite runs curl in the guest")
+def test_ns_passes_the_egress_suite_18_9(msb, state, write_json, http_host):
+    # The proxy refuses loopback destinations unless the backend's egress
+    # configuration names them; the two names are pinned in its hosts map.
+    cfg = write_json("ns.json", {"state_dir": state, "egress": {
+        "allow_cidrs": ["127.0.0.0/8"],
+        "hosts": {"allowed.test": ["127.0.0.1"], "denied.test": ["127.0.0.1"]}}})
+    p, doc = run_json(msb, "ns", "--config", cfg, "--suite", "egress",
+                      "--allowed-url", f"http://allowed.test:{http_host}/",
+                      "--denied-url", f"http://denied.test:{http_host}/", timeout=120)
+    assert p.returncode == 0, (doc, p.stderr)
+    assert_all_passed(suites(doc)["EGRESS"])
+    assert os.listdir(os.path.join(state, "ns")) == []
+
+
+@ns
+def test_ns_egress_suite_fails_when_the_denied_host_is_listed_too(msb, state, write_json,
+                                                                 http_host):
+    # The probe can fail: with both names resolving to the answering host and
+    # the "denied" one inside the allowed suffix, the denied URL answers.
+    cfg = write_json("ns.json", {"state_dir": state, "egress": {
+        "allow_cidrs": ["127.0.0.0/8"],
+        "hosts": {"allowed.test": ["127.0.0.1"]}}})
+    p, doc = run_json(msb, "ns", "--config", cfg, "--suite", "egress",
+                      "--allowed-url", f"http://allowed.test:{http_host}/",
+                      "--denied-url", f"http://allowed.test:{http_host}/other", timeout=120)
+    assert p.returncode == 9, (doc, p.stderr)
+    bad = [r["probe"] for r in suites(doc)["EGRESS"]["results"] if r["outcome"] == "failed"]
+    assert bad == ["a-denied-host-is-refused"], doc
