@@ -6,6 +6,9 @@ each of those; `snapshot.leaked_since(before)` lists what is new.
 """
 import hashlib
 import os
+import shutil
+import signal
+import tempfile
 
 
 def _processes(state_root):
@@ -93,3 +96,29 @@ class Snapshot:
         leaks += [f"cgroup {c}" for c in self.cgroups - before.cgroups]
         leaks += [f"state {s}" for s in self.state - before.state]
         return leaks
+
+
+def sweep(state_root):
+    """Kill whatever a test left running under `state_root`, so that one
+    failure does not cascade into the next test."""
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f"--state {state_root}/".encode() in f.read().replace(b"\0", b" "):
+                    os.kill(int(pid), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+
+
+def checked_state_root(prefix, leaked=None):
+    """A fresh state root for one test (use as `yield from` in a fixture).
+    Afterwards what it left behind fails the test, after a sweep; a test that
+    asserts cleanliness itself has already checked. `leaked(root, before)`
+    replaces the default comparison."""
+    root = tempfile.mkdtemp(prefix=prefix)
+    before = Snapshot.take(root)
+    yield root
+    leaks = leaked(root, before) if leaked else Snapshot.take(root).leaked_since(before)
+    sweep(root)
+    shutil.rmtree(root, ignore_errors=True)
+    assert not leaks, f"left behind: {leaks}"

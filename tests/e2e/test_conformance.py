@@ -9,13 +9,11 @@ import http.server
 import json
 import os
 import shutil
-import signal
-import tempfile
 import threading
 
 import pytest
 
-from leaks import Snapshot
+from leaks import checked_state_root
 
 ALL_SUITES = {"FILES_IN", "FILES_OUT", "EXEC", "FILES_DELETE", "EGRESS", "CALL_SCOPE",
               "RECLAIM", "NOTHING_LEFT_BEHIND"}
@@ -119,19 +117,7 @@ ns = pytest.mark.skipif(os.geteuid() != 0, reason="the ns conformance run needs 
 
 @pytest.fixture
 def state():
-    root = tempfile.mkdtemp(prefix="/tmp/msb-conf-e2e-")
-    before = Snapshot.take(root)
-    yield root
-    leaks = Snapshot.take(root).leaked_since(before)
-    for pid in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if f"--state {root}/".encode() in f.read().replace(b"\0", b" "):
-                    os.kill(int(pid), signal.SIGKILL)
-        except (OSError, ValueError):
-            pass
-    shutil.rmtree(root, ignore_errors=True)
-    assert not leaks, f"left behind: {leaks}"
+    yield from checked_state_root("/tmp/msb-conf-e2e-")
 
 
 @ns

@@ -21,8 +21,6 @@ import http.server
 import json
 import os
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -31,7 +29,7 @@ import time
 
 import pytest
 
-from leaks import Snapshot
+from leaks import Snapshot, checked_state_root
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the ns e2e suite runs as root")
 
@@ -158,19 +156,7 @@ def own_leaks(root, before):
 
 @pytest.fixture
 def state():
-    root = tempfile.mkdtemp(prefix="/tmp/msb-e2e-egress-")
-    before = Snapshot.take(root)
-    yield root
-    leaks = own_leaks(root, before)
-    for pid in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if f"--state {root}/".encode() in f.read().replace(b"\0", b" "):
-                    os.kill(int(pid), signal.SIGKILL)
-        except (OSError, ValueError):
-            pass
-    shutil.rmtree(root, ignore_errors=True)
-    assert not leaks, f"left behind: {leaks}"
+    yield from checked_state_root("/tmp/msb-e2e-egress-", leaked=own_leaks)
 
 
 def egress_config(state, cidrs=("127.0.0.0/8",), **extra):

@@ -8,14 +8,12 @@ rather than trusting it (a doctored probe is caught).
 import json
 import os
 import shutil
-import signal
 import subprocess
-import tempfile
 
 import pytest
 
 from conftest import BUILD
-from leaks import Snapshot
+from leaks import checked_state_root
 
 PROBE = os.path.join(BUILD, "conformance", "escape", "msb-escape-probe")
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the ns escape suite runs as root")
@@ -29,19 +27,7 @@ def probe_names():
 
 @pytest.fixture
 def state():
-    root = tempfile.mkdtemp(prefix="/tmp/msb-esc-e2e-")
-    before = Snapshot.take(root)
-    yield root
-    leaks = Snapshot.take(root).leaked_since(before)
-    for pid in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if f"--state {root}/".encode() in f.read().replace(b"\0", b" "):
-                    os.kill(int(pid), signal.SIGKILL)
-        except (OSError, ValueError):
-            pass
-    shutil.rmtree(root, ignore_errors=True)
-    assert not leaks, f"left behind: {leaks}"
+    yield from checked_state_root("/tmp/msb-esc-e2e-")
 
 
 def test_at_least_forty_probes_each_with_a_reason():

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from leaks import Snapshot
+from leaks import checked_state_root
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the ns e2e suite runs as root")
 
@@ -23,22 +23,7 @@ FLOOR = ["--min-isolation", "container"]
 
 @pytest.fixture
 def state():
-    root = tempfile.mkdtemp(prefix="/tmp/msb-e2e-")
-    before = Snapshot.take(root)
-    yield root
-    leaks = Snapshot.take(root).leaked_since(before)
-    # Whatever a test left, purge must be able to remove; a test that asserts
-    # cleanliness itself has already checked. Sweep so one failure does not
-    # cascade, then report what was found.
-    for pid in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if f"--state {root}/".encode() in f.read().replace(b"\0", b" "):
-                    os.kill(int(pid), signal.SIGKILL)
-        except (OSError, ValueError):
-            pass
-    shutil.rmtree(root, ignore_errors=True)
-    assert not leaks, f"left behind: {leaks}"
+    yield from checked_state_root("/tmp/msb-e2e-")
 
 
 def sh(msb, state, *cmd, thread="t1", timeout=60, extra=()):

@@ -12,7 +12,7 @@ import tempfile
 
 import pytest
 
-from leaks import Snapshot
+from leaks import checked_state_root
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the ns e2e suite runs as root")
 
@@ -35,12 +35,7 @@ for n in ('chart.png', 'table.csv'):
 
 @pytest.fixture
 def state():
-    root = tempfile.mkdtemp(prefix="/tmp/msb-e2e-out-")
-    before = Snapshot.take(root)
-    yield root
-    leaks = Snapshot.take(root).leaked_since(before)
-    shutil.rmtree(root, ignore_errors=True)
-    assert not leaks, f"left behind: {leaks}"
+    yield from checked_state_root("/tmp/msb-e2e-out-")
 
 
 @pytest.fixture

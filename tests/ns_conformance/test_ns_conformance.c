@@ -134,8 +134,14 @@ Test(ns_conformance, a_program_left_running_is_named_18_13)
 {
 	msb_conformance_report *rep = NULL;
 	msb_error *err = NULL;
-	/* Out of the exec's process group and session: a survivor. */
-	int r = probe("prog", "setsid sleep 300 </dev/null >/dev/null 2>&1 &", &rep, &err);
+	/* Out of the exec's process group and session: a survivor. The call
+	 * returns only once the survivor runs `sleep 300` (its cmdline is empty
+	 * while exec is under way), so the fingerprint sees it by name. */
+	int r = probe("prog",
+		      "setsid sleep 300 </dev/null >/dev/null 2>&1 & "
+		      "i=0; until tr '\\0' ' ' </proc/$!/cmdline | grep -q 'sleep 300'; do "
+		      "i=$((i+1)); [ $i -lt 5000 ] || break; done",
+		      &rep, &err);
 	cr_assert_eq(r, MSB_E_CONFORMANCE_FAILURE, "%s", err ? msb_error_message(err) : "passed");
 	const msb_probe_result *p = &rep->results[1];
 	cr_assert_str_eq(p->name, "no-program-left-behind");
