@@ -493,6 +493,8 @@ def test_eof_releases_every_handle_and_ends_open_calls(fake):
     c = s.call("session.begin_call", session=sess, scope="app", thread_id="t8")
     s.call("call.acquire", call=c["call"])
     s.call("router.acquire", router=s.router, key=KEY, spec=SPEC)
+    g = s.call("host_tools.new")["registry"]  # freed too (a leak fails under build-asan)
+    s.call("host_tools.register", registry=g, name="x", parameters={"type": "object"})
     assert s.close(timeout=30) == 0
     # The open call was ended as cancelled, which ran its own cleanup.
     ended = [e for e in s.events() if e["event"] == "ToolCallEnded"]
@@ -947,3 +949,102 @@ except t.HostToolError as e:
 """)
     assert time.monotonic() - t0 < 30
     assert "host tool 'slow' failed" in unb64(r["stdout"]).decode()
+
+
+@needs_root
+def test_call_cap_and_concurrent_runs_with_their_own_counters_13_17_13_20(ns):
+    """Two runs at once on one registry: each has fresh counters, so each gets
+    the cap; the third call of each is refused with the seed's sentence."""
+    s = ns
+    g = s.call("host_tools.new", max_calls_per_run=2)["registry"]
+    s.call("host_tools.register", registry=g, name="echo", declaration=PURE,
+           parameters={"type": "object", "properties": {"v": {"type": "string"}}})
+    answer(s, {"echo": lambda v: v})
+    body = """
+import sys
+for i in range(3):
+    try:
+        print("got", t.call("echo", v=sys.argv[0] + str(i)))
+    except t.HostToolError as e:
+        print("refused", e)
+"""
+    # One run over each transport, at once (the native socket is one per sandbox).
+    ids = [s.send("sandbox.run_with_host_tools",
+                  {"sandbox": s.sandbox, "registry": g, "transport": tr, "timeout": 60,
+                   "poll_interval": 0.02, "program": HOST_PROGRAMS[tr] + body,
+                   "program_name": f"p{n}.py", "run_directory": f"runs/r{n}"})
+           for n, tr in enumerate(["native", "exec"])]
+    for n, rid in enumerate(ids):
+        resp = s.response(rid)
+        assert "result" in resp, resp
+        r = resp["result"]
+        out = unb64(r["stdout"]).decode()
+        assert out.count("got") == 2 and f"p{n}.py0" in out, out
+        assert "host-tool-call cap (2) is exhausted" in out
+        assert r["calls"] == 3 and r["delivered"] == 2
+    # A second native run while one holds the sandbox's socket is refused, typed:
+    # the first run's tool body (here, while the first is surely running) tries it.
+    seen = []
+
+    def gate():
+        seen.append(s.error("sandbox.run_with_host_tools", {
+            "sandbox": s.sandbox, "registry": g, "transport": "native", "program": "pass"}))
+        return "open"
+    s.call("host_tools.register", registry=g, name="gate", declaration=PURE)
+    answer(s, {"echo": lambda v: v, "gate": gate})
+    r = s.call("sandbox.run_with_host_tools", sandbox=s.sandbox, registry=g, transport="native",
+               program=HOST_PROGRAMS["native"] + "print(t.call('gate'))\n")
+    assert unb64(r["stdout"]) == b"open\n"
+    assert seen[0]["data"]["name"] == "OSError" and "another run" in seen[0]["message"], seen
+
+
+@needs_root
+def test_a_call_waiting_when_stdin_closes_fails_at_once(serve, state):
+    s = serve()
+    r = s.call("router.new", config=ns_config(state))["router"]
+    sb = s.call("router.acquire", router=r, key=KEY, spec=SPEC)["sandbox"]
+    g = s.call("host_tools.new", call_timeout=600)["registry"]
+    s.call("host_tools.register", registry=g, name="wait", declaration=PURE)
+    closed = threading.Event()
+
+    def on_request(msg):
+        s.p.stdin.close()  # the client goes away instead of answering
+        closed.set()
+    s.on_request = on_request
+    t0 = time.monotonic()
+    rid = s.send("sandbox.run_with_host_tools", {
+        "sandbox": sb, "registry": g, "transport": "native", "timeout": 120,
+        "program": HOST_PROGRAMS["native"] + """
+try:
+    t.call("wait")
+except t.HostToolError as e:
+    print("failed", e)
+"""})
+    assert closed.wait(60)
+    # The pending call failed without waiting out its 600 s; the run finished,
+    # was answered, and the server exited once every request was done.
+    assert s.p.wait(120) == 0
+    assert time.monotonic() - t0 < 120
+    res = s.response(rid)["result"]
+    assert "host tool 'wait' failed" in unb64(res["stdout"]).decode()
+    s.t_err.join(30)
+    assert b"closed the connection" in s.stderr
+    # The sandbox stays (the shutdown rule disposes nothing): dispose it.
+    s2 = serve()
+    r2 = s2.call("router.new", config=ns_config(state))["router"]
+    s2.call("router.dispose", router=r2, key=KEY)
+    assert s2.close() == 0
+
+
+@needs_root
+def test_program_timeout_over_exec_carries_output_14_25(ns):
+    s = ns
+    g = s.call("host_tools.new")["registry"]
+    e = s.error("sandbox.run_with_host_tools", {
+        "sandbox": s.sandbox, "registry": g, "transport": "exec", "timeout": 1,
+        "poll_interval": 0.05,
+        "program": "import time\nprint('started', flush=True)\ntime.sleep(60)\n"})
+    assert e["data"]["name"] == "SandboxProgramTimeout"
+    assert "timeout" in e["data"]["categories"]
+    assert b"started" in unb64(e["data"]["payload"]["output"])
+    assert e["data"]["payload"]["signal"] in ("sent", "refused", "absent", "unknown")
