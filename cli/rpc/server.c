@@ -465,6 +465,33 @@ static void enqueue(rpc_server *srv, char *line, size_t len)
  * every worker waits for a response. Lines are parsed here only while a
  * request of ours is outstanding. */
 
+static bool is_response(json_t *m)
+{
+	return json_is_object(m) && !json_object_get(m, "method") &&
+	       json_is_string(json_object_get(m, "id")) &&
+	       (json_object_get(m, "result") || json_object_get(m, "error"));
+}
+
+/* Hand one response to the request of ours it answers (taking `msg`); a
+ * response nothing waits for is dropped. */
+static void deliver_response(rpc_server *srv, json_t *msg)
+{
+	const char *id = json_string_value(json_object_get(msg, "id"));
+	pthread_mutex_lock(&srv->c_lock);
+	for (struct out_call *c = srv->calls; c; c = c->next) {
+		if (!c->response && strcmp(c->id, id) == 0) {
+			c->response = msg;
+			msg = NULL;
+			pthread_cond_broadcast(&srv->c_cond);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&srv->c_lock);
+	json_decref(msg);
+}
+
+/* true when the line was a response (or a batch of responses only) and was
+ * routed here. */
 static bool take_response(rpc_server *srv, const char *line, size_t len)
 {
 	pthread_mutex_lock(&srv->c_lock);
@@ -473,27 +500,26 @@ static bool take_response(rpc_server *srv, const char *line, size_t len)
 	if (!waiting)
 		return false;
 	json_error_t jerr;
-	json_t *msg = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
-	json_t *id = msg ? json_object_get(msg, "id") : NULL;
-	if (!json_is_object(msg) || json_object_get(msg, "method") || !json_is_string(id) ||
-	    !(json_object_get(msg, "result") || json_object_get(msg, "error"))) {
+	json_t *msg = json_loadb(line, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
+	bool all = is_response(msg);
+	if (json_is_array(msg) && json_array_size(msg) > 0) {
+		size_t i;
+		json_t *m;
+		all = true;
+		json_array_foreach (msg, i, m)
+			all = all && is_response(m);
+		if (all)
+			json_array_foreach (msg, i, m)
+				deliver_response(srv, json_incref(m));
+		json_decref(msg);
+		return all;
+	}
+	if (!all) {
 		json_decref(msg);
 		return false;
 	}
-	bool taken = false;
-	pthread_mutex_lock(&srv->c_lock);
-	for (struct out_call *c = srv->calls; c; c = c->next) {
-		if (!c->response && strcmp(c->id, json_string_value(id)) == 0) {
-			c->response = msg;
-			msg = NULL;
-			taken = true;
-			pthread_cond_broadcast(&srv->c_cond);
-			break;
-		}
-	}
-	pthread_mutex_unlock(&srv->c_lock);
-	json_decref(msg);
-	return taken;
+	deliver_response(srv, msg);
+	return true;
 }
 
 int rpc_client_request(rpc_server *srv, const char *method, json_t *params, double timeout,

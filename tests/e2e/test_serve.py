@@ -1048,3 +1048,19 @@ def test_program_timeout_over_exec_carries_output_14_25(ns):
     assert "timeout" in e["data"]["categories"]
     assert b"started" in unb64(e["data"]["payload"]["output"])
     assert e["data"]["payload"]["signal"] in ("sent", "refused", "absent", "unknown")
+
+
+@needs_root
+def test_responses_to_the_server_may_come_in_a_batch(ns):
+    s = ns
+    g = s.call("host_tools.new")["registry"]
+    s.call("host_tools.register", registry=g, name="one", declaration=PURE)
+
+    def on_request(msg):
+        s.send_raw(json.dumps([{"jsonrpc": "2.0", "id": "msb-0", "result": "stray"},
+                               {"jsonrpc": "2.0", "id": msg["id"], "result": 1}]).encode()
+                   + b"\n")
+    s.on_request = on_request
+    r = s.call("sandbox.run_with_host_tools", sandbox=s.sandbox, registry=g, transport="native",
+               program=HOST_PROGRAMS["native"] + "print(t.call('one'))\n")
+    assert unb64(r["stdout"]) == b"1\n"
