@@ -85,6 +85,31 @@ static int get_registry(rpc_server *srv, json_t *params, rpc_handle **h, msb_err
 	return rpc_handle_get(serve_table(srv), params, "registry", H_REGISTRY, h, err);
 }
 
+/* params[key] as TransferLimits, read by the spec's own reader (its files_out). */
+static int get_limits(json_t *params, const char *key, msb_transfer_limits *out, msb_error **err)
+{
+	json_t *v = json_object_get(params, key);
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_object(v))
+		return rpc_bad_params(err, "`%s` must be an object of transfer limits", key);
+	json_t *wrap = json_pack("{s:s, s:O}", "kind", "limits", "files_out", v);
+	char *text = wrap ? json_dumps(wrap, JSON_COMPACT) : NULL;
+	json_decref(wrap);
+	if (!text)
+		return msb_error_set(err, MSB_E_NOMEM, "out of memory");
+	msb_spec *spec = NULL;
+	int r = msb_spec_from_json(text, strlen(text), &spec, err);
+	free(text);
+	if (r < 0) {
+		msb_error_wrap(err, "%s", key);
+		return RPC_INVALID_PARAMS;
+	}
+	*out = msb_spec_files_out(spec);
+	msb_spec_unref(spec);
+	return 0;
+}
+
 int serve_host_tools_new(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
 {
 	msb_host_tool_registry_options o = MSB_HOST_TOOL_REGISTRY_OPTIONS_INIT;
@@ -95,6 +120,7 @@ int serve_host_tools_new(rpc_server *srv, json_t *params, json_t **result, msb_e
 	    (r = rpc_u64(params, "max_calls_per_run", false, &o.max_host_tool_calls_per_run, err)) <
 		    0 ||
 	    (r = rpc_double(params, "call_timeout", false, &timeout, err)) < 0 ||
+	    (r = get_limits(params, "response_limits", &o.response_limits, err)) < 0 ||
 	    (r = rpc_strv(params, "allowed_identities", false, &ids, err)) < 0)
 		goto out;
 	if (!isfinite(timeout) || timeout <= 0 || timeout > CALL_TIMEOUT_MAX) {

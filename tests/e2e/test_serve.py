@@ -852,6 +852,10 @@ def test_host_tool_registry_methods_13_6_13_10(fake):
     assert s.error("host_tools.new", {"max_calls_per_run": 0})["data"]["name"] == "ValueError"
     assert s.error("host_tools.new", {"call_timeout": 0})["code"] == -32602
     assert s.error("host_tools.new", {"allowed_identities": ["root"]})["code"] == -32602
+    assert s.error("host_tools.new", {"response_limits": {"max_files": -1}})["code"] == -32602
+    assert s.error("host_tools.new", {"response_limits": {"nope": 1}})["code"] == -32602
+    e = s.error("host_tools.new", {"response_limits": {"max_files": 0}})
+    assert e["data"]["name"] == "ValueError"
     e = s.error("host_tools.register", {"registry": s.router, "name": "x"})
     assert e["code"] == -32602 and "not a registry" in e["message"]
     sb = s.call("router.acquire", router=s.router, key=KEY, spec=SPEC)["sandbox"]
@@ -956,13 +960,14 @@ def test_call_cap_and_concurrent_runs_with_their_own_counters_13_17_13_20(ns):
     """Two runs at once on one registry: each has fresh counters, so each gets
     the cap; the third call of each is refused with the seed's sentence."""
     s = ns
-    g = s.call("host_tools.new", max_calls_per_run=2)["registry"]
+    g = s.call("host_tools.new", max_calls_per_run=4,
+               response_limits={"max_files": 2})["registry"]
     s.call("host_tools.register", registry=g, name="echo", declaration=PURE,
            parameters={"type": "object", "properties": {"v": {"type": "string"}}})
     answer(s, {"echo": lambda v: v})
     body = """
 import sys
-for i in range(3):
+for i in range(5):
     try:
         print("got", t.call("echo", v=sys.argv[0] + str(i)))
     except t.HostToolError as e:
@@ -980,8 +985,10 @@ for i in range(3):
         r = resp["result"]
         out = unb64(r["stdout"]).decode()
         assert out.count("got") == 2 and f"p{n}.py0" in out, out
-        assert "host-tool-call cap (2) is exhausted" in out
-        assert r["calls"] == 3 and r["delivered"] == 2
+        # Two delivered, then the response cap, then the call cap (refusals count).
+        assert out.count("delivered-response cap (2) is exhausted") == 2, out
+        assert out.count("host-tool-call cap (4) is exhausted") == 1, out
+        assert r["calls"] == 5 and r["delivered"] == 2
     # A second native run while one holds the sandbox's socket is refused, typed:
     # the first run's tool body (here, while the first is surely running) tries it.
     seen = []
@@ -990,8 +997,9 @@ for i in range(3):
         seen.append(s.error("sandbox.run_with_host_tools", {
             "sandbox": s.sandbox, "registry": g, "transport": "native", "program": "pass"}))
         return "open"
-    s.call("host_tools.register", registry=g, name="gate", declaration=PURE)
     answer(s, {"echo": lambda v: v, "gate": gate})
+    g = s.call("host_tools.new")["registry"]
+    s.call("host_tools.register", registry=g, name="gate", declaration=PURE)
     r = s.call("sandbox.run_with_host_tools", sandbox=s.sandbox, registry=g, transport="native",
                program=HOST_PROGRAMS["native"] + "print(t.call('gate'))\n")
     assert unb64(r["stdout"]) == b"open\n"

@@ -245,13 +245,14 @@ class Client:
         return Router(self, r["router"], r["backends"], r["enabled"])
 
     def host_tools(self, require_declared=None, allowed_identities=None,
-                   max_calls_per_run=None, call_timeout=None):
+                   max_calls_per_run=None, call_timeout=None, response_limits=None):
         """A host-tool registry whose tools are Python callables answered by this
         client (docs/serve.md "Host tools"). `call_timeout` bounds each wait for an
         answer (default 60 s)."""
         r = self.call("host_tools.new", require_declared=require_declared,
                       allowed_identities=allowed_identities,
-                      max_calls_per_run=max_calls_per_run, call_timeout=call_timeout)
+                      max_calls_per_run=max_calls_per_run, call_timeout=call_timeout,
+                      response_limits=response_limits)
         return HostToolRegistry(self, r["registry"])
 
 
