@@ -97,6 +97,8 @@ static void destroy(rpc_handles *t, rpc_handle *h)
 		rpc_registry_free(h->ptr);
 		break;
 	}
+	if (h->aux_free)
+		h->aux_free(h->aux); /* after the object that used it */
 	rpc_handle *parent = h->parent;
 	free(h);
 	if (parent)

@@ -36,6 +36,8 @@ struct rpc_handle {
 	bool ended;	 /* a call that has ended */
 	char *scope;	 /* a call's caller context */
 	char *thread_id;
+	void *aux; /* something the handle owns besides ptr (a session's sink) */
+	void (*aux_free)(void *aux);
 	rpc_handle *next;
 };
 

@@ -662,6 +662,13 @@ static int m_collect_outputs(rpc_server *srv, json_t *params, json_t **result, m
 	    (r = get_fs_sink(params, "sink", &sink, err)) < 0)
 		goto out;
 	co.sink = sink;
+	if (h->call_owned && h->parent && h->parent->parent) {
+		/* A call's sandbox: the session's sink and the call's id by default. */
+		if (!sink)
+			co.sink = h->parent->parent->aux;
+		if (!co.call_id)
+			co.call_id = msb_tool_call_id(h->parent->ptr);
+	}
 	co.outputs = outs;
 	co.key = have_key ? &key : NULL;
 	co.observer = rpc_server_observer(srv);
@@ -744,6 +751,11 @@ static int ctx_thread(void *ud, char **out, msb_error **err)
 	return *out ? 0 : msb_error_set(err, MSB_E_NOMEM, "out of memory");
 }
 
+static void free_sink(void *sink)
+{
+	msb_output_sink_free(sink);
+}
+
 static int m_session_attach(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
 {
 	rpc_handle *h;
@@ -760,6 +772,10 @@ static int m_session_attach(rpc_server *srv, json_t *params, json_t **result, ms
 	o.agent_dir = "rpc";
 	o.name = "sandbox";
 	msb_tool_session *s = NULL;
+	msb_output_sink *sink = NULL;
+	if ((r = get_fs_sink(params, "sink", &sink, err)) < 0)
+		goto out;
+	o.output_sink = sink;
 	if ((r = rpc_str(params, "name", false, &o.name, err)) < 0 ||
 	    (r = rpc_str(params, "agent_dir", false, &o.agent_dir, err)) < 0 ||
 	    (r = rpc_str(params, "description", false, &o.description, err)) < 0 ||
@@ -778,9 +794,15 @@ static int m_session_attach(rpc_server *srv, json_t *params, json_t **result, ms
 		r = msb_error_set(err, MSB_E_NOMEM, "out of memory");
 		goto out;
 	}
+	/* The session's sink lives as long as the session (set before anyone
+	 * can name the handle). */
+	sh->aux = sink;
+	sh->aux_free = free_sink;
+	sink = NULL;
 	*result = json_pack("{s:s, s:s, s:s}", "session", sh->id, "name", msb_tool_session_name(s),
 			    "cleanup", msb_cleanup_name(msb_tool_session_cleanup(s)));
 out:
+	msb_output_sink_free(sink);
 	msb_spec_unref(spec);
 	rpc_handle_put(table(srv), h);
 	return r;
@@ -1075,7 +1097,7 @@ const rpc_method serve_methods[] = {
 	 m_collect_outputs},
 	{"session.attach",
 	 P("router", "spec", "name", "agent_dir", "description", "reclaim_timeout",
-	   "admission_timeout"),
+	   "admission_timeout", "sink"),
 	 m_session_attach},
 	{"session.detach", P("session"), m_session_detach},
 	{"session.properties", P("session"), m_session_properties},

@@ -226,6 +226,12 @@ def test_example_agent_loop_runs(state):
     # The file written by the first call was there for the third: one conversation.
     assert "observation: 'answer.py'" in out
     assert "disposed 1 sandbox(es), 0 left" in out
+    # The declared output was collected into the host's directory.
+    assert "observation: 'landed: answer.py (13 bytes)'" in out, out
+    landed = out.split("outputs are in ")[1].strip()
+    with open(os.path.join(landed, "answer.py")) as f:
+        assert f.read() == "print(6 * 7)\n"
+    shutil.rmtree(landed)
 
 
 def test_example_agent_loop_runs_on_the_fake():

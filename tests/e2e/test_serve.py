@@ -1072,3 +1072,33 @@ def test_responses_to_the_server_may_come_in_a_batch(ns):
     r = s.call("sandbox.run_with_host_tools", sandbox=s.sandbox, registry=g, transport="native",
                program=HOST_PROGRAMS["native"] + "print(t.call('one'))\n")
     assert unb64(r["stdout"]) == b"1\n"
+
+
+def test_a_sessions_sink_is_its_calls_default_12_22_15_4(serve, tmp_path):
+    s = serve()
+    r = s.call("router.new", config={"min_isolation": "none", "backends": [
+        {"type": "fake", "declarations": {
+            "capabilities": ["exec", "files_in", "files_out", "files_list", "reclaim"],
+            "egress_modes": ["closed"]}}]})["router"]
+    spec = {"kind": "report", "requires": ["exec", "files_in", "files_out"],
+            "declared_outputs": [{"path": "r.txt"}]}
+    # A spec that lands artifacts needs the tool's sink.
+    e = s.error("session.attach", {"router": r, "spec": spec})
+    assert e["data"]["name"] == "SandboxOutputSinkRequired"
+    e = s.error("session.attach", {"router": r, "spec": spec,
+                                   "sink": {"directory": str(tmp_path / "absent")}})
+    assert e["code"] == -32000 and e["data"]["name"] == "FileNotFoundError"
+    sess = s.call("session.attach", router=r, spec=spec,
+                  sink={"directory": str(tmp_path)})["session"]
+    c = s.call("session.begin_call", session=sess, scope="app", thread_id="t9")
+    sb = s.call("call.acquire", call=c["call"])["sandbox"]
+    s.call("sandbox.write_file", sandbox=sb, path="r.txt", data=b64(b"ok"))
+    n = len(s.events())
+    got = s.call("sandbox.collect_outputs", sandbox=sb, spec=spec)["artifacts"]
+    assert got[0]["handle"] == str(tmp_path / "r.txt") and (tmp_path / "r.txt").read_bytes() == b"ok"
+    ev = [x for x in s.events()[n:] if x["event"] == "OutputsCollected"]
+    assert ev and ev[-1]["call"] == c["call_id"]
+    s.call("call.end", call=c["call"], outcome={"kind": "result", "text": "done"})
+    s.call("session.detach", session=sess)
+    s.call("router.dispose_scope", router=r, scope="app", thread_id="t9")
+    assert s.close() == 0

@@ -341,11 +341,14 @@ class Router:
         return self._call("router.key_unclean", key=_key(key))["unclean"]
 
     def session(self, spec, name=None, agent_dir=None, description=None, reclaim_timeout=None,
-                admission_timeout=None):
-        """Attach a tool (msb/session.h); None when the router is disabled."""
+                admission_timeout=None, sink=None, existing="refuse"):
+        """Attach a tool (msb/session.h); None when the router is disabled. `sink`
+        (a host directory) is where its calls' collect_outputs land by default."""
         r = self._call("session.attach", spec=spec, name=name, agent_dir=agent_dir,
                        description=description, reclaim_timeout=reclaim_timeout,
-                       admission_timeout=admission_timeout)
+                       admission_timeout=admission_timeout,
+                       sink={"directory": str(sink), "existing": existing}
+                       if sink is not None else None)
         return Session(self.client, r["session"]) if r["session"] else None
 
     def close(self):
@@ -414,8 +417,9 @@ class Sandbox:
     def collect_outputs(self, spec, sink=None, existing="refuse", outputs=None, call_id=None,
                         key=None, working_directory=None):
         """Land the spec's declared outputs (and call-time `outputs`, where the spec
-        allows them) in the host directory `sink`; returns the landed artifacts
-        (name, display, handle, media_type, size_bytes, sha256)."""
+        allows them) in the host directory `sink` (default for a call's sandbox:
+        its session's sink); returns the landed artifacts (name, display, handle,
+        media_type, size_bytes, sha256)."""
         return self._call("sandbox.collect_outputs", spec=spec,
                           sink={"directory": str(sink), "existing": existing}
                           if sink is not None else None,
