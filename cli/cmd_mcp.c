@@ -33,14 +33,16 @@ const cli_verb verb_mcp = {
 	"  --pids N              without --config: at most N processes and threads\n"
 	"  --cpu MILLIS          without --config: CPU time in thousandths of a core\n"
 	"  --max-output BYTES    execute's output budget, stdout+stderr (default 1 MiB)\n"
-	"  --events FILE         append observer events to FILE as JSON lines\n",
+	"  --events FILE         append observer events to FILE as JSON lines\n"
+	"  --sink DIR            collect_outputs lands artifacts in DIR (an existing directory;\n"
+	"                        an existing file is never replaced); also the config's `sink`\n",
 	cmd_mcp,
 };
 
 static const char default_spec[] = "{\"kind\": \"mcp\", \"requires\": [\"exec\", \"files_in\", "
 				   "\"files_out\"]}";
 
-static int load_config(const char *path, char **router, char **spec, msb_error **err)
+static int load_config(const char *path, char **router, char **spec, char **sink, msb_error **err)
 {
 	char *text = NULL;
 	size_t len = 0;
@@ -58,7 +60,7 @@ static int load_config(const char *path, char **router, char **spec, msb_error *
 	const char *key;
 	json_t *v;
 	json_object_foreach (o, key, v) {
-		if (strcmp(key, "router") && strcmp(key, "spec")) {
+		if (strcmp(key, "router") && strcmp(key, "spec") && strcmp(key, "sink")) {
 			r = msb_error_set(err, MSB_E_VALUE, "config `%s`: unknown key `%s`", path,
 					  key);
 			json_decref(o); /* after: `key` lives in it */
@@ -66,6 +68,16 @@ static int load_config(const char *path, char **router, char **spec, msb_error *
 		}
 	}
 	json_t *ro = json_object_get(o, "router"), *so = json_object_get(o, "spec");
+	json_t *sk = json_object_get(o, "sink");
+	if (sk && !json_is_string(sk)) {
+		json_decref(o);
+		return msb_error_set(err, MSB_E_VALUE,
+				     "config `%s`: `sink` is a directory (a string)", path);
+	}
+	if (sk && !*sink && !(*sink = strdup(json_string_value(sk)))) {
+		json_decref(o);
+		return msb_error_set(err, MSB_E_NOMEM, "out of memory");
+	}
 	if (!json_is_object(ro) || (so && !json_is_object(so))) {
 		json_decref(o);
 		return msb_error_set(err, MSB_E_VALUE,
@@ -77,6 +89,11 @@ static int load_config(const char *path, char **router, char **spec, msb_error *
 	*spec = so ? json_dumps(so, JSON_COMPACT) : strdup(default_spec);
 	json_decref(o);
 	return *router && *spec ? 0 : msb_error_set(err, MSB_E_NOMEM, "out of memory");
+}
+
+static void free_str(char **p)
+{
+	free(*p);
 }
 
 int cmd_mcp(int argc, char **argv)
@@ -91,9 +108,11 @@ int cmd_mcp(int argc, char **argv)
 		{"memory", required_argument, NULL, 'M'},
 		{"pids", required_argument, NULL, 'P'},
 		{"cpu", required_argument, NULL, 'C'},
+		{"sink", required_argument, NULL, 'k'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *config = NULL, *floor = NULL, *state_dir = NULL, *image = NULL, *events = NULL;
+	__attribute__((cleanup(free_str))) char *sink = NULL;
 	uint64_t max_output = 1u << 20, memory = 0, pids = 0, cpu = 0;
 	int c;
 	optind = 1;
@@ -114,6 +133,10 @@ int cmd_mcp(int argc, char **argv)
 			break;
 		case 'e':
 			events = optarg;
+			break;
+		case 'k':
+			free(sink);
+			sink = strdup(optarg);
 			break;
 		case 'M': {
 			size_t n = strlen(optarg);
@@ -162,7 +185,7 @@ int cmd_mcp(int argc, char **argv)
 	msb_error *err = NULL;
 	char *router_json = NULL, *spec_json = NULL;
 	if (config) {
-		if (load_config(config, &router_json, &spec_json, &err) < 0)
+		if (load_config(config, &router_json, &spec_json, &sink, &err) < 0)
 			return cli_fail(err);
 	} else {
 		json_t *ns = json_pack("{s:s}", "type", "ns");
@@ -231,9 +254,12 @@ int cmd_mcp(int argc, char **argv)
 	int r = msb_router_from_json(router_json, strlen(router_json), &extra, &st.router, &err);
 	if (r == 0)
 		r = msb_spec_from_json(spec_json, strlen(spec_json), &st.spec, &err);
+	if (r == 0 && sink)
+		r = msb_fs_sink_new(sink, NULL, &st.sink, &err);
 	free(router_json);
 	free(spec_json);
 	if (r < 0) {
+		msb_spec_unref(st.spec);
 		msb_router_free(st.router);
 		msb_jsonl_recorder_free(rec);
 		return cli_fail(err);
@@ -246,6 +272,7 @@ int cmd_mcp(int argc, char **argv)
 	o.userdata = &st;
 	o.at_eof = mcp_at_eof;
 	int status = rpc_serve(&o);
+	msb_output_sink_free(st.sink);
 	msb_spec_unref(st.spec);
 	msb_router_free(st.router);
 	msb_jsonl_recorder_free(rec);

@@ -65,6 +65,7 @@ void serve_release_all(rpc_server *srv)
 	rpc_handle_close_children(&st->handles, H_CALL, NULL);
 	rpc_handle_close_children(&st->handles, H_SESSION, NULL);
 	rpc_handle_close_children(&st->handles, H_ROUTER, NULL);
+	rpc_handle_close_children(&st->handles, H_REGISTRY, NULL);
 }
 
 int cmd_serve(int argc, char **argv)

@@ -6,7 +6,7 @@
 
 #include "handles.h"
 
-static const char *const kind_names[] = {"router", "sandbox", "session", "call"};
+static const char *const kind_names[] = {"router", "sandbox", "session", "call", "registry"};
 
 void rpc_handles_init(rpc_handles *t)
 {
@@ -93,7 +93,12 @@ static void destroy(rpc_handles *t, rpc_handle *h)
 		free(h->scope);
 		free(h->thread_id);
 		break;
+	case H_REGISTRY:
+		rpc_registry_free(h->ptr);
+		break;
 	}
+	if (h->aux_free)
+		h->aux_free(h->aux); /* after the object that used it */
 	rpc_handle *parent = h->parent;
 	free(h);
 	if (parent)

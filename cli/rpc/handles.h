@@ -18,7 +18,11 @@ typedef enum rpc_hkind {
 	H_SANDBOX,
 	H_SESSION,
 	H_CALL,
+	H_REGISTRY, /* a host-tool registry (hosttools.c) */
 } rpc_hkind;
+
+/* Frees a registry handle's object (hosttools.c). */
+void rpc_registry_free(void *p);
 
 typedef struct rpc_handle rpc_handle;
 struct rpc_handle {
@@ -32,6 +36,8 @@ struct rpc_handle {
 	bool ended;	 /* a call that has ended */
 	char *scope;	 /* a call's caller context */
 	char *thread_id;
+	void *aux; /* something the handle owns besides ptr (a session's sink) */
+	void (*aux_free)(void *aux);
 	rpc_handle *next;
 };
 

@@ -137,6 +137,22 @@ static int m_tools_list(rpc_server *srv, json_t *params, json_t **result, msb_er
 			    READS));
 	json_array_append_new(
 		tools,
+		tool("collect_outputs",
+		     "Deliver the files this sandbox's kind declares as outputs to the host; "
+		     "returns what landed (name, size, sha256). `outputs` names more files, where "
+		     "the kind allows it.",
+		     "{\"type\":\"object\",\"properties\":{"
+		     "\"outputs\":{\"type\":\"array\",\"description\":\"files named now, "
+		     "relative to the storage base\",\"items\":{\"type\":\"object\","
+		     "\"properties\":{\"path\":{\"type\":\"string\"},"
+		     "\"name\":{\"type\":\"string\"},"
+		     "\"media_type\":{\"type\":\"string\"},"
+		     "\"required\":{\"type\":\"boolean\"}},"
+		     "\"required\":[\"path\"],\"additionalProperties\":false}}},"
+		     "\"additionalProperties\":false}",
+		     WRITES));
+	json_array_append_new(
+		tools,
 		tool("dispose",
 		     "Dispose this session's sandbox: every file and process in it is "
 		     "gone; the next call starts a fresh one.",
@@ -419,12 +435,74 @@ static json_t *t_dispose(mcp_state *st, json_t *args)
 			   !all, NULL);
 }
 
+/* Land the declared (and call-time) outputs in the server's sink: the model
+ * names files in the sandbox, never a host directory, and sees each
+ * artifact's display, never its handle (the host path). */
+static json_t *t_collect_outputs(mcp_state *st, json_t *args)
+{
+	static const char *const allowed[] = {"outputs", NULL};
+	json_t *fail = NULL;
+	if (!args_only(args, allowed, &fail))
+		return fail;
+	msb_error *err = NULL;
+	msb_spec *holder = NULL;
+	const msb_declared_output *outs = NULL;
+	msb_collect_options co = MSB_COLLECT_OPTIONS_INIT;
+	if (rpc_call_time_outputs(args, "outputs", &holder, &outs, &co.n_outputs, &err) < 0) {
+		json_t *out = bad_argument("invalid arguments: %s", msb_error_message(err));
+		msb_error_free(err);
+		return out;
+	}
+	static unsigned long counter;
+	char call_id[64];
+	snprintf(call_id, sizeof(call_id), "mcp-%lu",
+		 __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
+	msb_key key = conversation_key(st);
+	co.sink = st->sink;
+	co.outputs = outs;
+	co.call_id = call_id;
+	co.key = &key;
+	co.log = rpc_log;
+	msb_sandbox *sb = NULL;
+	msb_landed_artifact *landed = NULL;
+	size_t n = 0;
+	json_t *out;
+	if (acquire(st, &sb, &err) < 0 ||
+	    msb_collect_outputs(sb, st->spec, &co, &landed, &n, &err) < 0) {
+		out = tool_refusal(err);
+		msb_error_free(err);
+	} else {
+		json_t *list = rpc_landed_json(landed, n);
+		size_t i;
+		json_t *a;
+		char *text = NULL;
+		size_t tlen = 0;
+		FILE *f = open_memstream(&text, &tlen);
+		json_array_foreach (list, i, a) {
+			json_object_del(a, "handle"); /* for the host, never the model */
+			if (f)
+				fprintf(f, "%s\n", landed[i].display);
+		}
+		if (f)
+			fclose(f);
+		out = tool_result(n ? (text ? text : "") : "nothing to collect", false,
+				  json_pack("{s:o}", "artifacts", list));
+		free(text);
+	}
+	msb_landed_artifacts_free(landed, n);
+	msb_sandbox_release(sb);
+	free((void *)outs);
+	msb_spec_unref(holder);
+	return out;
+}
+
 static const struct {
 	const char *name;
 	json_t *(*fn)(mcp_state *st, json_t *args);
 } tools[] = {
-	{"execute", t_execute},	      {"write_file", t_write_file}, {"read_file", t_read_file},
-	{"list_files", t_list_files}, {"dispose", t_dispose},
+	{"collect_outputs", t_collect_outputs}, {"execute", t_execute},
+	{"write_file", t_write_file},		{"read_file", t_read_file},
+	{"list_files", t_list_files},		{"dispose", t_dispose},
 };
 
 static int m_tools_call(rpc_server *srv, json_t *params, json_t **result, msb_error **err)

@@ -14,6 +14,11 @@ static rpc_handles *table(rpc_server *srv)
 	return &((serve_state *)rpc_server_userdata(srv))->handles;
 }
 
+rpc_handles *serve_table(rpc_server *srv)
+{
+	return table(srv);
+}
+
 #define P(...) ((const char *const[]){__VA_ARGS__, NULL})
 static const char *const no_params[] = {NULL};
 
@@ -92,6 +97,17 @@ static json_t *exec_result_json(const msb_exec_result *r)
 			 "term_signal", r->term_signal, "truncated", r->truncated, "oom_killed",
 			 r->oom_killed, "pids_exhausted", r->pids_exhausted, "no_space",
 			 r->no_space);
+}
+
+json_t *serve_exec_result_json(const msb_exec_result *r)
+{
+	return exec_result_json(r);
+}
+
+int serve_get_key(json_t *params, const char *name, bool required, msb_key *out, bool *present,
+		  msb_error **err)
+{
+	return get_key(params, name, required, out, present, err);
 }
 
 static json_t *entry_json(const msb_entry *e)
@@ -588,6 +604,87 @@ static int m_reset(rpc_server *srv, json_t *params, json_t **result, msb_error *
 	return r;
 }
 
+static const char *const sink_members[] = {"directory", "existing", NULL};
+
+/* A filesystem sink {directory, existing?: "refuse"|"replace"} (msb_fs_sink_new). */
+static int get_fs_sink(json_t *params, const char *name, msb_output_sink **out, msb_error **err)
+{
+	json_t *o = json_object_get(params, name);
+	*out = NULL;
+	if (!o || json_is_null(o))
+		return 0;
+	if (!json_is_object(o))
+		return rpc_bad_params(err, "`%s` must be an object {directory, existing}", name);
+	const char *member;
+	json_t *v;
+	json_object_foreach (o, member, v) {
+		bool known = false;
+		for (size_t i = 0; sink_members[i]; i++)
+			known = known || strcmp(member, sink_members[i]) == 0;
+		if (!known)
+			return rpc_bad_params(err, "`%s` has no member `%.60s`", name, member);
+	}
+	const char *dir = NULL, *existing = "refuse";
+	int r;
+	if ((r = rpc_str(o, "directory", true, &dir, err)) < 0 ||
+	    (r = rpc_str(o, "existing", false, &existing, err)) < 0) {
+		msb_error_wrap(err, "%s", name);
+		return r;
+	}
+	msb_fs_sink_options so = MSB_FS_SINK_OPTIONS_INIT;
+	if (strcmp(existing, "replace") == 0)
+		so.existing = MSB_LANDING_REPLACE;
+	else if (strcmp(existing, "refuse") != 0)
+		return rpc_bad_params(err, "`%s.existing` must be `refuse` or `replace`", name);
+	return msb_fs_sink_new(dir, &so, out, err);
+}
+
+static int m_collect_outputs(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
+{
+	rpc_handle *h;
+	int r = get_sandbox(srv, params, &h, err);
+	if (r < 0)
+		return r;
+	msb_spec *spec = NULL, *holder = NULL;
+	msb_output_sink *sink = NULL;
+	msb_collect_options co = MSB_COLLECT_OPTIONS_INIT;
+	msb_key key;
+	bool have_key = false;
+	const msb_declared_output *outs = NULL;
+	msb_landed_artifact *landed = NULL;
+	size_t n = 0;
+	if ((r = get_spec(params, "spec", true, &spec, err)) < 0 ||
+	    (r = rpc_call_time_outputs(params, "outputs", &holder, &outs, &co.n_outputs, err)) <
+		    0 ||
+	    (r = rpc_str(params, "call_id", false, &co.call_id, err)) < 0 ||
+	    (r = rpc_str(params, "working_directory", false, &co.working_directory, err)) < 0 ||
+	    (r = get_key(params, "key", false, &key, &have_key, err)) < 0 ||
+	    (r = get_fs_sink(params, "sink", &sink, err)) < 0)
+		goto out;
+	co.sink = sink;
+	if (h->call_owned && h->parent && h->parent->parent) {
+		/* A call's sandbox: the session's sink and the call's id by default. */
+		if (!sink)
+			co.sink = h->parent->parent->aux;
+		if (!co.call_id)
+			co.call_id = msb_tool_call_id(h->parent->ptr);
+	}
+	co.outputs = outs;
+	co.key = have_key ? &key : NULL;
+	co.observer = rpc_server_observer(srv);
+	co.log = rpc_log;
+	if ((r = msb_collect_outputs(h->ptr, spec, &co, &landed, &n, err)) == 0)
+		*result = json_pack("{s:o}", "artifacts", rpc_landed_json(landed, n));
+	msb_landed_artifacts_free(landed, n);
+out:
+	msb_output_sink_free(sink);
+	free((void *)outs);
+	msb_spec_unref(holder);
+	msb_spec_unref(spec);
+	rpc_handle_put(table(srv), h);
+	return r;
+}
+
 static json_t *strv_json(char **v)
 {
 	json_t *a = json_array();
@@ -654,6 +751,11 @@ static int ctx_thread(void *ud, char **out, msb_error **err)
 	return *out ? 0 : msb_error_set(err, MSB_E_NOMEM, "out of memory");
 }
 
+static void free_sink(void *sink)
+{
+	msb_output_sink_free(sink);
+}
+
 static int m_session_attach(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
 {
 	rpc_handle *h;
@@ -670,6 +772,10 @@ static int m_session_attach(rpc_server *srv, json_t *params, json_t **result, ms
 	o.agent_dir = "rpc";
 	o.name = "sandbox";
 	msb_tool_session *s = NULL;
+	msb_output_sink *sink = NULL;
+	if ((r = get_fs_sink(params, "sink", &sink, err)) < 0)
+		goto out;
+	o.output_sink = sink;
 	if ((r = rpc_str(params, "name", false, &o.name, err)) < 0 ||
 	    (r = rpc_str(params, "agent_dir", false, &o.agent_dir, err)) < 0 ||
 	    (r = rpc_str(params, "description", false, &o.description, err)) < 0 ||
@@ -688,9 +794,15 @@ static int m_session_attach(rpc_server *srv, json_t *params, json_t **result, ms
 		r = msb_error_set(err, MSB_E_NOMEM, "out of memory");
 		goto out;
 	}
+	/* The session's sink lives as long as the session (set before anyone
+	 * can name the handle). */
+	sh->aux = sink;
+	sh->aux_free = free_sink;
+	sink = NULL;
 	*result = json_pack("{s:s, s:s, s:s}", "session", sh->id, "name", msb_tool_session_name(s),
 			    "cleanup", msb_cleanup_name(msb_tool_session_cleanup(s)));
 out:
+	msb_output_sink_free(sink);
 	msb_spec_unref(spec);
 	rpc_handle_put(table(srv), h);
 	return r;
@@ -980,9 +1092,12 @@ const rpc_method serve_methods[] = {
 	{"sandbox.reset", P("sandbox", "timeout"), m_reset},
 	{"sandbox.fingerprint", P("sandbox"), m_fingerprint},
 	{"sandbox.release", P("sandbox"), m_sandbox_release},
+	{"sandbox.collect_outputs",
+	 P("sandbox", "spec", "sink", "outputs", "call_id", "key", "working_directory"),
+	 m_collect_outputs},
 	{"session.attach",
 	 P("router", "spec", "name", "agent_dir", "description", "reclaim_timeout",
-	   "admission_timeout"),
+	   "admission_timeout", "sink"),
 	 m_session_attach},
 	{"session.detach", P("session"), m_session_detach},
 	{"session.properties", P("session"), m_session_properties},
@@ -992,5 +1107,17 @@ const rpc_method serve_methods[] = {
 	{"call.guest_call_path", P("call"), m_call_path},
 	{"call.report_unclean", P("call", "sandbox", "reason"), m_call_report_unclean},
 	{"call.end", P("call", "outcome"), m_call_end},
+	{"host_tools.new",
+	 P("require_declared", "allowed_identities", "max_calls_per_run", "call_timeout",
+	   "response_limits"),
+	 serve_host_tools_new},
+	{"host_tools.register", P("registry", "name", "description", "parameters", "declaration"),
+	 serve_host_tools_register},
+	{"host_tools.aggregate", P("registry"), serve_host_tools_aggregate},
+	{"host_tools.free", P("registry"), serve_host_tools_free},
+	{"sandbox.run_with_host_tools",
+	 P("sandbox", "registry", "program", "transport", "program_name", "run_directory",
+	   "timeout", "poll_interval", "interpreter", "key", "call"),
+	 serve_run_with_host_tools},
 	{NULL, NULL, NULL},
 };

@@ -68,6 +68,17 @@ const msb_observer *rpc_server_observer(rpc_server *srv);
 /* The log callback for routers: warnings and errors to stderr. */
 void rpc_log(void *ud, msb_log_level level, const char *component, const char *message);
 
+/*
+ * Send the client a JSON-RPC request (server to client; `params` is taken)
+ * and wait at most `timeout` seconds for its response. 0 with *result (a new
+ * reference) for a result; for an error response MSB_E_RUNTIME quoting the
+ * client's message; MSB_E_TIMEOUT when no answer came in time (a late answer
+ * is dropped); MSB_E_RUNTIME when stdin closed first. The reader routes the
+ * response, so this may be called from a worker.
+ */
+int rpc_client_request(rpc_server *srv, const char *method, json_t *params, double timeout,
+		       json_t **result, msb_error **err);
+
 /* ---- parameters ---------------------------------------------------------------------------- */
 
 /* Set *err and return RPC_INVALID_PARAMS. */
@@ -101,5 +112,16 @@ json_t *rpc_text(const char *s);
 
 /* {"name", "message", "code", "categories", "payload"?} for a library error. */
 json_t *rpc_error_data(const msb_error *err);
+
+/* ---- collect_outputs (outputs.c) ------------------------------------------------------------ */
+
+/* params[key], a list of declared outputs in the spec's JSON, read by the
+ * spec's reader: *outs (free()) points into *holder (msb_spec_unref) and
+ * both stay NULL when absent. RPC_INVALID_PARAMS for a list the reader
+ * refuses. */
+int rpc_call_time_outputs(json_t *params, const char *key, msb_spec **holder,
+			  const msb_declared_output **outs, size_t *n, msb_error **err);
+/* [{name, display, handle, media_type, size_bytes, sha256}] */
+json_t *rpc_landed_json(const msb_landed_artifact *v, size_t n);
 
 #endif

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rpc.h"
@@ -25,6 +26,13 @@
 
 /* One event datagram is at most this large (the recorder writes one line). */
 #define EVENT_MAX (1u << 20)
+
+/* A request this server sent the client (rpc_client_request), awaiting its response. */
+struct out_call {
+	char id[40];
+	json_t *response; /* the whole response message, once it came */
+	struct out_call *next;
+};
 
 struct job {
 	char *line; /* one message as read, parsed by the worker that takes it */
@@ -50,6 +58,12 @@ struct rpc_server {
 	msb_jsonl_recorder *recorder;
 	msb_observer observer;
 	bool have_observer;
+	/* server->client requests (rpc_client_request) */
+	pthread_mutex_t c_lock;
+	pthread_cond_t c_cond; /* a response came, or stdin closed */
+	struct out_call *calls;
+	unsigned long next_call;
+	bool reader_done;
 };
 
 void *rpc_server_userdata(rpc_server *srv)
@@ -247,6 +261,11 @@ static json_t *handle_one(rpc_server *srv, json_t *req)
 				      NULL);
 	json_t *id = json_object_get(req, "id");
 	bool is_notification = id == NULL;
+	/* A response to a request of ours that is no longer awaited (its wait
+	 * timed out): a response is never answered. */
+	if (!json_object_get(req, "method") &&
+	    (json_object_get(req, "result") || json_object_get(req, "error")))
+		return NULL;
 	if (id && !valid_id(id))
 		return error_response(NULL, RPC_INVALID_REQUEST,
 				      "invalid request: id must be a string, number or null", NULL);
@@ -439,13 +458,145 @@ static void enqueue(rpc_server *srv, char *line, size_t len)
 	pthread_mutex_unlock(&srv->q_lock);
 }
 
+/* ---- server->client requests ----------------------------------------------------------------
+ *
+ * The reader itself routes a response to the request that awaits it, so a
+ * response is never queued behind requests, nor waits for a worker while
+ * every worker waits for a response. Lines are parsed here only while a
+ * request of ours is outstanding. */
+
+static bool is_response(json_t *m)
+{
+	return json_is_object(m) && !json_object_get(m, "method") &&
+	       json_is_string(json_object_get(m, "id")) &&
+	       (json_object_get(m, "result") || json_object_get(m, "error"));
+}
+
+/* Hand one response to the request of ours it answers (taking `msg`); a
+ * response nothing waits for is dropped. */
+static void deliver_response(rpc_server *srv, json_t *msg)
+{
+	const char *id = json_string_value(json_object_get(msg, "id"));
+	pthread_mutex_lock(&srv->c_lock);
+	for (struct out_call *c = srv->calls; c; c = c->next) {
+		if (!c->response && strcmp(c->id, id) == 0) {
+			c->response = msg;
+			msg = NULL;
+			pthread_cond_broadcast(&srv->c_cond);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&srv->c_lock);
+	json_decref(msg);
+}
+
+/* true when the line was a response (or a batch of responses only) and was
+ * routed here. */
+static bool take_response(rpc_server *srv, const char *line, size_t len)
+{
+	pthread_mutex_lock(&srv->c_lock);
+	bool waiting = srv->calls != NULL;
+	pthread_mutex_unlock(&srv->c_lock);
+	if (!waiting)
+		return false;
+	json_error_t jerr;
+	json_t *msg = json_loadb(line, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
+	bool all = is_response(msg);
+	if (json_is_array(msg) && json_array_size(msg) > 0) {
+		size_t i;
+		json_t *m;
+		all = true;
+		json_array_foreach (msg, i, m)
+			all = all && is_response(m);
+		if (all)
+			json_array_foreach (msg, i, m)
+				deliver_response(srv, json_incref(m));
+		json_decref(msg);
+		return all;
+	}
+	if (!all) {
+		json_decref(msg);
+		return false;
+	}
+	deliver_response(srv, msg);
+	return true;
+}
+
+int rpc_client_request(rpc_server *srv, const char *method, json_t *params, double timeout,
+		       json_t **result, msb_error **err)
+{
+	struct out_call c = {0};
+	*result = NULL;
+	pthread_mutex_lock(&srv->c_lock);
+	snprintf(c.id, sizeof(c.id), "msb-%lu", ++srv->next_call);
+	bool gone = srv->reader_done;
+	if (!gone) {
+		c.next = srv->calls;
+		srv->calls = &c;
+	}
+	pthread_mutex_unlock(&srv->c_lock);
+	if (gone) {
+		json_decref(params);
+		return msb_error_set(err, MSB_E_RUNTIME, "the client closed the connection");
+	}
+	json_t *req = json_pack("{s:s, s:s, s:s, s:o}", "jsonrpc", "2.0", "id", c.id, "method",
+				method, "params", params);
+	if (req)
+		send_json(srv, req);
+	json_decref(req);
+
+	struct timespec deadline;
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	double whole = (double)(time_t)timeout;
+	deadline.tv_sec += (time_t)whole;
+	deadline.tv_nsec += (long)((timeout - whole) * 1e9);
+	if (deadline.tv_nsec >= 1000000000L) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&srv->c_lock);
+	int w = 0;
+	while (req && !c.response && !srv->reader_done && w != ETIMEDOUT)
+		w = pthread_cond_timedwait(&srv->c_cond, &srv->c_lock, &deadline);
+	for (struct out_call **p = &srv->calls; *p; p = &(*p)->next) {
+		if (*p == &c) {
+			*p = c.next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&srv->c_lock);
+	if (!req)
+		return msb_error_set(err, MSB_E_NOMEM, "out of memory");
+	if (!c.response) {
+		if (w == ETIMEDOUT)
+			return msb_error_set(err, MSB_E_TIMEOUT,
+					     "the client did not answer `%s` within %g s", method,
+					     timeout);
+		return msb_error_set(err, MSB_E_RUNTIME,
+				     "the client closed the connection before answering `%s`",
+				     method);
+	}
+	json_t *e = json_object_get(c.response, "error");
+	int r = 0;
+	if (e) {
+		json_t *m = json_object_get(e, "message");
+		r = msb_error_set(err, MSB_E_RUNTIME,
+				  "the client answered `%s` with an error: %.300s", method,
+				  json_is_string(m) ? json_string_value(m) : "(no message)");
+	} else {
+		*result = json_incref(json_object_get(c.response, "result"));
+	}
+	json_decref(c.response);
+	return r;
+}
+
 /* Hand one line to the pool (taking `line`); blank lines are not messages. */
 static void take_line(rpc_server *srv, char *line, size_t len)
 {
 	size_t a = 0;
 	while (a < len && (line[a] == ' ' || line[a] == '\t' || line[a] == '\r'))
 		a++;
-	if (a == len) {
+	if (a == len || take_response(srv, line, len)) {
 		free(line);
 		return;
 	}
@@ -559,6 +710,12 @@ int rpc_serve(const rpc_server_options *opts)
 	pthread_mutex_init(&srv->q_lock, NULL);
 	pthread_cond_init(&srv->q_cond, NULL);
 	pthread_cond_init(&srv->q_space, NULL);
+	pthread_mutex_init(&srv->c_lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&srv->c_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	srv->ev[0] = srv->ev[1] = srv->stop_pipe[0] = srv->stop_pipe[1] = -1;
 
 	msb_error *err = NULL;
@@ -602,6 +759,10 @@ int rpc_serve(const rpc_server_options *opts)
 	}
 
 	read_loop(srv);
+	pthread_mutex_lock(&srv->c_lock);
+	srv->reader_done = true; /* requests of ours waiting for an answer fail now */
+	pthread_cond_broadcast(&srv->c_cond);
+	pthread_mutex_unlock(&srv->c_lock);
 
 	/* EOF: finish every request already read, then let the front end
 	 * release what it holds (docs/serve.md "Shutdown"). */
@@ -635,6 +796,8 @@ int rpc_serve(const rpc_server_options *opts)
 	pthread_mutex_destroy(&srv->q_lock);
 	pthread_cond_destroy(&srv->q_cond);
 	pthread_cond_destroy(&srv->q_space);
+	pthread_mutex_destroy(&srv->c_lock);
+	pthread_cond_destroy(&srv->c_cond);
 	free(srv);
 	return 0;
 }

@@ -105,7 +105,8 @@ def test_sdk_client_initializes_lists_and_calls_tools(sdk_client, state, tmp_pat
     assert out["server"]["name"] == "msb"
     assert "tools" in out["capabilities"]
     tools = {t["name"]: t for t in out["tools"]}
-    assert set(tools) == {"execute", "write_file", "read_file", "list_files", "dispose"}
+    assert set(tools) == {"execute", "write_file", "read_file", "list_files", "collect_outputs",
+                          "dispose"}
     assert tools["execute"]["inputSchema"]["required"] == ["command"]
     assert tools["write_file"]["inputSchema"]["properties"]["encoding"]["enum"] == [
         "utf-8", "base64"]
@@ -265,3 +266,68 @@ def test_resource_options_reach_the_sandbox(state):
     p = subprocess.run([MSB, "mcp", "--config", "x.json", "--pids", "3"], capture_output=True,
                        input=b"", timeout=30)
     assert p.returncode == 2 and b"--config replaces" in p.stderr
+
+
+def test_sdk_client_collects_outputs_into_the_configured_sink_12_26(sdk_client, tmp_path):
+    """collect_outputs lands in the server's --sink/config sink, never a directory
+    the model names; the model sees displays, never the host path."""
+    import hashlib
+    sink = tmp_path / "sink"
+    sink.mkdir()
+    config = tmp_path / "mcp.json"
+    spec = {"kind": "mcp",
+            "declared_outputs": [{"path": "out/report.txt", "media_type": "text/plain"}],
+            "outputs_named_at_call_time": True, "files_out": {"max_bytes_per_file": 64}}
+    config.write_text(json.dumps({"router": {"min_isolation": "none",
+                                             "backends": [{"type": "fake"}]},
+                                  "spec": spec, "sink": str(sink)}))
+    plan = [
+        {"tool": "collect_outputs", "arguments": {}},  # nothing written yet: required, missing
+        {"tool": "write_file", "arguments": {"path": "out/report.txt", "content": "done\n"}},
+        {"tool": "write_file", "arguments": {"path": "extra.csv", "content": "a,b\n"}},
+        {"tool": "collect_outputs", "arguments": {"outputs": [{"path": "extra.csv"}]}},
+        {"tool": "collect_outputs", "arguments": {}},  # lands again: the file exists
+        {"tool": "write_file", "arguments": {"path": "big", "content": "x" * 100}},
+        {"tool": "collect_outputs", "arguments": {"outputs": [{"path": "big", "name": "b"}]}},
+        {"tool": "collect_outputs", "arguments": {"sink": "/tmp"}},
+        {"tool": "collect_outputs", "arguments": {"outputs": [{"name": "no path"}]}},
+    ]
+    out = drive(sdk_client, plan, "--config", str(config))
+    tools = {t["name"]: t for t in out["tools"]}
+    schema = tools["collect_outputs"]["inputSchema"]
+    assert set(schema["properties"]) == {"outputs"} and schema["additionalProperties"] is False
+    c = [x.get("result", x) for x in out["calls"]]
+    assert c[0]["isError"] and text(c[0]).startswith("SandboxOutputMissing:")
+    assert not c[3]["isError"], c[3]
+    arts = c[3]["structuredContent"]["artifacts"]
+    assert [a["name"] for a in arts] == ["out/report.txt", "extra.csv"]
+    assert arts[0]["sha256"] == hashlib.sha256(b"done\n").hexdigest()
+    assert all("handle" not in a for a in arts) and str(sink) not in text(c[3])
+    assert (sink / "out" / "report.txt").read_text() == "done\n"
+    assert (sink / "extra.csv").read_text() == "a,b\n"
+    assert c[4]["isError"] and text(c[4]).startswith("SandboxLandingExists:")
+    assert c[6]["isError"] and text(c[6]).startswith("SandboxTransferCapExceeded:")
+    assert c[6]["structuredContent"]["error"]["payload"]["file"] == "big"
+    assert not (sink / "b").exists()
+    assert c[7]["isError"] and "unknown argument `sink`" in text(c[7])
+    assert c[8]["isError"] and "invalid arguments" in text(c[8])
+
+
+def test_collect_outputs_without_a_sink_is_refused_12_30(tmp_path):
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({
+        "router": {"min_isolation": "none", "backends": [{"type": "fake"}]},
+        "spec": {"kind": "mcp", "declared_outputs": [{"path": "r.txt"}]}}))
+    out = raw_session(
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"}}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "collect_outputs", "arguments": {}}},
+        args=("--config", str(config)))
+    r = [m for m in out if m.get("id") == 2][0]["result"]
+    assert r["isError"] and text(r).startswith("SandboxOutputSinkRequired:")
+    # A sink that is not a directory stops the server at start.
+    p = subprocess.run([MSB, "mcp", "--config", str(config), "--sink",
+                        str(tmp_path / "absent")], capture_output=True, input=b"", timeout=30)
+    assert p.returncode != 0

@@ -33,7 +33,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the ns backend runs a
 def header_codes():
     """MSB_E_* -> the name its comment gives (None when the comment is prose)."""
     with open(os.path.join(ROOT, "include", "msb", "error.h")) as f:
-        rows = re.findall(r"(MSB_E_\w+) = -\d+,\s*/\* ([^*]*?)\s*\*/", f.read())
+        rows = re.findall(r"(MSB_E_\w+) =\s*-\d+,\s*/\* ([^*]*?)\s*\*/", f.read())
     return {code: (c.split()[0] if re.fullmatch(r"\w+( \(.*\))?", c) else None)
             for code, c in rows}
 
@@ -226,6 +226,12 @@ def test_example_agent_loop_runs(state):
     # The file written by the first call was there for the third: one conversation.
     assert "observation: 'answer.py'" in out
     assert "disposed 1 sandbox(es), 0 left" in out
+    # The declared output was collected into the host's directory.
+    assert "observation: 'landed: answer.py (13 bytes)'" in out, out
+    landed = out.split("outputs are in ")[1].strip()
+    with open(os.path.join(landed, "answer.py")) as f:
+        assert f.read() == "print(6 * 7)\n"
+    shutil.rmtree(landed)
 
 
 def test_example_agent_loop_runs_on_the_fake():
@@ -235,3 +241,90 @@ def test_example_agent_loop_runs_on_the_fake():
                        capture_output=True, timeout=120, env=env)
     assert p.returncode == 0, p.stderr.decode()
     assert "model: the answer is 42" in p.stdout.decode()
+
+
+def test_collect_outputs_from_python_12_1_12_27(client, tmp_path):
+    spec = {"kind": "report", "declared_outputs": [{"path": "r.txt", "media_type": "text/plain"}],
+            "outputs_named_at_call_time": True}
+    r = client.router(FAKE)
+    sb = r.acquire(KEY, spec)
+    sb.write_file("r.txt", b"report")
+    sb.write_file("extra.txt", b"more")
+    got = sb.collect_outputs(spec, sink=tmp_path, outputs=[{"path": "extra.txt"}],
+                             call_id="c9", key=KEY)
+    assert [a["name"] for a in got] == ["r.txt", "extra.txt"]
+    assert (tmp_path / "r.txt").read_bytes() == b"report" and got[0]["size_bytes"] == 6
+    with pytest.raises(msb.SandboxLandingExists) as e:
+        sb.collect_outputs(spec, sink=tmp_path)
+    assert isinstance(e.value, msb.SandboxOutputError)
+    assert len(sb.collect_outputs(spec, sink=tmp_path, existing="replace")) == 1
+    with pytest.raises(msb.SandboxOutputSinkRequired):
+        sb.collect_outputs(spec)
+    with pytest.raises(msb.SandboxOutputMissing):
+        sb.collect_outputs({"kind": "k", "declared_outputs": [{"path": "gone"}]}, sink=tmp_path)
+    r.dispose(KEY)
+
+
+def test_host_tool_registry_from_python_13_6(client):
+    reg = client.host_tools(require_declared=True)
+
+    @reg.tool(parameters={"type": "object", "properties": {"x": {"type": "integer"}}},
+              declaration={"source": None, "sink": None, "identity": None})
+    def double(x):
+        return 2 * x
+    with pytest.raises(msb.HostToolNotDeclared):
+        reg.register("bare", lambda: 1)
+    assert ("bare" not in [k[1] for k in client._tools])
+    assert reg.aggregate()["names"] == ["double"]
+    with pytest.raises(msb.ValueError):
+        reg.register("late", lambda: 1, declaration={"source": None, "sink": None,
+                                                     "identity": None})
+    reg.close()
+
+
+GUEST = """
+print("double", t.call("double", x=21))
+try:
+    t.call("double", x="many")
+except t.HostToolError as e:
+    print("refused", e)
+try:
+    t.call("fail")
+except t.HostToolError as e:
+    print("failed", e)
+"""
+
+
+@needs_root
+@pytest.mark.parametrize("transport,module", [("exec", "maf_host_tools"),
+                                              ("native", "msb_host_tools")])
+def test_guest_program_calls_python_callables_13_18_14_1(client, state, transport, module):
+    """A guest Python program on ns calls host tools registered by this client;
+    the reader thread answers them; a schema violation is refused by the library
+    with the seed's sentence and never reaches the callable."""
+    r = client.router({"min_isolation": "container",
+                       "backends": [{"type": "ns", "state_dir": state}]})
+    sb = r.acquire(KEY, SPEC)
+    reg = client.host_tools(max_calls_per_run=4)
+    calls = []
+    pure = {"source": None, "sink": None, "identity": None}
+
+    def double(x):
+        calls.append(x)
+        return 2 * x
+
+    def fail():
+        raise KeyError("private detail")
+    reg.register("double", double, declaration=pure,
+                 parameters={"type": "object", "properties": {"x": {"type": "integer"}},
+                             "required": ["x"]})
+    reg.register("fail", fail, declaration=pure)
+    res = sb.run_with_host_tools(reg, f"import {module} as t\n" + GUEST, transport=transport,
+                                 timeout=60, poll_interval=0.02)
+    out = res.text
+    assert res.exit_code == 0, out + res.stderr.decode()
+    assert "double 42" in out and calls == [21]
+    assert "refused Error: arguments do not bind to host tool 'double'" in out
+    assert "failed Error: host tool 'fail' failed" in out and "private" not in out
+    assert res.calls == 3 and res.delivered == 1
+    assert r.dispose(KEY) is True

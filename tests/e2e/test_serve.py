@@ -47,12 +47,15 @@ class Serve:
         self.cond = threading.Condition()
         self.lines = []  # every message, in arrival order
         self.next_id = 1000  # raw messages in the tests use small ids
+        self.on_request = None  # server->client requests (host_tool.call) go here
         self.t = threading.Thread(target=self._read, daemon=True)
         self.t.start()
 
     def _read(self):
         for line in self.p.stdout:
             msg = json.loads(line)  # every line the server writes is one JSON value
+            if isinstance(msg, dict) and "method" in msg and "id" in msg and self.on_request:
+                threading.Thread(target=self.on_request, args=(msg,), daemon=True).start()
             with self.cond:
                 self.lines.append(msg)
                 self.cond.notify_all()
@@ -490,6 +493,8 @@ def test_eof_releases_every_handle_and_ends_open_calls(fake):
     c = s.call("session.begin_call", session=sess, scope="app", thread_id="t8")
     s.call("call.acquire", call=c["call"])
     s.call("router.acquire", router=s.router, key=KEY, spec=SPEC)
+    g = s.call("host_tools.new")["registry"]  # freed too (a leak fails under build-asan)
+    s.call("host_tools.register", registry=g, name="x", parameters={"type": "object"})
     assert s.close(timeout=30) == 0
     # The open call was ended as cancelled, which ran its own cleanup.
     ended = [e for e in s.events() if e["event"] == "ToolCallEnded"]
@@ -709,3 +714,391 @@ def test_reset_and_fingerprint_over_ns_18_12(ns):
     assert s.call("sandbox.stat", sandbox=s.sandbox, path="scratch.txt")["present"] is False
     fp = s.call("sandbox.fingerprint", sandbox=s.sandbox)
     assert not any(p.endswith("scratch.txt") for p in fp["changed_paths"])
+
+
+# ---- collect_outputs (checklist 12) -------------------------------------------------------------
+
+OUT_SPEC = {"kind": "report", "declared_outputs": [
+    {"path": "out/a.txt", "media_type": "text/plain"},
+    {"path": "b.bin", "required": False}]}
+
+
+def test_collect_outputs_lands_and_refuses_12_1_12_26(fake, tmp_path):
+    import hashlib
+    s = fake
+    sb = s.call("router.acquire", router=s.router, key=KEY, spec=OUT_SPEC)["sandbox"]
+    s.call("sandbox.write_file", sandbox=sb, path="out/a.txt", data=b64(b"hello"))
+    sink = {"directory": str(tmp_path)}
+    n = len(s.events())
+    got = s.call("sandbox.collect_outputs", sandbox=sb, spec=OUT_SPEC, sink=sink,
+                 call_id="c1", key=KEY)["artifacts"]
+    # The optional absent one is skipped; the present one landed with its digest.
+    assert [a["name"] for a in got] == ["out/a.txt"]
+    a = got[0]
+    assert a["media_type"] == "text/plain" and a["size_bytes"] == 5
+    assert a["sha256"] == hashlib.sha256(b"hello").hexdigest()
+    assert a["handle"] == str(tmp_path / "out" / "a.txt") and str(tmp_path) not in a["display"]
+    assert (tmp_path / "out" / "a.txt").read_bytes() == b"hello"
+    ev = [e for e in s.events()[n:] if e["event"] == "OutputsCollected"]
+    assert ev and ev[-1]["call"] == "c1"
+    # 12.27: an existing destination is refused by default, replaced when asked.
+    e = s.error("sandbox.collect_outputs", {"sandbox": sb, "spec": OUT_SPEC, "sink": sink})
+    assert e["code"] == -32000 and e["data"]["name"] == "SandboxLandingExists"
+    s.call("sandbox.write_file", sandbox=sb, path="out/a.txt", data=b64(b"HELLO"))
+    s.call("sandbox.collect_outputs", sandbox=sb, spec=OUT_SPEC,
+           sink=dict(sink, existing="replace"))
+    assert (tmp_path / "out" / "a.txt").read_bytes() == b"HELLO"
+    # 12.30: landing outputs and no sink.
+    e = s.error("sandbox.collect_outputs", {"sandbox": sb, "spec": OUT_SPEC})
+    assert e["data"]["name"] == "SandboxOutputSinkRequired"
+    # 12.12: the cap and the file in the payload; nothing lands.
+    capped = dict(OUT_SPEC, files_out={"max_bytes_per_file": 2})
+    (tmp_path / "x").mkdir()
+    e = s.error("sandbox.collect_outputs", {"sandbox": sb, "spec": capped,
+                                             "sink": {"directory": str(tmp_path / "x")}})
+    assert e["data"]["name"] == "SandboxTransferCapExceeded"
+    assert e["data"]["payload"]["cap"] == "max_bytes_per_file"
+    assert e["data"]["payload"]["file"] == "out/a.txt"
+    assert not os.listdir(tmp_path / "x")
+    # A required output that is absent.
+    missing = {"kind": "report", "declared_outputs": [{"path": "nope.txt"}]}
+    e = s.error("sandbox.collect_outputs", {"sandbox": sb, "spec": missing, "sink": sink})
+    assert e["data"]["name"] == "SandboxOutputMissing"
+    # 12.8: two landing names that differ only in case.
+    clash = {"kind": "report", "declared_outputs": [{"path": "A.txt"}, {"path": "a.txt"}]}
+    e = s.error("sandbox.collect_outputs", {"sandbox": sb, "spec": clash, "sink": sink})
+    assert e["data"]["name"] == "SandboxArtifactNameCollision"
+    # 12.28: a link below the sink's root is not followed.
+    os.symlink("/tmp", tmp_path / "link")
+    linked = {"kind": "report", "declared_outputs": [{"path": "out/a.txt", "name": "link/a"}]}
+    e = s.error("sandbox.collect_outputs", {"sandbox": sb, "spec": linked, "sink": sink})
+    assert e["data"]["name"] == "SandboxLandingNotConfined" and "/tmp" not in e["message"]
+
+
+def test_collect_outputs_call_time_outputs_12_3_12_4(fake, tmp_path):
+    s = fake
+    spec = {"kind": "report"}
+    sb = s.call("router.acquire", router=s.router, key=KEY, spec=spec)["sandbox"]
+    s.call("sandbox.write_file", sandbox=sb, path="late.txt", data=b64(b"x"))
+    outs = [{"path": "late.txt", "media_type": "text/plain"}]
+    sink = {"directory": str(tmp_path)}
+    # 12.3: refused unless the spec allows outputs named at call time.
+    e = s.error("sandbox.collect_outputs", {"sandbox": sb, "spec": spec, "outputs": outs,
+                                             "sink": sink})
+    assert e["data"]["name"] == "ValueError" and "call time" in e["message"]
+    assert not (tmp_path / "late.txt").exists()
+    allowed = dict(spec, outputs_named_at_call_time=True)
+    got = s.call("sandbox.collect_outputs", sandbox=sb, spec=allowed, outputs=outs,
+                 sink=sink)["artifacts"]
+    assert [a["name"] for a in got] == ["late.txt"]
+    # The spec's own reader checks each call-time output.
+    e = s.error("sandbox.collect_outputs", {"sandbox": sb, "spec": allowed,
+                                             "outputs": [{"media_type": "x"}], "sink": sink})
+    assert e["code"] == -32602 and "path" in e["message"]
+    for bad in [{"sandbox": sb, "spec": spec, "sink": "dir"},
+                {"sandbox": sb, "spec": spec, "sink": {"directory": str(tmp_path), "x": 1}},
+                {"sandbox": sb, "spec": spec, "sink": {"directory": str(tmp_path),
+                                                        "existing": "merge"}},
+                {"sandbox": sb, "spec": spec, "outputs": {"path": "a"}}]:
+        assert s.error("sandbox.collect_outputs", bad)["code"] == -32602, bad
+
+
+# ---- host tools (checklist 13, 14) ---------------------------------------------------------------
+
+ADD_SCHEMA = {"type": "object", "properties": {"left": {"type": "integer"},
+                                               "right": {"type": "integer"}},
+              "required": ["left", "right"]}
+PURE = {"source": None, "sink": None, "identity": None}
+
+
+def answer(s, bodies):
+    """Answer the server's host_tool.call requests with Python functions."""
+    def on_request(msg):
+        assert msg["method"] == "host_tool.call" and isinstance(msg["id"], str)
+        p = msg["params"]
+        try:
+            reply = {"result": bodies[p["tool"]](**p["arguments"])}
+        except Exception as e:  # the tool's failure
+            reply = {"error": {"code": -32000, "message": str(e)}}
+        if reply.get("result", 0) is Ellipsis:
+            return  # never answer
+        s.send_raw(json.dumps({"jsonrpc": "2.0", "id": msg["id"], **reply}).encode() + b"\n")
+    s.on_request = on_request
+
+
+def test_host_tool_registry_methods_13_6_13_10(fake):
+    s = fake
+    g = s.call("host_tools.new", require_declared=True, max_calls_per_run=4)["registry"]
+    assert s.call("host_tools.register", registry=g, name="add", parameters=ADD_SCHEMA,
+                  declaration=PURE, description="adds") == {"names": ["add"]}
+    e = s.error("host_tools.register", {"registry": g, "name": "add", "declaration": PURE})
+    assert e["data"]["name"] == "ValueError" and "never replaced" in e["message"]
+    e = s.error("host_tools.register", {"registry": g, "name": "bare"})
+    assert e["data"]["name"] == "HostToolNotDeclared"
+    e = s.error("host_tools.register", {"registry": g, "name": "u", "declaration":
+                                        {"source": None, "sink": None, "identity": "user"}})
+    assert e["data"]["name"] == "HostToolIdentityNotAllowed"
+    e = s.error("host_tools.register", {"registry": g, "name": "s", "declaration": PURE,
+                                        "parameters": {"type": "object", "pattern": "x"}})
+    assert e["data"]["name"] == "ValueError" and "pattern" in e["message"]
+    e = s.error("host_tools.register", {"registry": g, "name": "d",
+                                        "declaration": {"source": "semi"}})
+    assert e["code"] == -32000 and e["data"]["name"] == "ValueError"
+    agg = s.call("host_tools.aggregate", registry=g)
+    assert agg["names"] == ["add"] and agg["identities"] == [] and not agg["has_undeclared"]
+    e = s.error("host_tools.register", {"registry": g, "name": "late", "declaration": PURE})
+    assert "sealed" in e["message"]
+    # 13.9: option validation; a wrong handle kind; the bound on waiting for the client.
+    assert s.error("host_tools.new", {"max_calls_per_run": 0})["data"]["name"] == "ValueError"
+    assert s.error("host_tools.new", {"call_timeout": 0})["code"] == -32602
+    assert s.error("host_tools.new", {"allowed_identities": ["root"]})["code"] == -32602
+    assert s.error("host_tools.new", {"response_limits": {"max_files": -1}})["code"] == -32602
+    assert s.error("host_tools.new", {"response_limits": {"nope": 1}})["code"] == -32602
+    e = s.error("host_tools.new", {"response_limits": {"max_files": 0}})
+    assert e["data"]["name"] == "ValueError"
+    e = s.error("host_tools.register", {"registry": s.router, "name": "x"})
+    assert e["code"] == -32602 and "not a registry" in e["message"]
+    sb = s.call("router.acquire", router=s.router, key=KEY, spec=SPEC)["sandbox"]
+    e = s.error("sandbox.run_with_host_tools", {"sandbox": sb, "registry": g,
+                                                 "program": "print(1)", "transport": "ssh"})
+    assert e["code"] == -32602
+    # The native channel is ns's; the fake refuses it with a reason.
+    e = s.error("sandbox.run_with_host_tools", {"sandbox": sb, "registry": g,
+                                                 "program": "print(1)", "transport": "native"})
+    assert e["data"]["name"] == "ValueError" and "not an ns sandbox" in e["message"]
+    assert s.call("host_tools.free", registry=g) == {}
+    assert s.error("host_tools.aggregate", {"registry": g})["code"] == -32602
+
+
+def test_a_late_or_stray_response_is_never_answered(serve):
+    s = serve()
+    s.send_raw(b'{"jsonrpc":"2.0","id":"msb-99","result":1}\n')
+    s.send_raw(b'{"jsonrpc":"2.0","id":"msb-98","error":{"code":1,"message":"x"}}\n')
+    assert s.call("msb.version")["version"]
+    assert s.close() == 0
+    assert not [m for m in s.lines if isinstance(m, dict) and m.get("id") in ("msb-99", "msb-98")]
+
+
+HOST_PROGRAMS = {
+    "exec": "import maf_host_tools as t\n",
+    "native": "import msb_host_tools as t\n",
+}
+PROGRAM_BODY = """
+print("sum", t.call("add", left=2, right=3))
+for args in [dict(left="two", right=3), dict(left=1)]:
+    try:
+        t.call("add", **args)
+    except t.HostToolError as e:
+        print("refused", e)
+try:
+    t.call("boom")
+except t.HostToolError as e:
+    print("failed", e)
+try:
+    t.call("nope")
+except t.HostToolError as e:
+    print("unknown", e)
+"""
+
+
+@needs_root
+@pytest.mark.parametrize("transport", ["exec", "native"])
+def test_guest_calls_a_host_tool_the_client_answers_13_18_14_1(ns, transport):
+    s = ns
+    g = s.call("host_tools.new", max_calls_per_run=8)["registry"]
+    s.call("host_tools.register", registry=g, name="add", parameters=ADD_SCHEMA,
+           declaration=PURE)
+    s.call("host_tools.register", registry=g, name="boom", declaration=PURE)
+    seen = []
+
+    def add(left, right):
+        seen.append((left, right))
+        return left + right
+
+    def boom():
+        raise RuntimeError("the client's secret reason")
+    answer(s, {"add": add, "boom": boom})
+    n = len(s.events())
+    r = s.call("sandbox.run_with_host_tools", sandbox=s.sandbox, registry=g,
+               transport=transport, program=HOST_PROGRAMS[transport] + PROGRAM_BODY,
+               timeout=60, poll_interval=0.02)
+    out = unb64(r["stdout"]).decode()
+    assert r["exit_code"] == 0, out + unb64(r["stderr"]).decode()
+    assert "sum 5" in out
+    # Only the valid call reached the client: the schema gate is the library's.
+    assert seen == [(2, 3)]
+    refused = [l for l in out.splitlines() if l.startswith("refused")]
+    assert len(refused) == 2 and all("arguments do not bind to host tool 'add'" in l
+                                     for l in refused)
+    assert "host tool 'boom' failed" in out and "secret" not in out
+    assert "is not a registered host tool" in out
+    assert r["calls"] == 5 and r["delivered"] == 1
+    called = [e for e in s.events()[n:] if e["event"] == "HostToolCalled"]
+    assert len(called) == 5
+
+
+@needs_root
+def test_a_client_that_never_answers_is_bounded_per_call(ns):
+    s = ns
+    g = s.call("host_tools.new", call_timeout=1)["registry"]
+    s.call("host_tools.register", registry=g, name="slow", declaration=PURE)
+    answer(s, {"slow": lambda: Ellipsis})
+    t0 = time.monotonic()
+    r = s.call("sandbox.run_with_host_tools", sandbox=s.sandbox, registry=g,
+               transport="native", timeout=60, program=HOST_PROGRAMS["native"] + """
+try:
+    t.call("slow")
+except t.HostToolError as e:
+    print("failed", e)
+""")
+    assert time.monotonic() - t0 < 30
+    assert "host tool 'slow' failed" in unb64(r["stdout"]).decode()
+
+
+@needs_root
+def test_call_cap_and_concurrent_runs_with_their_own_counters_13_17_13_20(ns):
+    """Two runs at once on one registry: each has fresh counters, so each gets
+    the cap; the third call of each is refused with the seed's sentence."""
+    s = ns
+    g = s.call("host_tools.new", max_calls_per_run=4,
+               response_limits={"max_files": 2})["registry"]
+    s.call("host_tools.register", registry=g, name="echo", declaration=PURE,
+           parameters={"type": "object", "properties": {"v": {"type": "string"}}})
+    answer(s, {"echo": lambda v: v})
+    body = """
+import sys
+for i in range(5):
+    try:
+        print("got", t.call("echo", v=sys.argv[0] + str(i)))
+    except t.HostToolError as e:
+        print("refused", e)
+"""
+    # One run over each transport, at once (the native socket is one per sandbox).
+    ids = [s.send("sandbox.run_with_host_tools",
+                  {"sandbox": s.sandbox, "registry": g, "transport": tr, "timeout": 60,
+                   "poll_interval": 0.02, "program": HOST_PROGRAMS[tr] + body,
+                   "program_name": f"p{n}.py", "run_directory": f"runs/r{n}"})
+           for n, tr in enumerate(["native", "exec"])]
+    for n, rid in enumerate(ids):
+        resp = s.response(rid)
+        assert "result" in resp, resp
+        r = resp["result"]
+        out = unb64(r["stdout"]).decode()
+        assert out.count("got") == 2 and f"p{n}.py0" in out, out
+        # Two delivered, then the response cap, then the call cap (refusals count).
+        assert out.count("delivered-response cap (2) is exhausted") == 2, out
+        assert out.count("host-tool-call cap (4) is exhausted") == 1, out
+        assert r["calls"] == 5 and r["delivered"] == 2
+    # A second native run while one holds the sandbox's socket is refused, typed:
+    # the first run's tool body (here, while the first is surely running) tries it.
+    seen = []
+
+    def gate():
+        seen.append(s.error("sandbox.run_with_host_tools", {
+            "sandbox": s.sandbox, "registry": g, "transport": "native", "program": "pass"}))
+        return "open"
+    answer(s, {"echo": lambda v: v, "gate": gate})
+    g = s.call("host_tools.new")["registry"]
+    s.call("host_tools.register", registry=g, name="gate", declaration=PURE)
+    r = s.call("sandbox.run_with_host_tools", sandbox=s.sandbox, registry=g, transport="native",
+               program=HOST_PROGRAMS["native"] + "print(t.call('gate'))\n")
+    assert unb64(r["stdout"]) == b"open\n"
+    assert seen[0]["data"]["name"] == "OSError" and "another run" in seen[0]["message"], seen
+
+
+@needs_root
+def test_a_call_waiting_when_stdin_closes_fails_at_once(serve, state):
+    s = serve()
+    r = s.call("router.new", config=ns_config(state))["router"]
+    sb = s.call("router.acquire", router=r, key=KEY, spec=SPEC)["sandbox"]
+    g = s.call("host_tools.new", call_timeout=600)["registry"]
+    s.call("host_tools.register", registry=g, name="wait", declaration=PURE)
+    closed = threading.Event()
+
+    def on_request(msg):
+        s.p.stdin.close()  # the client goes away instead of answering
+        closed.set()
+    s.on_request = on_request
+    t0 = time.monotonic()
+    rid = s.send("sandbox.run_with_host_tools", {
+        "sandbox": sb, "registry": g, "transport": "native", "timeout": 120,
+        "program": HOST_PROGRAMS["native"] + """
+try:
+    t.call("wait")
+except t.HostToolError as e:
+    print("failed", e)
+"""})
+    assert closed.wait(60)
+    # The pending call failed without waiting out its 600 s; the run finished,
+    # was answered, and the server exited once every request was done.
+    assert s.p.wait(120) == 0
+    assert time.monotonic() - t0 < 120
+    res = s.response(rid)["result"]
+    assert "host tool 'wait' failed" in unb64(res["stdout"]).decode()
+    s.t_err.join(30)
+    assert b"closed the connection" in s.stderr
+    # The sandbox stays (the shutdown rule disposes nothing): dispose it.
+    s2 = serve()
+    r2 = s2.call("router.new", config=ns_config(state))["router"]
+    s2.call("router.dispose", router=r2, key=KEY)
+    assert s2.close() == 0
+
+
+@needs_root
+def test_program_timeout_over_exec_carries_output_14_25(ns):
+    s = ns
+    g = s.call("host_tools.new")["registry"]
+    e = s.error("sandbox.run_with_host_tools", {
+        "sandbox": s.sandbox, "registry": g, "transport": "exec", "timeout": 1,
+        "poll_interval": 0.05,
+        "program": "import time\nprint('started', flush=True)\ntime.sleep(60)\n"})
+    assert e["data"]["name"] == "SandboxProgramTimeout"
+    assert "timeout" in e["data"]["categories"]
+    assert b"started" in unb64(e["data"]["payload"]["output"])
+    assert e["data"]["payload"]["signal"] in ("sent", "refused", "absent", "unknown")
+
+
+@needs_root
+def test_responses_to_the_server_may_come_in_a_batch(ns):
+    s = ns
+    g = s.call("host_tools.new")["registry"]
+    s.call("host_tools.register", registry=g, name="one", declaration=PURE)
+
+    def on_request(msg):
+        s.send_raw(json.dumps([{"jsonrpc": "2.0", "id": "msb-0", "result": "stray"},
+                               {"jsonrpc": "2.0", "id": msg["id"], "result": 1}]).encode()
+                   + b"\n")
+    s.on_request = on_request
+    r = s.call("sandbox.run_with_host_tools", sandbox=s.sandbox, registry=g, transport="native",
+               program=HOST_PROGRAMS["native"] + "print(t.call('one'))\n")
+    assert unb64(r["stdout"]) == b"1\n"
+
+
+def test_a_sessions_sink_is_its_calls_default_12_22_15_4(serve, tmp_path):
+    s = serve()
+    r = s.call("router.new", config={"min_isolation": "none", "backends": [
+        {"type": "fake", "declarations": {
+            "capabilities": ["exec", "files_in", "files_out", "files_list", "reclaim"],
+            "egress_modes": ["closed"]}}]})["router"]
+    spec = {"kind": "report", "requires": ["exec", "files_in", "files_out"],
+            "declared_outputs": [{"path": "r.txt"}]}
+    # A spec that lands artifacts needs the tool's sink.
+    e = s.error("session.attach", {"router": r, "spec": spec})
+    assert e["data"]["name"] == "SandboxOutputSinkRequired"
+    e = s.error("session.attach", {"router": r, "spec": spec,
+                                   "sink": {"directory": str(tmp_path / "absent")}})
+    assert e["code"] == -32000 and e["data"]["name"] == "FileNotFoundError"
+    sess = s.call("session.attach", router=r, spec=spec,
+                  sink={"directory": str(tmp_path)})["session"]
+    c = s.call("session.begin_call", session=sess, scope="app", thread_id="t9")
+    sb = s.call("call.acquire", call=c["call"])["sandbox"]
+    s.call("sandbox.write_file", sandbox=sb, path="r.txt", data=b64(b"ok"))
+    n = len(s.events())
+    got = s.call("sandbox.collect_outputs", sandbox=sb, spec=spec)["artifacts"]
+    assert got[0]["handle"] == str(tmp_path / "r.txt") and (tmp_path / "r.txt").read_bytes() == b"ok"
+    ev = [x for x in s.events()[n:] if x["event"] == "OutputsCollected"]
+    assert ev and ev[-1]["call"] == c["call_id"]
+    s.call("call.end", call=c["call"], outcome={"kind": "result", "text": "done"})
+    s.call("session.detach", session=sess)
+    s.call("router.dispose_scope", router=r, scope="app", thread_id="t9")
+    assert s.close() == 0

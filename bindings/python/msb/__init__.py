@@ -9,13 +9,14 @@
 
 Errors are raised as the seed names them (msb.SandboxEgressNotEnforced, ...).
 """
-from .client import Call, Client, ExecResult, Key, Router, Sandbox, Session, find_msb
+from .client import (Call, Client, ExecResult, HostToolRegistry, Key, Router, Sandbox, Session,
+                     find_msb)
 from .errors import (ERRORS, InvalidParams, MethodNotFound, MsbError, RpcError, ServerGone,
                      error_from_response)
 from . import errors as _errors
 
 globals().update(_errors.ERRORS)
 
-__all__ = ["Call", "Client", "ExecResult", "Key", "Router", "Sandbox", "Session", "find_msb",
+__all__ = ["Call", "Client", "ExecResult", "HostToolRegistry", "Key", "Router", "Sandbox", "Session", "find_msb",
            "ERRORS", "InvalidParams", "MethodNotFound", "MsbError", "RpcError", "ServerGone",
            "error_from_response", *_errors.ERRORS]

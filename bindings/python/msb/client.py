@@ -120,6 +120,7 @@ class Client:
         self._pending = {}
         self._ids = itertools.count(1)
         self._closed = False
+        self._tools = {}  # (registry id, tool name) -> the Python callable
         self._proc = subprocess.Popen([msb or find_msb(), "serve", "--max-message",
                                        str(max_message), *args],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -135,6 +136,12 @@ class Client:
             except ValueError:
                 continue
             for m in msg if isinstance(msg, list) else [msg]:
+                if "id" in m and "method" in m:
+                    # A request from the server (host_tool.call): answered on its own
+                    # thread, so a slow tool never holds up the responses read here.
+                    threading.Thread(target=self._serve_request, args=(m,),
+                                     daemon=True).start()
+                    continue
                 if "id" not in m and m.get("method") == "event":
                     with self._lock:
                         self.events.append(m["params"])
@@ -155,6 +162,29 @@ class Client:
             pending, self._pending = self._pending, {}
         for p in pending.values():
             p.done.set()
+
+    def _serve_request(self, m):
+        reply = {"jsonrpc": "2.0", "id": m["id"]}
+        p = m.get("params") or {}
+        fn = self._tools.get((p.get("registry"), p.get("tool")))
+        if m.get("method") != "host_tool.call" or fn is None:
+            reply["error"] = {"code": -32601, "message": f"no handler for {m.get('method')!r}"}
+        else:
+            try:
+                reply["result"] = fn(**p.get("arguments", {}))
+            except Exception as e:  # the tool's failure: the guest sees the door's sentence
+                reply["error"] = {"code": -32000, "message": f"{type(e).__name__}: {e}"}
+        try:
+            line = json.dumps(reply, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            line = json.dumps({"jsonrpc": "2.0", "id": m["id"], "error": {
+                "code": -32000, "message": f"the tool's value is not JSON: {e}"}})
+        try:
+            with self._write_lock:
+                self._proc.stdin.write(line.encode() + b"\n")
+                self._proc.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            pass
 
     def call(self, method, _wait=None, **params):
         """Send one request and wait for its result (at most `_wait` seconds; None:
@@ -214,6 +244,54 @@ class Client:
         r = self.call("router.new", config=config)
         return Router(self, r["router"], r["backends"], r["enabled"])
 
+    def host_tools(self, require_declared=None, allowed_identities=None,
+                   max_calls_per_run=None, call_timeout=None, response_limits=None):
+        """A host-tool registry whose tools are Python callables answered by this
+        client (docs/serve.md "Host tools"). `call_timeout` bounds each wait for an
+        answer (default 60 s)."""
+        r = self.call("host_tools.new", require_declared=require_declared,
+                      allowed_identities=allowed_identities,
+                      max_calls_per_run=max_calls_per_run, call_timeout=call_timeout,
+                      response_limits=response_limits)
+        return HostToolRegistry(self, r["registry"])
+
+
+class HostToolRegistry:
+    """Tools registered here run in this process when a guest program calls them,
+    after the library's door has checked the call (schema, caps, identities)."""
+
+    def __init__(self, client, rid):
+        self.client, self.id = client, rid
+
+    def register(self, name, fn, parameters=None, description=None, declaration=None):
+        """`fn(**arguments)` returns any JSON value; an exception is the tool's
+        failure. `declaration` is {"source", "sink", "identity"} (a key left out
+        is unanswered)."""
+        self.client._tools[(self.id, name)] = fn
+        try:
+            return self.client.call("host_tools.register", registry=self.id, name=name,
+                                    parameters=parameters, description=description,
+                                    declaration=declaration)["names"]
+        except Exception:
+            self.client._tools.pop((self.id, name), None)
+            raise
+
+    def tool(self, name=None, **kw):
+        """Decorator form of register()."""
+        def wrap(fn):
+            self.register(name or fn.__name__, fn, **kw)
+            return fn
+        return wrap
+
+    def aggregate(self):
+        """The policy the registry implies; seals it."""
+        return self.client.call("host_tools.aggregate", registry=self.id)
+
+    def close(self):
+        self.client.call("host_tools.free", registry=self.id)
+        for k in [k for k in self.client._tools if k[0] == self.id]:
+            self.client._tools.pop(k, None)
+
 
 class Router:
     def __init__(self, client, rid, backends, enabled):
@@ -263,11 +341,14 @@ class Router:
         return self._call("router.key_unclean", key=_key(key))["unclean"]
 
     def session(self, spec, name=None, agent_dir=None, description=None, reclaim_timeout=None,
-                admission_timeout=None):
-        """Attach a tool (msb/session.h); None when the router is disabled."""
+                admission_timeout=None, sink=None, existing="refuse"):
+        """Attach a tool (msb/session.h); None when the router is disabled. `sink`
+        (a host directory) is where its calls' collect_outputs land by default."""
         r = self._call("session.attach", spec=spec, name=name, agent_dir=agent_dir,
                        description=description, reclaim_timeout=reclaim_timeout,
-                       admission_timeout=admission_timeout)
+                       admission_timeout=admission_timeout,
+                       sink={"directory": str(sink), "existing": existing}
+                       if sink is not None else None)
         return Session(self.client, r["session"]) if r["session"] else None
 
     def close(self):
@@ -332,6 +413,33 @@ class Sandbox:
 
     def fingerprint(self):
         return self._call("sandbox.fingerprint")
+
+    def collect_outputs(self, spec, sink=None, existing="refuse", outputs=None, call_id=None,
+                        key=None, working_directory=None):
+        """Land the spec's declared outputs (and call-time `outputs`, where the spec
+        allows them) in the host directory `sink` (default for a call's sandbox:
+        its session's sink); returns the landed artifacts (name, display, handle,
+        media_type, size_bytes, sha256)."""
+        return self._call("sandbox.collect_outputs", spec=spec,
+                          sink={"directory": str(sink), "existing": existing}
+                          if sink is not None else None,
+                          outputs=outputs, call_id=call_id,
+                          key=_key(key) if key is not None else None,
+                          working_directory=working_directory)["artifacts"]
+
+    def run_with_host_tools(self, registry, program, transport="exec", timeout=30.0,
+                            program_name=None, run_directory=None, poll_interval=None,
+                            interpreter=None, key=None, call=None):
+        """Run a Python program that can call `registry`'s tools (transport "exec":
+        `import maf_host_tools`; "native", ns only: `import msb_host_tools`)."""
+        r = self._call("sandbox.run_with_host_tools", registry=registry.id, program=program,
+                       transport=transport, timeout=timeout, program_name=program_name,
+                       run_directory=run_directory, poll_interval=poll_interval,
+                       interpreter=interpreter, key=_key(key) if key is not None else None,
+                       call=call)
+        res = ExecResult(r)
+        res.calls, res.delivered, res.work = r["calls"], r["delivered"], r["work"]
+        return res
 
     def release(self):
         """Drop the handle; the sandbox itself stays until the router disposes it."""

@@ -94,6 +94,8 @@ ERROR_FAMILIES = {
     "SandboxProgramTimeout": "TM O",
     "SandboxQueuedTimeout": "TM O",
     "ConformanceFailure": "A",
+    "HostToolNotDeclared": "V",
+    "HostToolIdentityNotAllowed": "V",
 }
 
 _FAMILY_BASE = {
