@@ -10,14 +10,13 @@ import filecmp
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 
 import pytest
 
 from conftest import BUILD, ROOT
-from leaks import Snapshot
+from leaks import checked_state_root
 
 MSB = os.path.join(BUILD, "cli", "msb")
 SRC = os.path.join(ROOT, "tests", "mcp-client")
@@ -65,19 +64,7 @@ def text(result):
 
 @pytest.fixture
 def state():
-    root = tempfile.mkdtemp(prefix="/tmp/msb-mcp-")
-    before = Snapshot.take(root)
-    yield root
-    leaks = Snapshot.take(root).leaked_since(before)
-    for pid in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if f"--state {root}/".encode() in f.read().replace(b"\0", b" "):
-                    os.kill(int(pid), signal.SIGKILL)
-        except (OSError, ValueError):
-            pass
-    shutil.rmtree(root, ignore_errors=True)
-    assert not leaks, f"left behind: {leaks}"
+    yield from checked_state_root("/tmp/msb-mcp-")
 
 
 @needs_root

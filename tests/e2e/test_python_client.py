@@ -9,15 +9,13 @@ import concurrent.futures
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
 from conftest import BUILD, ROOT
-from leaks import Snapshot
+from leaks import checked_state_root
 
 sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
 import msb  # noqa: E402
@@ -178,19 +176,7 @@ def test_server_gone_after_close():
 
 @pytest.fixture
 def state():
-    root = tempfile.mkdtemp(prefix="/tmp/msb-py-")
-    before = Snapshot.take(root)
-    yield root
-    leaks = Snapshot.take(root).leaked_since(before)
-    for pid in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if f"--state {root}/".encode() in f.read().replace(b"\0", b" "):
-                    os.kill(int(pid), signal.SIGKILL)
-        except (OSError, ValueError):
-            pass
-    shutil.rmtree(root, ignore_errors=True)
-    assert not leaks, f"left behind: {leaks}"
+    yield from checked_state_root("/tmp/msb-py-")
 
 
 @needs_root

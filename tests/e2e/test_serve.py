@@ -8,17 +8,14 @@ root, leak-checked).
 import base64
 import json
 import os
-import shutil
-import signal
 import subprocess
-import tempfile
 import threading
 import time
 
 import pytest
 
 from conftest import BUILD
-from leaks import Snapshot
+from leaks import checked_state_root
 
 MSB = os.path.join(BUILD, "cli", "msb")
 FAKE = {"min_isolation": "none", "backends": [{"type": "fake"}]}
@@ -159,19 +156,7 @@ def fake(serve):
 
 @pytest.fixture
 def state():
-    root = tempfile.mkdtemp(prefix="/tmp/msb-serve-")
-    before = Snapshot.take(root)
-    yield root
-    leaks = Snapshot.take(root).leaked_since(before)
-    for pid in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if f"--state {root}/".encode() in f.read().replace(b"\0", b" "):
-                    os.kill(int(pid), signal.SIGKILL)
-        except (OSError, ValueError):
-            pass
-    shutil.rmtree(root, ignore_errors=True)
-    assert not leaks, f"left behind: {leaks}"
+    yield from checked_state_root("/tmp/msb-serve-")
 
 
 def ns_config(state, floor="container"):
