@@ -195,7 +195,8 @@ int cli_conformance_backend(cli_conformance_args *a, msb_backend **out, msb_erro
 		json_t *egress = cfg ? json_object_get(cfg, "egress") : NULL;
 		if (egress && !json_is_object(egress)) {
 			json_decref(cfg);
-			return msb_error_set(err, MSB_E_TYPE, "--config: `egress` must be an object");
+			return msb_error_set(err, MSB_E_TYPE,
+					     "--config: `egress` must be an object");
 		}
 		char *egress_text = egress ? json_dumps(egress, JSON_COMPACT) : NULL;
 		if (egress && !egress_text) {
