@@ -210,7 +210,7 @@ int msb_cf__fail(struct cf_ctx *c, const char *fmt, ...)
 int msb_cf__refused(struct cf_ctx *c, const char *what, int rc, msb_error *e, int code,
 		    unsigned cats, const char *want)
 {
-	_cleanup_error_ msb_error *owned = e;
+	_cleanup_error_ __attribute__((unused)) msb_error *owned = e; /* frees e on every return */
 	if (rc == 0)
 		return cf_fail(c, "%s returned instead of raising %s", what, want);
 	int got = e ? msb_error_code(e) : rc;
@@ -223,7 +223,7 @@ int msb_cf__refused(struct cf_ctx *c, const char *what, int rc, msb_error *e, in
 
 int msb_cf__ok(struct cf_ctx *c, const char *what, int rc, msb_error *e)
 {
-	_cleanup_error_ msb_error *owned = e;
+	_cleanup_error_ __attribute__((unused)) msb_error *owned = e; /* frees e on every return */
 	if (rc == 0)
 		return 0;
 	return cf_fail(c, "%s raised %s (%s)", what, msb_code_name(e ? msb_error_code(e) : rc),

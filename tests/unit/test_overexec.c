@@ -283,10 +283,10 @@ Test(overexec, program_names_14_7_14_8_14_9)
 
 Test(overexec, shim_source_14_10_14_11)
 {
-	const char *names[] = {"class", "call",
-			       "\xef\xbd\x83"
-			       "all",
-			       "lookup", "add"};
+	/* "ｃall": a fullwidth c (U+FF43) then "all", NFKC-equal to "call". */
+	static const char fullwidth_call[] = "\xef\xbd\x83"
+					     "all";
+	const char *names[] = {"class", "call", fullwidth_call, "lookup", "add"};
 	char *shim = NULL;
 	cr_assert_eq(msb_host_tool_shim(names, 5, 300, &shim, NULL), 0);
 	cr_assert(strstr(shim, "\ndef lookup(**arguments):"));

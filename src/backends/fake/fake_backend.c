@@ -69,7 +69,8 @@ static void fb_unlockp(msb_fake_backend **fb)
 	if (*fb)
 		pthread_mutex_unlock(&(*fb)->lock);
 }
-#define _cleanup_fb_unlock_ _cleanup_(fb_unlockp)
+/* A guard, never read: `unused` keeps clang quiet about it. */
+#define _cleanup_fb_unlock_ _cleanup_(fb_unlockp) __attribute__((unused))
 
 static msb_fake_backend *fb_locked(msb_fake_backend *fb)
 {

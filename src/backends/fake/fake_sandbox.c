@@ -269,7 +269,8 @@ static void unlockp(msb_fake_sandbox **fs)
 	if (*fs)
 		unlock(*fs);
 }
-#define _cleanup_unlock_ _cleanup_(unlockp)
+/* A guard, never read: `unused` keeps clang quiet about it. */
+#define _cleanup_unlock_ _cleanup_(unlockp) __attribute__((unused))
 
 static msb_fake_sandbox *locked(msb_fake_sandbox *fs)
 {

@@ -33,6 +33,8 @@
 #define PROBE_TIMEOUT_MS 10000
 
 static void add(msb_ns_probe **arr, size_t *n, size_t *cap, bool *oom, const char *name, bool ok,
+		const char *fmt, va_list ap) __attribute__((format(printf, 7, 0)));
+static void add(msb_ns_probe **arr, size_t *n, size_t *cap, bool *oom, const char *name, bool ok,
 		const char *fmt, va_list ap)
 {
 	if (*oom)
