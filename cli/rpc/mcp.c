@@ -307,7 +307,7 @@ static json_t *t_write_file(mcp_state *st, json_t *args)
 	size_t len = json_string_length(c);
 	uint8_t *decoded = NULL;
 	if (strcmp(encoding, "base64") == 0) {
-		if (rpc_b64_decode(json_string_value(c), len, &decoded, &len) < 0)
+		if (msb__base64_decode(json_string_value(c), len, false, &decoded, &len) < 0)
 			return bad_argument("invalid arguments: `%s` is not valid base64",
 					    "content");
 		data = decoded;

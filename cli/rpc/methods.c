@@ -83,7 +83,7 @@ static json_t *key_json(const msb_key *k)
 
 static json_t *b64_json(const uint8_t *data, size_t len)
 {
-	char *t = rpc_b64_encode(data, len);
+	char *t = msb__base64_encode(data, len);
 	json_t *v = t ? json_string(t) : NULL;
 	free(t);
 	return v;

@@ -111,77 +111,8 @@ int rpc_bytes(json_t *params, const char *key, bool required, uint8_t **out, siz
 		return required ? missing(key, err) : 0;
 	if (!json_is_string(v))
 		return rpc_bad_params(err, "`%s` must be a base64 string", key);
-	if (rpc_b64_decode(json_string_value(v), json_string_length(v), out, len) < 0)
+	if (msb__base64_decode(json_string_value(v), json_string_length(v), false, out, len) < 0)
 		return rpc_bad_params(err, "`%s` is not valid base64", key);
-	return 0;
-}
-
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-char *rpc_b64_encode(const uint8_t *data, size_t len)
-{
-	if (len > (SIZE_MAX / 4) * 3 - 3)
-		return NULL;
-	size_t n = (len + 2) / 3 * 4;
-	char *out = malloc(n + 1), *p = out;
-	if (!out)
-		return NULL;
-	size_t i = 0;
-	for (; i + 2 < len; i += 3) {
-		uint32_t v = (uint32_t)data[i] << 16 | (uint32_t)data[i + 1] << 8 | data[i + 2];
-		*p++ = b64[v >> 18];
-		*p++ = b64[(v >> 12) & 63];
-		*p++ = b64[(v >> 6) & 63];
-		*p++ = b64[v & 63];
-	}
-	if (i < len) {
-		uint32_t v =
-			(uint32_t)data[i] << 16 | (i + 1 < len ? (uint32_t)data[i + 1] << 8 : 0);
-		*p++ = b64[v >> 18];
-		*p++ = b64[(v >> 12) & 63];
-		*p++ = i + 1 < len ? b64[(v >> 6) & 63] : '=';
-		*p++ = '=';
-	}
-	*p = '\0';
-	return out;
-}
-
-static int b64_value(char c)
-{
-	const char *p = c ? strchr(b64, c) : NULL;
-	return p ? (int)(p - b64) : -1;
-}
-
-int rpc_b64_decode(const char *text, size_t n, uint8_t **out, size_t *len)
-{
-	if (n % 4)
-		return -1;
-	uint8_t *buf = malloc(n / 4 * 3 + 1), *p = buf;
-	if (!buf)
-		return -1;
-	for (size_t i = 0; i < n; i += 4) {
-		bool last = i + 4 == n;
-		int pad = last ? (text[i + 3] == '=') + (text[i + 2] == '=') : 0;
-		if (pad == 1 && text[i + 2] == '=') {
-			free(buf);
-			return -1;
-		}
-		int a = b64_value(text[i]), b = b64_value(text[i + 1]);
-		int c = pad >= 2 ? 0 : b64_value(text[i + 2]);
-		int d = pad >= 1 ? 0 : b64_value(text[i + 3]);
-		if (a < 0 || b < 0 || c < 0 || d < 0) {
-			free(buf);
-			return -1;
-		}
-		uint32_t v = (uint32_t)a << 18 | (uint32_t)b << 12 | (uint32_t)c << 6 | (uint32_t)d;
-		*p++ = (uint8_t)(v >> 16);
-		if (pad < 2)
-			*p++ = (uint8_t)(v >> 8);
-		if (pad < 1)
-			*p++ = (uint8_t)v;
-	}
-	*out = buf;
-	*len = (size_t)(p - buf);
 	return 0;
 }
 

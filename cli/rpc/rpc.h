@@ -16,6 +16,8 @@
 #include <stdint.h>
 
 #include <jansson.h>
+
+#include "util/base64.h"
 #include <msb/msb.h>
 
 /* The standard JSON-RPC 2.0 error codes. */
@@ -98,10 +100,7 @@ int rpc_strv(json_t *params, const char *key, bool required, const char ***out, 
 int rpc_bytes(json_t *params, const char *key, bool required, uint8_t **out, size_t *len,
 	      msb_error **err);
 
-/* ---- base64 (RFC 4648, padded) -------------------------------------------------------------- */
-char *rpc_b64_encode(const uint8_t *data, size_t len);
-/* Strict: padding required, no whitespace. -1 on bad input. */
-int rpc_b64_decode(const char *text, size_t text_len, uint8_t **out, size_t *len);
+/* base64 comes from util/base64.h (strict decoding, no whitespace on the wire). */
 
 /* A JSON string for text the library or a guest produced: invalid UTF-8 is
  * replaced (U+FFFD), never dropped; NULL becomes JSON null. Never NULL

@@ -207,7 +207,7 @@ json_t *rpc_error_data(const msb_error *err)
 		json_object_set_new(payload, "file_refusal",
 				    json_string(msb_file_refusal_name((msb_file_refusal)refusal)));
 	if (msb_error_timeout(err, &signal, &output, &output_len)) {
-		char *b64 = rpc_b64_encode(output, output_len);
+		char *b64 = msb__base64_encode(output, output_len);
 		json_object_set_new(
 			payload, "signal",
 			json_string(msb_signal_outcome_name((msb_signal_outcome)signal)));

@@ -10,6 +10,7 @@
 
 #include <msb/outputs.h>
 
+#include "util/base64.h"
 #include "util/util.h"
 
 const char *const MSB_SHELL_UTILITIES[] = {"sh", "mkdir", "mv", "rm", "base64", "wc", NULL};
@@ -192,30 +193,6 @@ static int start(struct road *rd, const char *path, const msb_exec_transfer_opti
 
 /* ---- write --------------------------------------------------------------------------------- */
 
-static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static char *b64_encode(const uint8_t *p, size_t n)
-{
-	size_t out_len = (n + 2) / 3 * 4;
-	char *s = malloc(out_len + 1);
-	if (!s)
-		return NULL;
-	size_t o = 0;
-	for (size_t i = 0; i < n; i += 3) {
-		uint32_t v = (uint32_t)p[i] << 16;
-		if (i + 1 < n)
-			v |= (uint32_t)p[i + 1] << 8;
-		if (i + 2 < n)
-			v |= p[i + 2];
-		s[o++] = b64chars[(v >> 18) & 63];
-		s[o++] = b64chars[(v >> 12) & 63];
-		s[o++] = i + 1 < n ? b64chars[(v >> 6) & 63] : '=';
-		s[o++] = i + 2 < n ? b64chars[v & 63] : '=';
-	}
-	s[o] = '\0';
-	return s;
-}
-
 static void random_id(char out[13])
 {
 	uint8_t b[6] = {0};
@@ -283,7 +260,7 @@ int msb_write_file_over_exec(msb_sandbox *sb, const char *path, const uint8_t *d
 		chunk = MAX_CHUNK;
 	for (size_t off = 0; off < len; off += chunk) {
 		size_t n = len - off < chunk ? len - off : chunk;
-		_cleanup_free_ char *b64 = b64_encode(data + off, n);
+		_cleanup_free_ char *b64 = msb__base64_encode(data + off, n);
 		if (!b64) {
 			cleanup_tmp(&rd, tmp);
 			return msb__error_nomem(err);
@@ -311,55 +288,6 @@ int msb_write_file_over_exec(msb_sandbox *sb, const char *path, const uint8_t *d
 }
 
 /* ---- read ---------------------------------------------------------------------------------- */
-
-static int b64_value(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
-
-/* Decode, skipping whitespace. -1 on anything else that is not base64. */
-static int b64_decode(const uint8_t *s, size_t n, uint8_t **out, size_t *out_len)
-{
-	uint8_t *d = malloc(n / 4 * 3 + 3);
-	if (!d)
-		return -ENOMEM;
-	size_t o = 0;
-	uint32_t acc = 0;
-	int bits = 0, pad = 0;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = s[i];
-		if (c == '\n' || c == '\r' || c == ' ' || c == '\t')
-			continue;
-		if (c == '=') {
-			pad++;
-			continue;
-		}
-		int v = b64_value(c);
-		if (v < 0 || pad) {
-			free(d);
-			return -EINVAL;
-		}
-		acc = (acc << 6) | (uint32_t)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			d[o++] = (uint8_t)(acc >> bits);
-		}
-	}
-	*out = d;
-	*out_len = o;
-	return 0;
-}
 
 int msb_read_file_over_exec(msb_sandbox *sb, const char *path,
 			    const msb_exec_transfer_options *opts, uint8_t **data, size_t *len,
@@ -435,7 +363,9 @@ int msb_read_file_over_exec(msb_sandbox *sb, const char *path,
 	bool truncated = res.truncated;
 	uint8_t *d = NULL;
 	size_t n = 0;
-	int dr = truncated ? 0 : b64_decode(res.stdout_bytes, res.stdout_len, &d, &n);
+	int dr = truncated ? 0
+			   : msb__base64_decode((const char *)res.stdout_bytes, res.stdout_len,
+						true, &d, &n);
 	msb_exec_result_clear(&res);
 	if (dr == -ENOMEM)
 		return msb__error_nomem(err);
