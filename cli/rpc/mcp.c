@@ -93,11 +93,26 @@ static json_t *tool(const char *name, const char *description, const char *schem
 #define WRITES "{\"readOnlyHint\":false,\"destructiveHint\":true,\"openWorldHint\":false}"
 #define READS "{\"readOnlyHint\":true,\"openWorldHint\":false}"
 
+/* Before `initialize` has been answered only pings are served (the MCP
+ * lifecycle): a client that skips the handshake gets -32600 naming it. */
+static int require_initialize(rpc_server *srv, msb_error **err)
+{
+	mcp_state *st = state(srv);
+	pthread_mutex_lock(&st->lock);
+	bool done = st->protocol[0] != '\0';
+	pthread_mutex_unlock(&st->lock);
+	if (done)
+		return 0;
+	msb_error_set(err, MSB_E_VALUE, "the session is not initialized: send `initialize` first");
+	return RPC_INVALID_REQUEST;
+}
+
 static int m_tools_list(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
 {
-	(void)srv;
 	(void)params;
-	(void)err;
+	int r = require_initialize(srv, err);
+	if (r < 0)
+		return r;
 	json_t *tools = json_array();
 	json_array_append_new(
 		tools,
@@ -508,7 +523,10 @@ static const struct {
 static int m_tools_call(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
 {
 	const char *name = NULL;
-	int r = rpc_str(params, "name", true, &name, err);
+	int r = require_initialize(srv, err);
+	if (r < 0)
+		return r;
+	r = rpc_str(params, "name", true, &name, err);
 	if (r < 0)
 		return r;
 	json_t *args = json_object_get(params, "arguments");

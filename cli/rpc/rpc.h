@@ -38,7 +38,8 @@ typedef struct rpc_server rpc_server;
 /*
  * A handler: 0 and *result (a new reference; NULL means JSON null), or a
  * negative code with *err set - RPC_INVALID_PARAMS for a parameter the
- * method cannot take (rpc_bad_params), any MSB_E_* code for a library
+ * method cannot take (rpc_bad_params), RPC_INVALID_REQUEST for a request
+ * the method will not serve in the session's state, any MSB_E_* code for a library
  * refusal. Runs on a worker thread; several handlers run at once.
  */
 typedef int (*rpc_method_fn)(rpc_server *srv, json_t *params, json_t **result, msb_error **err);

@@ -337,6 +337,11 @@ static json_t *handle_one(rpc_server *srv, json_t *req)
 		snprintf(msg, sizeof(msg), "invalid params: %s",
 			 err ? msb_error_message(err) : "rejected");
 		resp = error_response(id, RPC_INVALID_PARAMS, msg, data);
+	} else if (r == RPC_INVALID_REQUEST) {
+		char msg[600];
+		snprintf(msg, sizeof(msg), "invalid request: %s",
+			 err ? msb_error_message(err) : "rejected");
+		resp = error_response(id, RPC_INVALID_REQUEST, msg, NULL);
 	} else if (err) {
 		resp = error_response(id, RPC_LIBRARY_ERROR, msb_error_message(err),
 				      rpc_error_data(err));

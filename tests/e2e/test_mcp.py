@@ -205,6 +205,25 @@ def test_protocol_version_negotiation(fake_config, asked, answered):
     assert ("structuredContent" in out[1]["result"]) == (answered >= "2025-06-18")
 
 
+def test_only_ping_is_served_before_initialize(fake_config):
+    # The MCP lifecycle: a client that skips the handshake is told so, and
+    # nothing runs; after initialize the same call is served.
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "execute", "arguments": {"command": "true"}}}
+    init = {"jsonrpc": "2.0", "id": 4, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "0"}}}
+    out = raw_session({"jsonrpc": "2.0", "id": 1, "method": "ping"}, call,
+                      {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, init,
+                      dict(call, id=5), args=("--config", fake_config))
+    by_id = {m["id"]: m for m in out}
+    assert by_id[1]["result"] == {}
+    for i in (2, 3):
+        assert by_id[i]["error"]["code"] == -32600
+        assert "not initialized" in by_id[i]["error"]["message"]
+    assert by_id[5]["result"]["isError"] is False
+
+
 def test_raw_wire_errors_and_ping(fake_config):
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -242,12 +261,16 @@ def test_config_errors_fail_at_start(tmp_path):
 
 @needs_root
 def test_resource_options_reach_the_sandbox(state):
-    out = raw_session({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                       "params": {"name": "execute", "arguments": {
-                           "command": "for i in $(seq 40); do sleep 1 & done 2>/dev/null; wait"}}},
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "0"}}}
+    out = raw_session(init, {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                             "params": {"name": "execute", "arguments": {
+                                 "command": "for i in $(seq 40); do sleep 1 & done 2>/dev/null; "
+                                            "wait"}}},
                       args=("--min-isolation", "container", "--state-dir", state,
                             "--pids", "16", "--memory", "64M"))
-    r = out[0]["result"]
+    r = out[1]["result"]
     assert r["structuredContent"]["pids_exhausted"] is True
     assert "the process limit refused a fork" in r["content"][0]["text"]
     p = subprocess.run([MSB, "mcp", "--config", "x.json", "--pids", "3"], capture_output=True,
