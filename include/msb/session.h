@@ -41,6 +41,8 @@
 
 MSB_BEGIN_DECLS
 
+struct msb_output_sink; /* msb/outputs.h */
+
 /* ---- Result items (16.1, 24.14) ----------------------------------------------------------------
  *
  * What a body returns: a string, or a list of unlabelled text items. A body
@@ -191,9 +193,9 @@ typedef struct msb_tool_session_options {
 	/* The tool's properties (additional_properties). Either the
 	 * declarations JSON as given, or an output sink from which the wrapper
 	 * derives them - never both (15.3). */
-	const char *declarations;     /* JSON object text, or NULL */
-	const void *output_sink;      /* the host's sink, opaque here; NULL = none */
-	const char *source_integrity; /* default "trusted"; NULL = none declared */
+	const char *declarations;		   /* JSON object text, or NULL */
+	const struct msb_output_sink *output_sink; /* msb/outputs.h; borrowed; NULL = none */
+	const char *source_integrity;		   /* default "trusted"; NULL = none declared */
 	const char *outbound_max_confidentiality;
 	bool also_carries_out;
 	const char *confidentiality; /* additional_properties["confidentiality"]; NULL = none */
@@ -250,7 +252,8 @@ MSB_EXTERN msb_approval_mode msb_tool_session_approval_mode(const msb_tool_sessi
  * *out is malloc()ed. */
 MSB_EXTERN int msb_tool_session_properties(const msb_tool_session *s, char **out, msb_error **err);
 MSB_EXTERN const msb_spec *msb_tool_session_spec(const msb_tool_session *s);
-MSB_EXTERN const void *msb_tool_session_output_sink(const msb_tool_session *s);
+/* The tool's output sink (msb/outputs.h), the default of its calls' collections. */
+MSB_EXTERN const struct msb_output_sink *msb_tool_session_output_sink(const msb_tool_session *s);
 /* The cleanup rung this tool's calls get (msb_router_effective_cleanup). */
 MSB_EXTERN msb_cleanup msb_tool_session_cleanup(const msb_tool_session *s);
 

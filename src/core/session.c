@@ -250,7 +250,7 @@ const msb_spec *msb_tool_session_spec(const msb_tool_session *s)
 {
 	return s ? s->spec : NULL;
 }
-const void *msb_tool_session_output_sink(const msb_tool_session *s)
+const struct msb_output_sink *msb_tool_session_output_sink(const msb_tool_session *s)
 {
 	return s ? s->output_sink : NULL;
 }

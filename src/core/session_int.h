@@ -20,7 +20,7 @@ struct msb_tool_session {
 	char *parameters_schema;
 	msb_approval_mode approval_mode;
 	char *declarations;
-	const void *output_sink;
+	const struct msb_output_sink *output_sink;
 	char *source_integrity;
 	char *outbound_max_confidentiality;
 	bool also_carries_out;

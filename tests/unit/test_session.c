@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <msb/outputs.h>
+
 #include "scripted_backend.h"
 
 static const msb_key K1 = {"s", "t", "a", NULL};
@@ -193,7 +195,7 @@ Test(session, attach_preflight_is_loud_15_2_to_15_7)
 		"{\"kind\": \"A\", \"requires\": [\"exec\", \"files_out\"], \"declared_outputs\": "
 		"[{\"path\": \"r.txt\"}]}",
 		MSB_CLEANUP_DISPOSE, MSB_FAILED_RECLAIM_DISPOSE, &d);
-	static const int sink = 1;
+	static const msb_output_sink sink = MSB_OUTPUT_SINK_INIT;
 	/* 15.3 */
 	msb_tool_session_options o = f.so;
 	o.output_sink = &sink;
