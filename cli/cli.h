@@ -33,6 +33,10 @@ extern const cli_verb verb_conformance;
 int cmd_serve(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
 extern const cli_verb verb_serve, verb_mcp;
+/* `<dir of this binary>/../<rel>` into out when it is accessible with `mode`
+ * (a build tree keeps msb-shim, msb-agent and the escape probe there);
+ * false and out empty otherwise. */
+bool cli_beside_binary(const char *rel, int mode, char *out, size_t size);
 /* Point $MSB_SHIM and $MSB_AGENT at the helpers beside this binary in a build
  * tree, unless they are set. */
 void cli_locate_helpers(void);

@@ -56,27 +56,6 @@ const cli_verb verb_conformance = {
 
 /* ---- backends ----------------------------------------------------------------- */
 
-/* Find a helper beside this binary in a build tree, unless the environment
- * names it. */
-static void locate(const char *env, const char *rel, char *out, size_t size)
-{
-	out[0] = '\0';
-	if (getenv(env))
-		return;
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return;
-	exe[n] = '\0';
-	char *slash = strrchr(exe, '/');
-	if (!slash)
-		return;
-	*slash = '\0';
-	int w = snprintf(out, size, "%.*s/../%s", PATH_MAX - 64, exe, rel);
-	if (w < 0 || (size_t)w >= size || access(out, X_OK) != 0)
-		out[0] = '\0';
-}
-
 static int read_config(const char *path, const char *const *allowed, json_t **out, msb_error **err)
 {
 	*out = NULL;
@@ -205,8 +184,11 @@ int cli_conformance_backend(cli_conformance_args *a, msb_backend **out, msb_erro
 		}
 		o.egress_config = egress_text;
 		static char shim[PATH_MAX], agent[PATH_MAX];
-		locate("MSB_SHIM", "shim/msb-shim", shim, sizeof(shim));
-		locate("MSB_AGENT", "agent/msb-agent", agent, sizeof(agent));
+		shim[0] = agent[0] = '\0';
+		if (!getenv("MSB_SHIM"))
+			cli_beside_binary("shim/msb-shim", X_OK, shim, sizeof(shim));
+		if (!getenv("MSB_AGENT"))
+			cli_beside_binary("agent/msb-agent", X_OK, agent, sizeof(agent));
 		o.shim_path = shim[0] ? shim : NULL;
 		o.agent_path = agent[0] ? agent : NULL;
 		const char *root = o.state_root ? o.state_root : getenv("MSB_STATE_DIR");

@@ -226,19 +226,8 @@ static int find_probe(char *out, size_t size, msb_error **err)
 		snprintf(out, size, "%s", env);
 		return 0;
 	}
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0) {
-		exe[n] = '\0';
-		char *slash = strrchr(exe, '/');
-		if (slash) {
-			*slash = '\0';
-			snprintf(out, size, "%.*s/../conformance/escape/msb-escape-probe",
-				 PATH_MAX - 64, exe);
-			if (access(out, R_OK) == 0)
-				return 0;
-		}
-	}
+	if (cli_beside_binary("conformance/escape/msb-escape-probe", R_OK, out, size))
+		return 0;
 	snprintf(out, size, "%s/msb-escape-probe", MSB_LIBEXECDIR);
 	if (access(out, R_OK) == 0)
 		return 0;

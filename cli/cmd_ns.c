@@ -159,27 +159,10 @@ const cli_verb verb_purge = {
 static void locate_helpers(struct ns_args *a)
 {
 	a->shim[0] = a->agent_bin[0] = '\0';
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return;
-	exe[n] = '\0';
-	char *slash = strrchr(exe, '/');
-	if (!slash)
-		return;
-	*slash = '\0';
-	if (!getenv("MSB_SHIM")) {
-		int w = snprintf(a->shim, sizeof(a->shim), "%.*s/../shim/msb-shim", PATH_MAX - 64,
-				 exe);
-		if (w < 0 || access(a->shim, X_OK) != 0)
-			a->shim[0] = '\0';
-	}
-	if (!getenv("MSB_AGENT")) {
-		int w = snprintf(a->agent_bin, sizeof(a->agent_bin), "%.*s/../agent/msb-agent",
-				 PATH_MAX - 64, exe);
-		if (w < 0 || access(a->agent_bin, X_OK) != 0)
-			a->agent_bin[0] = '\0';
-	}
+	if (!getenv("MSB_SHIM"))
+		cli_beside_binary("shim/msb-shim", X_OK, a->shim, sizeof(a->shim));
+	if (!getenv("MSB_AGENT"))
+		cli_beside_binary("agent/msb-agent", X_OK, a->agent_bin, sizeof(a->agent_bin));
 }
 
 static msb_ns_options ns_options(struct ns_args *a)

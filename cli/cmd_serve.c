@@ -25,29 +25,6 @@ const cli_verb verb_serve = {
 	cmd_serve,
 };
 
-void cli_locate_helpers(void)
-{
-	char exe[PATH_MAX], path[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return;
-	exe[n] = '\0';
-	char *slash = strrchr(exe, '/');
-	if (!slash)
-		return;
-	*slash = '\0';
-	static const struct {
-		const char *env, *rel;
-	} helpers[] = {{"MSB_SHIM", "../shim/msb-shim"}, {"MSB_AGENT", "../agent/msb-agent"}};
-	for (size_t i = 0; i < 2; i++) {
-		if (getenv(helpers[i].env))
-			continue;
-		int w = snprintf(path, sizeof(path), "%.*s/%s", PATH_MAX - 64, exe, helpers[i].rel);
-		if (w > 0 && (size_t)w < sizeof(path) && access(path, X_OK) == 0)
-			setenv(helpers[i].env, path, 0);
-	}
-}
-
 bool cli_parse_size(const char *s, uint64_t *out)
 {
 	char *end = NULL;

@@ -2,6 +2,7 @@
 /* msb: entry point, verb table, shared helpers. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,38 @@ int cli_usage(const cli_verb *verb, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "\n%s", verb->usage);
 	return 2;
+}
+
+bool cli_beside_binary(const char *rel, int mode, char *out, size_t size)
+{
+	char exe[PATH_MAX];
+	out[0] = '\0';
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return false;
+	exe[n] = '\0';
+	char *slash = strrchr(exe, '/');
+	if (!slash)
+		return false;
+	*slash = '\0';
+	int w = snprintf(out, size, "%.*s/../%s", PATH_MAX - 64, exe, rel);
+	if (w < 0 || (size_t)w >= size || access(out, mode) != 0) {
+		out[0] = '\0';
+		return false;
+	}
+	return true;
+}
+
+void cli_locate_helpers(void)
+{
+	static const struct {
+		const char *env, *rel;
+	} helpers[] = {{"MSB_SHIM", "shim/msb-shim"}, {"MSB_AGENT", "agent/msb-agent"}};
+	char path[PATH_MAX];
+	for (size_t i = 0; i < 2; i++)
+		if (!getenv(helpers[i].env) &&
+		    cli_beside_binary(helpers[i].rel, X_OK, path, sizeof(path)))
+			setenv(helpers[i].env, path, 0);
 }
 
 bool cli_wants_help(int argc, char **argv)
