@@ -75,23 +75,6 @@ struct proxy {
 	bool broken;
 };
 
-static void logmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void logmsg(const char *fmt, ...)
-{
-	char buf[512];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	if ((size_t)n > sizeof(buf) - 2)
-		n = (int)sizeof(buf) - 2;
-	buf[n++] = '\n';
-	ssize_t w = write(STDERR_FILENO, buf, (size_t)n);
-	(void)w;
-}
-
 static int64_t now_ms(void)
 {
 	return msb__now_ns() / 1000000;
@@ -129,7 +112,7 @@ static uint8_t *reserve(proxy *p, size_t n)
 static void queue(proxy *p, const uint8_t *frame, int len)
 {
 	if (len <= 0) {
-		logmsg("msb-shim: egress: cannot encode a frame (%d)", len);
+		shim_log("msb-shim: egress: cannot encode a frame (%d)", len);
 		p->broken = true;
 		return;
 	}
@@ -196,8 +179,8 @@ static void record(proxy *p, tunnel *t, bool allow, const char *reason)
 		ssize_t w = write(p->log_fd, line, (size_t)n);
 		(void)w;
 	} else if (p->dropped++ % 1000 == 0) {
-		logmsg("msb-shim: egress.log is full: %llu record(s) dropped",
-		       (unsigned long long)p->dropped);
+		shim_log("msb-shim: egress.log is full: %llu record(s) dropped",
+			 (unsigned long long)p->dropped);
 	}
 	flock(p->log_fd, LOCK_UN);
 }
@@ -572,7 +555,7 @@ static void on_up(proxy *p, tunnel *t, uint32_t events)
 static void on_open(proxy *p, uint32_t id)
 {
 	if (!msb_proto_channel_is_agent(id) || id <= p->last_id) {
-		logmsg("msb-shim: egress: the agent opened channel %u out of order", id);
+		shim_log("msb-shim: egress: the agent opened channel %u out of order", id);
 		p->broken = true;
 		return;
 	}
@@ -600,7 +583,7 @@ static void on_data(proxy *p, tunnel *t, const msb_proto_data *d)
 {
 	if (d->stream != MSB_PROTO_STDOUT || t->agent_eof ||
 	    msb_proto_credit_take(&t->in_credit, d->len) < 0) {
-		logmsg("msb-shim: egress: the agent sent data beyond credit");
+		shim_log("msb-shim: egress: the agent sent data beyond credit");
 		p->broken = true;
 		return;
 	}
@@ -649,7 +632,7 @@ static void on_frame(proxy *p, const msb_proto_frame *f)
 	msb_proto_msg m;
 	int rc = msb_proto_decode(f, &m);
 	if (rc < 0 || !msb_proto_agent_may_send(m.type)) {
-		logmsg("msb-shim: egress: bad frame from the agent: %s", msb_proto_strerror(rc));
+		shim_log("msb-shim: egress: bad frame from the agent: %s", msb_proto_strerror(rc));
 		p->broken = true;
 		return;
 	}
@@ -664,8 +647,8 @@ static void on_frame(proxy *p, const msb_proto_frame *f)
 	}
 	if (!msb_proto_channel_is_agent(m.channel) || m.channel > p->last_id) {
 		if (m.type != MSB_PROTO_PONG) {
-			logmsg("msb-shim: egress: unexpected %s on channel %u",
-			       msb_proto_type_name(m.type), m.channel);
+			shim_log("msb-shim: egress: unexpected %s on channel %u",
+				 msb_proto_type_name(m.type), m.channel);
 			p->broken = true;
 		}
 		return;
@@ -816,7 +799,7 @@ int proxy_run(proxy *p)
 		flush(p);
 	sweep(p);
 	if (p->broken) {
-		logmsg("msb-shim: egress: the agent connection is lost; the proxy stops");
+		shim_log("msb-shim: egress: the agent connection is lost; the proxy stops");
 		return -1;
 	}
 	return 0;

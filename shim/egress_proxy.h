@@ -18,6 +18,9 @@
 
 typedef struct proxy proxy;
 
+/* One line to the shim's log (stderr), in one write (msb-shim.c). */
+void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Connect to <state>/agent.sock (dfd is the state directory), say HELLO,
  * ask the agent to listen, and wait for it. Takes ownership of *cfg (its
  * contents; *cfg is zeroed). 0, or -1 with a reason in errbuf. */

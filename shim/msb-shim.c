@@ -65,8 +65,8 @@ struct shim {
 	proxy *proxy;
 };
 
-static void logmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void logmsg(const char *fmt, ...)
+/* One line to stderr (the shim's log file), in one write. */
+void shim_log(const char *fmt, ...)
 {
 	char buf[1024];
 	va_list ap;
@@ -129,7 +129,7 @@ static int teardown(struct shim *s)
 	if (s->cg) {
 		msb_error *e = NULL;
 		if (msb_ns__cgroup_destroy(s->cg, &e) < 0) {
-			logmsg("msb-shim: %s", msb_error_message(e));
+			shim_log("msb-shim: %s", msb_error_message(e));
 			ret = -1;
 		}
 		msb_error_free(e);
@@ -139,11 +139,11 @@ static int teardown(struct shim *s)
 	if (s->dfd >= 0 && s->wrote_pid) {
 		int r = msb_ns__state_remove_files(s->dfd);
 		if (r < 0) {
-			logmsg("msb-shim: remove state files: %s", strerror(-r));
+			shim_log("msb-shim: remove state files: %s", strerror(-r));
 			ret = -1;
 		}
 		if (s->remove_dir && ret == 0 && rmdir(s->state_dir) < 0 && errno != ENOENT) {
-			logmsg("msb-shim: remove `%s`: %s", s->state_dir, strerror(errno));
+			shim_log("msb-shim: remove `%s`: %s", s->state_dir, strerror(errno));
 			ret = -1;
 		}
 	}
@@ -163,7 +163,7 @@ static _Noreturn void die(struct shim *s, const char *fmt, ...)
 		if ((unsigned char)*p < 0x20)
 			*p = ' ';
 	snprintf(line, sizeof(line), "error: %s\n", msg);
-	logmsg("msb-shim: %s", msg);
+	shim_log("msb-shim: %s", msg);
 	teardown(s);
 	report(s, line);
 	if (s->ctl_conn >= 0) {
@@ -524,11 +524,11 @@ static void start_sandbox(struct shim *s)
 	if (r < 0)
 		die(s, "write %s: %s", MSB_NS_STATE_INIT_PID, strerror(-r));
 	const msb_ns_timing *t = &s->sb->timing;
-	logmsg("msb-shim: sandbox `%s` ready, init pid %d, cgroup v%d: %.3f ms (clone %.3f, "
-	       "maps %.3f, cgroup setup %.3f, attach %.3f, then waited %.3f)",
-	       s->name, (int)s->sb->pid, msb_ns__cgroup_version(s->cg), (double)t->total_ns / 1e6,
-	       (double)t->clone_ns / 1e6, (double)t->map_ns / 1e6, (double)t->cgroup_ns / 1e6,
-	       (double)t->attach_ns / 1e6, (double)t->wait_ns / 1e6);
+	shim_log("msb-shim: sandbox `%s` ready, init pid %d, cgroup v%d: %.3f ms (clone %.3f, "
+		 "maps %.3f, cgroup setup %.3f, attach %.3f, then waited %.3f)",
+		 s->name, (int)s->sb->pid, msb_ns__cgroup_version(s->cg), (double)t->total_ns / 1e6,
+		 (double)t->clone_ns / 1e6, (double)t->map_ns / 1e6, (double)t->cgroup_ns / 1e6,
+		 (double)t->attach_ns / 1e6, (double)t->wait_ns / 1e6);
 }
 
 /*
@@ -539,7 +539,7 @@ static void start_sandbox(struct shim *s)
  */
 static void reset_sandbox(struct shim *s)
 {
-	logmsg("msb-shim: reset of `%s`", s->name);
+	shim_log("msb-shim: reset of `%s`", s->name);
 	proxy_stop(s->proxy);
 	s->proxy = NULL;
 	msb_ns__kill(s->sb);
@@ -692,19 +692,19 @@ int main(int argc, char **argv)
 		if (pr < 0) {
 			if (errno == EINTR)
 				continue;
-			logmsg("msb-shim: poll: %s", strerror(errno));
+			shim_log("msb-shim: poll: %s", strerror(errno));
 			break;
 		}
 		if (p[0].revents) {
 			msb_ns__wait(s.sb);
-			logmsg("msb-shim: init exited (status 0x%x)", (unsigned)s.sb->status);
+			shim_log("msb-shim: init exited (status 0x%x)", (unsigned)s.sb->status);
 			break;
 		}
 		if (p[1].revents) {
 			struct signalfd_siginfo si;
 			if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-				logmsg("msb-shim: signal %u: taking the sandbox down",
-				       (unsigned)si.ssi_signo);
+				shim_log("msb-shim: signal %u: taking the sandbox down",
+					 (unsigned)si.ssi_signo);
 				break;
 			}
 		}
