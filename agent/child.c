@@ -2,7 +2,7 @@
 /*
  * The forked child of an exec, from fork to execve. Order matters: signals
  * and session first, then stdio (so later failures reach the exec's stderr),
- * working directory, rlimits, no_new_privs, capabilities, stray fds, the
+ * working directory, rlimits, the OOM score, no_new_privs, capabilities, stray fds, the
  * seccomp filter last, execve. Any failure writes one line to stderr and
  * exits 126 (127 when the program is not found): the workload never runs
  * with less confinement than asked.
@@ -113,6 +113,22 @@ static void lower_rlimits(void)
 	}
 }
 
+/* The OOM killer's first choice is a workload, never the agent: pages in the
+ * sandbox's tmpfs belong to no process, so without this a memory-hungry
+ * workload made of small processes could see the agent (PID 1, the sandbox's
+ * only way in) picked instead. Raising one's own score needs no privilege;
+ * a workload can lower it again only to 0, the agent's. Best effort: /proc
+ * may be absent in a bare test root. */
+static void prefer_for_oom(void)
+{
+	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t w = write(fd, "1000", 4);
+	(void)w;
+	close(fd);
+}
+
 static void drop_capabilities(int cap_last)
 {
 	bool bset_failed = false;
@@ -213,6 +229,7 @@ _Noreturn void child_run(const struct spawn *sp)
 	if (fchdir(sp->cwd_fd) < 0)
 		die("working directory", errno);
 	lower_rlimits();
+	prefer_for_oom();
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		die("no_new_privs", errno);
 	drop_capabilities(sp->cap_last);

@@ -434,6 +434,33 @@ Test(limits, tmpfs_fills_cannot_take_the_memory_limit)
 	assert_purged();
 }
 
+/* The OOM killer prefers any workload to the agent: workloads start at the
+ * highest score, and one can lower its own only to the agent's. */
+Test(limits, workloads_are_the_oom_killers_first_choice)
+{
+	msb_router *r = router_with(NULL);
+	msb_sandbox *sb = acquire_ok(r, "oomadj", (struct limits){0});
+	msb_exec_result res;
+	sh_ok(sb,
+	      "cat /proc/self/oom_score_adj; echo 0 > /proc/self/oom_score_adj; "
+	      "echo -1 > /proc/self/oom_score_adj 2>/dev/null || echo refused; "
+	      "cat /proc/self/oom_score_adj",
+	      30, &res);
+	cr_assert_str_eq((char *)res.stdout_bytes, "1000\nrefused\n0\n", "stdout: %s",
+			 (char *)res.stdout_bytes);
+	msb_exec_result_clear(&res);
+	char dir[256], path[300], text[64];
+	sandbox_dir(dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/init.pid", dir);
+	cr_assert(read_text(path, text, sizeof(text)));
+	snprintf(path, sizeof(path), "/proc/%ld/oom_score_adj", strtol(text, NULL, 10));
+	cr_assert(read_text(path, text, sizeof(text)));
+	cr_assert(strtol(text, NULL, 10) <= 0, "the agent's score stays low: %s", text);
+	msb_sandbox_release(sb);
+	msb_router_free(r);
+	assert_purged();
+}
+
 /* ---- read back, defaults, ceilings ---------------------------------------- */
 
 Test(limits, spec_limits_and_defaults_read_back)
