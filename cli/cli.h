@@ -37,6 +37,9 @@ extern const cli_verb verb_serve, verb_mcp;
  * (a build tree keeps msb-shim, msb-agent and the escape probe there);
  * false and out empty otherwise. */
 bool cli_beside_binary(const char *rel, int mode, char *out, size_t size);
+/* nbytes (at most 16) random bytes as hex into out (2 * nbytes + 1 chars);
+ * zeros if the kernel gives none. */
+void cli_random_hex(char *out, size_t nbytes);
 /* Point $MSB_SHIM and $MSB_AGENT at the helpers beside this binary in a build
  * tree, unless they are set. */
 void cli_locate_helpers(void);

@@ -210,21 +210,6 @@ int cli_conformance_backend(cli_conformance_args *a, msb_backend **out, msb_erro
 			     a->backend);
 }
 
-void cli_random_hex(char *out, size_t nbytes)
-{
-	static const char hex[] = "0123456789abcdef";
-	uint8_t b[16] = {0};
-	if (nbytes > sizeof(b))
-		nbytes = sizeof(b);
-	if (getrandom(b, nbytes, 0) != (ssize_t)nbytes)
-		memset(b, 0, sizeof(b));
-	for (size_t i = 0; i < nbytes; i++) {
-		out[2 * i] = hex[b[i] >> 4];
-		out[2 * i + 1] = hex[b[i] & 15];
-	}
-	out[2 * nbytes] = '\0';
-}
-
 /* ---- one suite ------------------------------------------------------------------- */
 
 struct run {

@@ -558,21 +558,6 @@ static int run_in(msb_sandbox *sb, struct ns_args *a, char **cmd, msb_error **er
 	return status;
 }
 
-static void random_id(char *out, size_t nbytes)
-{
-	static const char hex[] = "0123456789abcdef";
-	uint8_t b[16];
-	if (nbytes > sizeof(b))
-		nbytes = sizeof(b);
-	if (getrandom(b, nbytes, 0) != (ssize_t)nbytes)
-		memset(b, 0, sizeof(b));
-	for (size_t i = 0; i < nbytes; i++) {
-		out[2 * i] = hex[b[i] >> 4];
-		out[2 * i + 1] = hex[b[i] & 15];
-	}
-	out[2 * nbytes] = '\0';
-}
-
 /* Collect the declared outputs after the command; one line per artifact on
  * stderr. A refusal's exit status replaces the command's. */
 static int collect(msb_sandbox *sb, const msb_spec *spec, const msb_output_sink *sink,
@@ -621,8 +606,8 @@ static int cmd_run(int argc, char **argv)
 		return cli_fail(err);
 	}
 	char thread[17], call[17];
-	random_id(thread, 8);
-	random_id(call, 8);
+	cli_random_hex(thread, 8);
+	cli_random_hex(call, 8);
 	msb_key key = {"cli", thread, "cli", call};
 	msb_spec *spec = NULL;
 	if (make_spec(&a, true, &spec, &err) < 0) {

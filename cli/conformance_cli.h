@@ -21,8 +21,6 @@ typedef struct cli_conformance_args {
 
 /* The backend named by a->backend, configured from --config and the flags. */
 int cli_conformance_backend(cli_conformance_args *a, msb_backend **out, msb_error **err);
-/* nbytes random bytes as hex into out (2 * nbytes + 1 chars). */
-void cli_random_hex(char *out, size_t nbytes);
 /* msb conformance --escape (cmd_escape.c): returns the exit status. */
 int cli_escape(cli_conformance_args *a);
 

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -83,6 +84,21 @@ bool cli_beside_binary(const char *rel, int mode, char *out, size_t size)
 		return false;
 	}
 	return true;
+}
+
+void cli_random_hex(char *out, size_t nbytes)
+{
+	static const char hex[] = "0123456789abcdef";
+	uint8_t b[16] = {0};
+	if (nbytes > sizeof(b))
+		nbytes = sizeof(b);
+	if (getrandom(b, nbytes, 0) != (ssize_t)nbytes)
+		memset(b, 0, sizeof(b));
+	for (size_t i = 0; i < nbytes; i++) {
+		out[2 * i] = hex[b[i] >> 4];
+		out[2 * i + 1] = hex[b[i] & 15];
+	}
+	out[2 * nbytes] = '\0';
 }
 
 void cli_locate_helpers(void)

@@ -291,7 +291,10 @@ static int m_dispose(rpc_server *srv, json_t *params, json_t **result, msb_error
 	return r;
 }
 
-static int m_dispose_scope(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
+/* dispose_scope and purge_scoped_thread take and answer the same. */
+static int scope_purge(rpc_server *srv, json_t *params, json_t **result, msb_error **err,
+		       int (*purge)(msb_router *, const char *, const char *, msb_scope_purge *,
+				    msb_error **))
 {
 	rpc_handle *h;
 	const char *scope = NULL, *thread = NULL;
@@ -301,11 +304,16 @@ static int m_dispose_scope(rpc_server *srv, json_t *params, json_t **result, msb
 	msb_scope_purge p = {0, 0};
 	if ((r = rpc_str(params, "scope", true, &scope, err)) == 0 &&
 	    (r = rpc_str(params, "thread_id", true, &thread, err)) == 0 &&
-	    (r = msb_router_dispose_scope(h->ptr, scope, thread, &p, err)) == 0)
+	    (r = purge(h->ptr, scope, thread, &p, err)) == 0)
 		*result = json_pack("{s:I, s:I}", "disposed", (json_int_t)p.disposed, "undisposed",
 				    (json_int_t)p.undisposed);
 	rpc_handle_put(table(srv), h);
 	return r;
+}
+
+static int m_dispose_scope(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
+{
+	return scope_purge(srv, params, result, err, msb_router_dispose_scope);
 }
 
 static int m_dispose_kind(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
@@ -368,19 +376,7 @@ static int m_key_unclean(rpc_server *srv, json_t *params, json_t **result, msb_e
 
 static int m_purge_scoped_thread(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
 {
-	rpc_handle *h;
-	const char *scope = NULL, *thread = NULL;
-	int r = rpc_handle_get(table(srv), params, "router", H_ROUTER, &h, err);
-	if (r < 0)
-		return r;
-	msb_scope_purge p = {0, 0};
-	if ((r = rpc_str(params, "scope", true, &scope, err)) == 0 &&
-	    (r = rpc_str(params, "thread_id", true, &thread, err)) == 0 &&
-	    (r = msb_purge_scoped_thread(h->ptr, scope, thread, &p, err)) == 0)
-		*result = json_pack("{s:I, s:I}", "disposed", (json_int_t)p.disposed, "undisposed",
-				    (json_int_t)p.undisposed);
-	rpc_handle_put(table(srv), h);
-	return r;
+	return scope_purge(srv, params, result, err, msb_purge_scoped_thread);
 }
 
 static int m_router_options(rpc_server *srv, json_t *params, json_t **result, msb_error **err)

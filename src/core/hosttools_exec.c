@@ -20,9 +20,6 @@
 #include "core/core.h"
 #include "core/hosttools_int.h"
 
-#define FRAME_OPEN "{\"value\": "
-#define FRAME_CLOSE "}"
-#define FRAMING_BYTES ((int64_t)(sizeof(FRAME_OPEN) - 1 + sizeof(FRAME_CLOSE) - 1))
 #define MAX_REQUEST_BYTES (1u << 20)
 #define MAX_OUTPUT_BYTES (64u << 20)
 #define PARTIAL_OUTPUT_BYTES (64u << 10)
@@ -447,18 +444,11 @@ static int answer_one(msb_sandbox *sb, msb_host_tool_run *run, const msb_guest_r
 	}
 	msb_host_tool_result res = {NULL, NULL};
 	rc = msb_host_tool_run_call_request(run, too_big ? NULL : (const char *)data,
-					    too_big ? 0 : len, FRAMING_BYTES, &res, err);
+					    too_big ? 0 : len, MSB_HOSTTOOLS_FRAMING_BYTES, &res,
+					    err);
 	if (rc < 0)
 		return rc;
-	_cleanup_free_ char *body = NULL;
-	if (res.value_json) {
-		body = msb__asprintf(FRAME_OPEN "%s" FRAME_CLOSE, res.value_json);
-	} else {
-		json_t *j = json_pack("{s:s}", "refusal", res.refusal);
-		body = j ? json_dumps(j, JSON_COMPACT) : NULL;
-		json_decref(j);
-	}
-	msb_host_tool_result_clear(&res);
+	_cleanup_free_ char *body = msb_hosttools__response_body(&res);
 	if (!body)
 		return msb__error_nomem(err);
 	return msb_sandbox_write_file(sb, resp_path, (const uint8_t *)body, strlen(body), NULL,

@@ -59,6 +59,16 @@ int msb_hosttools__door(msb_host_tool_run *run, json_t *name, json_t *args, bool
  * MSB_HOST_TOOL_BOUND characters then " (truncated)" when `bound`. */
 char *msb_hosttools__quote(const char *s, bool bound);
 
+/* A response as both transports write it: {"value": <the tool's JSON>} or
+ * {"refusal": "<sentence>"}; the framing counts against the response cap.
+ * Clears *res; NULL when out of memory. */
+#define MSB_HOSTTOOLS_FRAME_OPEN "{\"value\": "
+#define MSB_HOSTTOOLS_FRAME_CLOSE "}"
+#define MSB_HOSTTOOLS_FRAMING_BYTES                                                                \
+	((int64_t)(sizeof(MSB_HOSTTOOLS_FRAME_OPEN) - 1 + sizeof(MSB_HOSTTOOLS_FRAME_CLOSE) - 1))
+struct msb_host_tool_result;
+char *msb_hosttools__response_body(struct msb_host_tool_result *res);
+
 /* Over exec (hosttools_layout.c): the launcher text for a layout; the names
  * the generated shim binds; whether a name gets a convenience wrapper. */
 struct msb_guest_run_layout;

@@ -22,9 +22,6 @@
 
 #define MAX_CONNS 64
 #define MAX_REQUEST (1u << 20)
-#define FRAME_OPEN "{\"value\": "
-#define FRAME_CLOSE "}"
-#define FRAMING_BYTES ((int64_t)(sizeof(FRAME_OPEN) - 1 + sizeof(FRAME_CLOSE) - 1))
 
 struct nconn {
 	int fd;
@@ -81,7 +78,7 @@ static bool answer(struct msb_native_server *s, struct nconn *c)
 	msb_host_tool_result res = {NULL, NULL};
 	msb_error *e = NULL;
 	int rc = msb_host_tool_run_call_request(s->run, (const char *)c->body, c->got,
-						FRAMING_BYTES, &res, &e);
+						MSB_HOSTTOOLS_FRAMING_BYTES, &res, &e);
 	free(c->body);
 	c->body = NULL;
 	c->want = c->got = c->hdr_len = 0;
@@ -91,15 +88,7 @@ static bool answer(struct msb_native_server *s, struct nconn *c)
 		msb_error_free(e);
 		return false;
 	}
-	char *body = NULL;
-	if (res.value_json) {
-		body = msb__asprintf(FRAME_OPEN "%s" FRAME_CLOSE, res.value_json);
-	} else {
-		json_t *j = json_pack("{s:s}", "refusal", res.refusal);
-		body = j ? json_dumps(j, JSON_COMPACT) : NULL;
-		json_decref(j);
-	}
-	msb_host_tool_result_clear(&res);
+	char *body = msb_hosttools__response_body(&res);
 	if (!body)
 		return false;
 	size_t len = strlen(body);

@@ -553,3 +553,18 @@ int msb_host_tool_run_call_request(msb_host_tool_run *run, const char *request_j
 	json_decref(req);
 	return rc;
 }
+
+char *msb_hosttools__response_body(msb_host_tool_result *res)
+{
+	char *body;
+	if (res->value_json) {
+		body = msb__asprintf(MSB_HOSTTOOLS_FRAME_OPEN "%s" MSB_HOSTTOOLS_FRAME_CLOSE,
+				     res->value_json);
+	} else {
+		json_t *j = json_pack("{s:s}", "refusal", res->refusal);
+		body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+		json_decref(j);
+	}
+	msb_host_tool_result_clear(res);
+	return body;
+}
