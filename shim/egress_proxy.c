@@ -17,7 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "backends/ns/boundary.h"
+#include "backends/ns/boundary/boundary.h"
 #include "egress_proxy.h"
 #include "proto/proto.h"
 

@@ -30,7 +30,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
-#include "backends/ns/boundary.h"
+#include "backends/ns/boundary/boundary.h"
 #include "egress_proxy.h"
 #include "util/fs.h"
 #include "util/sha256.h"

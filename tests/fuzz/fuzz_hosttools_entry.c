@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Fuzz entry for the host-tool door (src/core/hosttools_run.c) and the
+ * Fuzz entry for the host-tool door (src/core/hosttools/hosttools_run.c) and the
  * schema validator (hosttools_schema.c), both fed guest- or host-supplied
  * JSON. Input: a parameter schema, a NUL byte, then a request as a guest
  * would send it. The schema registers or is refused; the request goes

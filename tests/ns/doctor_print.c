@@ -2,7 +2,7 @@
 /* Print msb_ns__doctor()'s probes and verdicts (what `msb doctor` will show). */
 #include <stdio.h>
 
-#include "backends/ns/boundary.h"
+#include "backends/ns/boundary/boundary.h"
 
 int main(void)
 {

@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "backends/ns/boundary.h"
+#include "backends/ns/boundary/boundary.h"
 #include "util/fs.h"
 
 struct sbx {

@@ -12,7 +12,7 @@
 #include <msb/msb.h>
 #include <msb/testing.h>
 
-#include "core/hosttools_int.h"
+#include "core/hosttools/hosttools_int.h"
 #include "helpers.h"
 
 /* ---- fixtures ------------------------------------------------------------------ */

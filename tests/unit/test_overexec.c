@@ -19,7 +19,7 @@
 #include <jansson.h>
 #include <msb/msb.h>
 
-#include "core/hosttools_int.h"
+#include "core/hosttools/hosttools_int.h"
 #include "helpers.h"
 #include "local_sandbox.h"
 

@@ -18,7 +18,7 @@
 
 #include <msb/spec.h>
 
-#include "backends/ns/boundary.h"
+#include "backends/ns/boundary/boundary.h"
 #include "egress/egress.h"
 #include "ns_int.h"
 #include "util/fs.h"

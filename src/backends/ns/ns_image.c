@@ -7,7 +7,7 @@
  */
 #include <unistd.h>
 
-#include "backends/ns/boundary.h"
+#include "backends/ns/boundary/boundary.h"
 #include "backends/ns/oci.h"
 #include "ns_int.h"
 

@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <sys/statfs.h>
 
-#include "backends/ns/boundary.h"
+#include "backends/ns/boundary/boundary.h"
 #include "ns_int.h"
 #include "util/fs.h"
 

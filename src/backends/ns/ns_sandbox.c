@@ -13,7 +13,7 @@
 
 #include "client/client.h"
 #include "ns_files.h"
-#include "backends/ns/boundary.h"
+#include "backends/ns/boundary/boundary.h"
 #include "ns_int.h"
 #include "ns_snapshot.h"
 

@@ -29,7 +29,7 @@
 #include <sys/un.h>
 #include <time.h>
 
-#include "backends/ns/boundary.h"
+#include "backends/ns/boundary/boundary.h"
 #include "ns_int.h"
 #include "ns_snapshot.h"
 #include "util/fs.h"

@@ -9,7 +9,7 @@
 #include "util/fs.h"
 #include "util/json.h"
 #include "util/sha256.h"
-#include "backends/ns/boundary.h"
+#include "backends/ns/boundary/boundary.h"
 
 void msb_ns__labels_clear(msb_ns_labels *l)
 {

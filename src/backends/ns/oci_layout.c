@@ -23,7 +23,7 @@
 
 #include <jansson.h>
 
-#include "backends/ns/boundary.h"
+#include "backends/ns/boundary/boundary.h"
 #include "backends/ns/oci.h"
 #include "util/fs.h"
 #include "util/json.h"
