@@ -23,7 +23,7 @@
  * NNNN is the number zero-padded to four digits. The host serves strictly in
  * id order, one call at a time.
  *
- * Launcher receipts (14.17, DESIGN 23.31): the launcher prints, on the exec's
+ * Launcher receipts (14.17, DESIGN 9.31): the launcher prints, on the exec's
  * own stdout, "msb-receipt pid=<N>", optionally "msb-receipt pgid=<N>", then
  * "msb-receipt end", and exits. Only then does the host validate them and
  * create the start gate <run>/host_tools/program_start_gate; the guest-side
