@@ -13,12 +13,26 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "proto/outq.h"
 #include "proto/proto.h"
 
 #define AGENT_DEFAULT_WORK "/maf-sandbox/work"
 #define AGENT_MAX_CONNS 256
 /* Stop reading a connection and its workloads' pipes while this much is queued. */
 #define AGENT_OUTQ_HIGH (256u * 1024)
+/* First allocation of a connection's send queue. */
+#define AGENT_OUTQ_INITIAL (16u * 1024)
+/*
+ * The hard maximum of a connection's send queue. Every producer stops at
+ * AGENT_OUTQ_HIGH, so the queue passes that mark by what one loop turn adds
+ * after the check: one DATA frame per pipe or tunnel, the answers to one
+ * receive buffer of host frames, and at worst one whole process snapshot
+ * (MSB_PROTO_MAX_PS_ENTRIES entries of at most 34 + 16 + 4096 bytes, about
+ * 17 MiB), which is built in one go. A host that queues more than that
+ * without reading (several snapshots pipelined into one receive buffer) is
+ * dropped, with a log line, rather than allowed to grow the agent's memory.
+ */
+#define AGENT_OUTQ_MAX (32u * 1024 * 1024)
 /* stdin window the agent grants per exec channel. */
 #define AGENT_STDIN_WINDOW (64u * 1024)
 /* After SIGKILL: rescan /proc this often, give up confirming after this long. */
@@ -72,9 +86,8 @@ struct conn {
 	bool hello_done;
 	uint32_t peer_max_payload;
 	uint32_t last_channel; /* highest channel id the host opened */
-	uint8_t *out;	       /* queued frames: [out_head, out_len) */
-	size_t out_head, out_len, out_cap;
-	bool out_oom;
+	msb_proto_outq out;    /* queued frames, at most AGENT_OUTQ_MAX bytes */
+	bool out_refused;      /* the queue refused a frame: the connection is dropped */
 	struct exec_ch *execs;
 	unsigned nchannels;
 	bool closing; /* a fatal ERROR is queued: flush, then close */
@@ -131,7 +144,9 @@ void conn_accept(struct agent *a);
 /* Read and dispatch what the host sent; may mark the connection dead. */
 void conn_on_readable(struct agent *a, struct conn *c);
 void conn_flush(struct conn *c);
-/* Space for n bytes at the tail of the queue (NULL and conn dead on OOM). */
+/* Space for n bytes at the tail of the queue. NULL when the queue refuses
+ * (at AGENT_OUTQ_MAX, or no memory): the connection is then logged and
+ * closed at once. */
 uint8_t *conn_reserve(struct conn *c, size_t n);
 void conn_commit(struct conn *c, size_t n);
 /* Queue an encoded frame (result of an msb_proto_enc_* into buf). */

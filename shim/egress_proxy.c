@@ -19,10 +19,23 @@
 
 #include "backends/ns/boundary/boundary.h"
 #include "egress_proxy.h"
+#include "proto/outq.h"
 #include "proto/proto.h"
 
 #define LISTEN_CHANNEL 1u
+/* The destinations are not read while this much is queued for the agent. */
 #define OUTQ_HIGH (1024u * 1024)
+#define OUTQ_INITIAL (64u * 1024)
+/*
+ * The agent queue's hard maximum. Past OUTQ_HIGH only what one loop turn
+ * adds after its check is queued: one read_up() reservation (at most
+ * READ_FRAMES frames of the agent's size, about 1 MiB), the answers to one
+ * receive buffer of agent frames (CREDIT, EOF, PONG, ERROR, refusals: small
+ * frames, fewer than the frames received) and the refusals of due
+ * deadlines (one per tunnel). 4 MiB holds that twice over; reaching it means
+ * the agent stopped reading, and the proxy stops with a log line saying so.
+ */
+#define OUTQ_MAX (4u * 1024 * 1024)
 #define LINGER_MS 5000
 #define HANDSHAKE_MS 5000
 
@@ -66,8 +79,7 @@ struct proxy {
 	msb_egress_config cfg;
 	msb_proto_reader *rd;
 	uint32_t peer_max_payload;
-	uint8_t *out;
-	size_t out_head, out_len, out_cap;
+	msb_proto_outq out; /* frames for the agent, at most OUTQ_MAX bytes */
 	bool want_out;
 	uint32_t last_id;
 	unsigned ntunnels;
@@ -84,29 +96,28 @@ static int64_t now_ms(void)
 
 static size_t queued(const proxy *p)
 {
-	return p->out_len - p->out_head;
+	return msb_proto_outq_pending(&p->out);
 }
 
+/* Space for n bytes; NULL when the queue refuses (at OUTQ_MAX, or no
+ * memory), and then the proxy is broken: it stops, saying why. */
 static uint8_t *reserve(proxy *p, size_t n)
 {
-	if (p->out_head > 0 && (p->out_head == p->out_len || p->out_head >= p->out_cap / 2)) {
-		memmove(p->out, p->out + p->out_head, p->out_len - p->out_head);
-		p->out_len -= p->out_head;
-		p->out_head = 0;
-	}
-	if (p->out_cap - p->out_len < n) {
-		size_t cap = p->out_cap ? p->out_cap : 65536;
-		while (cap - p->out_len < n)
-			cap *= 2;
-		uint8_t *q = realloc(p->out, cap);
-		if (!q) {
-			p->broken = true;
-			return NULL;
-		}
-		p->out = q;
-		p->out_cap = cap;
-	}
-	return p->out + p->out_len;
+	uint8_t *dst;
+	int rc = msb_proto_outq_reserve(&p->out, n, &dst);
+	if (rc == 0)
+		return dst;
+	if (!p->broken)
+		shim_log("msb-shim: egress: cannot queue for the agent: %s (%zu bytes queued, "
+			 "%zu more, at most %u)",
+			 msb_proto_strerror(rc), queued(p), n, OUTQ_MAX);
+	p->broken = true;
+	return NULL;
+}
+
+static void commit(proxy *p, size_t n)
+{
+	msb_proto_outq_commit(&p->out, n);
 }
 
 static void queue(proxy *p, const uint8_t *frame, int len)
@@ -120,26 +131,15 @@ static void queue(proxy *p, const uint8_t *frame, int len)
 	if (!dst)
 		return;
 	memcpy(dst, frame, (size_t)len);
-	p->out_len += (size_t)len;
+	commit(p, (size_t)len);
 }
 
 static void flush(proxy *p)
 {
-	while (!p->broken && queued(p) > 0) {
-		ssize_t n =
-			send(p->fd, p->out + p->out_head, queued(p), MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			break;
-		if (n < 0) {
-			p->broken = true;
-			return;
-		}
-		p->out_head += (size_t)n;
+	if (!p->broken && msb_proto_outq_send(&p->out, p->fd) < 0) {
+		p->broken = true;
+		return;
 	}
-	if (queued(p) == 0)
-		p->out_head = p->out_len = 0;
 	bool want = queued(p) > 0;
 	if (want != p->want_out) {
 		struct epoll_event ev = {.events = EPOLLIN | (want ? EPOLLOUT : 0), .data.ptr = p};
@@ -269,7 +269,7 @@ static void to_guest(proxy *p, tunnel *t, const char *text)
 		p->broken = true;
 		return;
 	}
-	p->out_len += (size_t)len;
+	commit(p, (size_t)len);
 	msb_proto_credit_take(&t->out_credit, (uint32_t)n);
 }
 
@@ -527,7 +527,7 @@ static void read_up(proxy *p, tunnel *t)
 		if (k < iov[i].iov_len)
 			break;
 	}
-	p->out_len += off;
+	commit(p, off);
 	msb_proto_credit_take(&t->out_credit, (uint32_t)r);
 	t->rec.bytes_down += (uint64_t)r;
 }
@@ -820,7 +820,7 @@ void proxy_stop(proxy *p)
 		close(p->log_fd);
 	msb_egress__config_clear(&p->cfg);
 	free(p->rd);
-	free(p->out);
+	msb_proto_outq_free(&p->out);
 	free(p);
 }
 
@@ -883,6 +883,7 @@ int proxy_start(proxy **out, msb_egress_config *cfg, int dfd, const char *state_
 		goto fail;
 	}
 	msb_proto_reader_init(p->rd, MSB_PROTO_MAX_PAYLOAD);
+	(void)msb_proto_outq_init(&p->out, OUTQ_INITIAL, OUTQ_MAX);
 	p->log_fd = openat(dfd, MSB_EGRESS_LOG_NAME,
 			   O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (p->log_fd < 0) {

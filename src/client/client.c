@@ -27,43 +27,38 @@ int64_t msb_client__deadline(double seconds)
 
 size_t msb_client__queued(const msb_client *c)
 {
-	return c->out_len - c->out_head;
+	return msb_proto_outq_pending(&c->out);
 }
 
-uint8_t *msb_client__reserve(msb_client *c, size_t n)
+int msb_client__reserve(msb_client *c, size_t n, uint8_t **dst, msb_error **err)
 {
-	if (c->out_head > 0) {
-		memmove(c->out, c->out + c->out_head, c->out_len - c->out_head);
-		c->out_len -= c->out_head;
-		c->out_head = 0;
-	}
-	if (c->out_cap - c->out_len < n) {
-		size_t cap = c->out_cap ? c->out_cap : 16384;
-		while (cap - c->out_len < n) {
-			if (msb__mul_overflow(cap, 2, &cap))
-				return NULL;
-		}
-		uint8_t *p = realloc(c->out, cap);
-		if (!p)
-			return NULL;
-		c->out = p;
-		c->out_cap = cap;
-	}
-	return c->out + c->out_len;
+	int rc = msb_proto_outq_reserve(&c->out, n, dst);
+	if (rc == 0)
+		return 0;
+	size_t queued = msb_client__queued(c);
+	msb_client__drop(c);
+	if (rc == MSB_PROTO_E_NOMEM)
+		return msb__error_nomem(err);
+	return msb_error_set(err, MSB_E_PROTOCOL,
+			     "sandbox agent is not reading: %zu bytes queued for it, and %zu more "
+			     "would pass the send queue's maximum of %u bytes",
+			     queued, n, MSB_CLIENT_OUTQ_MAX);
 }
 
 void msb_client__commit(msb_client *c, size_t n)
 {
-	c->out_len += n;
+	msb_proto_outq_commit(&c->out, n);
 }
 
-int msb_client__queue_small(msb_client *c, const uint8_t *frame, int len)
+int msb_client__queue_small(msb_client *c, const uint8_t *frame, int len, msb_error **err)
 {
 	if (len <= 0)
-		return -EINVAL;
-	uint8_t *dst = msb_client__reserve(c, (size_t)len);
-	if (!dst)
-		return -ENOMEM;
+		return msb_error_set(err, MSB_E_RUNTIME, "cannot encode a frame: %s",
+				     msb_proto_strerror(len));
+	uint8_t *dst;
+	int rc = msb_client__reserve(c, (size_t)len, &dst, err);
+	if (rc < 0)
+		return rc;
 	memcpy(dst, frame, (size_t)len);
 	msb_client__commit(c, (size_t)len);
 	return 0;
@@ -76,7 +71,7 @@ void msb_client__drop(msb_client *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
-	c->out_head = c->out_len = 0;
+	msb_proto_outq_clear(&c->out);
 	c->last_channel = 0;
 	if (c->rd)
 		msb_proto_reader_init(c->rd, MSB_PROTO_MAX_PAYLOAD);
@@ -138,20 +133,8 @@ int msb_client__peer_error(msb_client *c, const msb_proto_frame *f, msb_error **
 
 static int flush(msb_client *c)
 {
-	while (msb_client__queued(c) > 0) {
-		ssize_t n = send(c->fd, c->out + c->out_head, msb_client__queued(c),
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return 0;
-			return errno == ECONNRESET ? -EPIPE : -errno;
-		}
-		c->out_head += (size_t)n;
-	}
-	c->out_head = c->out_len = 0;
-	return 0;
+	int rc = msb_proto_outq_send(&c->out, c->fd);
+	return rc == -ECONNRESET ? -EPIPE : rc;
 }
 
 int msb_client__io(msb_client *c, int64_t deadline, int cancel_fd, bool *cancelled)
@@ -232,10 +215,11 @@ static int hello(msb_client *c, int64_t deadline, msb_error **err)
 	msb_proto_hello mine, theirs;
 	msb_proto_hello_default(&mine, MSB_PROTO_ROLE_HOST);
 	uint8_t buf[64];
-	if (msb_client__queue_small(c, buf, msb_proto_enc_hello(buf, sizeof(buf), &mine)) < 0)
-		return msb__error_nomem(err);
+	int rc = msb_client__queue_small(c, buf, msb_proto_enc_hello(buf, sizeof(buf), &mine), err);
+	if (rc < 0)
+		return rc;
 	msb_proto_frame f;
-	int rc = next_frame(c, deadline, &f);
+	rc = next_frame(c, deadline, &f);
 	if (rc == 0) {
 		msb_client__drop(c);
 		return msb_error_set(err, MSB_E_TIMEOUT,
@@ -322,6 +306,7 @@ static int client_new(msb_client **out, msb_error **err)
 		return msb__error_nomem(err);
 	}
 	msb_proto_reader_init(c->rd, MSB_PROTO_MAX_PAYLOAD);
+	(void)msb_proto_outq_init(&c->out, MSB_CLIENT_OUTQ_INITIAL, MSB_CLIENT_OUTQ_MAX);
 	c->fd = -1;
 	pthread_mutex_init(&c->lock, NULL);
 	*out = c;
@@ -390,7 +375,7 @@ void msb_client__free(msb_client *c)
 	msb_client__drop(c);
 	pthread_mutex_destroy(&c->lock);
 	free(c->rd);
-	free(c->out);
+	msb_proto_outq_free(&c->out);
 	free(c->path);
 	free(c);
 }
@@ -410,9 +395,10 @@ static int ping_locked(msb_client *c, double timeout, msb_error **err)
 		return rc;
 	uint64_t cookie = (uint64_t)msb__now_ns();
 	uint8_t buf[32];
-	if (msb_client__queue_small(
-		    c, buf, msb_proto_enc_ping(buf, sizeof(buf), MSB_PROTO_PING, cookie)) < 0)
-		return msb__error_nomem(err);
+	rc = msb_client__queue_small(
+		c, buf, msb_proto_enc_ping(buf, sizeof(buf), MSB_PROTO_PING, cookie), err);
+	if (rc < 0)
+		return rc;
 	for (;;) {
 		msb_proto_frame f;
 		rc = next_frame(c, deadline, &f);
@@ -493,9 +479,10 @@ static int ps_locked(msb_client *c, double timeout, msb_client_proc **procs, siz
 	}
 	msb_proto_ps_request q = {MSB_PROTO_MAX_PS_ENTRIES, MSB_PROTO_MAX_PS_ARGV};
 	uint8_t buf[64];
-	if (msb_client__queue_small(c, buf, msb_proto_enc_ps_request(buf, sizeof(buf), chan, &q)) <
-	    0)
-		return msb__error_nomem(err);
+	rc = msb_client__queue_small(c, buf, msb_proto_enc_ps_request(buf, sizeof(buf), chan, &q),
+				     err);
+	if (rc < 0)
+		return rc;
 
 	msb_client_proc *v = NULL;
 	size_t n = 0;

@@ -46,9 +46,7 @@ static void run_free(struct run *r)
 
 static int queue_frame(msb_client *c, int len_or_status, const uint8_t *buf, msb_error **err)
 {
-	if (msb_client__queue_small(c, buf, len_or_status) < 0)
-		return msb__error_nomem(err);
-	return 0;
+	return msb_client__queue_small(c, buf, len_or_status, err);
 }
 
 static int send_credit(msb_client *c, struct run *r, msb_error **err)
@@ -88,9 +86,10 @@ static int pump_stdin(msb_client *c, struct run *r, msb_error **err)
 		if (chunk > c->peer_max_payload - 1)
 			chunk = c->peer_max_payload - 1;
 		size_t cap = MSB_PROTO_DATA_OVERHEAD + chunk;
-		uint8_t *dst = msb_client__reserve(c, cap);
-		if (!dst)
-			return msb__error_nomem(err);
+		uint8_t *dst;
+		int rc = msb_client__reserve(c, cap, &dst, err);
+		if (rc < 0)
+			return rc;
 		int n = msb_proto_enc_data(dst, cap, r->chan, MSB_PROTO_STDIN, r->in + r->in_off,
 					   (uint32_t)chunk);
 		if (n < 0)
@@ -313,9 +312,10 @@ static int open_channel(msb_client *c, struct run *r, const msb_exec_request *re
 		spec.timeout_ms = 1;
 
 	size_t cap = MSB_PROTO_HEADER_SIZE + c->peer_max_payload;
-	uint8_t *dst = msb_client__reserve(c, cap);
-	if (!dst)
-		return msb__error_nomem(err);
+	uint8_t *dst;
+	int rc = msb_client__reserve(c, cap, &dst, err);
+	if (rc < 0)
+		return rc;
 	int n = msb_proto_enc_exec_open(dst, cap, r->chan, &spec);
 	if (n == MSB_PROTO_E_LIMIT || n == MSB_PROTO_E_SPACE)
 		return msb_error_set(err, MSB_E_VALUE,

@@ -24,6 +24,10 @@ const char *msb_proto_strerror(int status)
 		return "no common protocol version";
 	case MSB_PROTO_E_TYPE:
 		return "frame of another type";
+	case MSB_PROTO_E_FULL:
+		return "outbound queue at its maximum";
+	case MSB_PROTO_E_NOMEM:
+		return "out of memory";
 	default:
 		return "unknown status";
 	}

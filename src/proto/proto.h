@@ -2,8 +2,9 @@
 /*
  * src/proto - the wire codec between the host (libmsb, msb-shim) and msb-agent.
  *
- * libc only: no allocation, no util.h, no jansson, so that the static agent
- * links it as is. Every function here is reentrant; a reader is owned by one
+ * libc only: no util.h, no jansson, so that the static agent links it as
+ * is; nothing here allocates except the outbound queue (outq.h). Every
+ * function here is reentrant; a reader or a queue is owned by one
  * connection. docs/internals/protocol.md is the reference of the format.
  *
  * A connection is a stream of frames. A frame is a 12-byte little-endian
@@ -42,6 +43,8 @@ enum msb_proto_status {
 	MSB_PROTO_E_SPACE = -5,	    /* encoder: the output buffer is too small */
 	MSB_PROTO_E_VERSION = -6,   /* HELLO: no common version, or bad magic */
 	MSB_PROTO_E_TYPE = -7,	    /* decoder called on a frame of another type */
+	MSB_PROTO_E_FULL = -8,	    /* outbound queue: past its maximum (outq.h) */
+	MSB_PROTO_E_NOMEM = -9,	    /* outbound queue: allocation failed */
 };
 
 /* Static description of a status ("malformed frame", ...). Never NULL. */
