@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <jansson.h>
 #include <msb/msb.h>
 
 typedef struct cli_verb {
@@ -45,6 +46,27 @@ void cli_random_hex(char *out, size_t nbytes);
 void cli_locate_helpers(void);
 /* A positive decimal count. */
 bool cli_parse_size(const char *s, uint64_t *out);
+
+/*
+ * The flags of a verb that makes a backend (cli/backend_json.c): the backend
+ * JSON is --config's object, or {"type": type}; `type`, when given, is also
+ * what the file must name if it names one. state_dir, image and the object
+ * in the file egress_config are written over the keys of the same meaning.
+ */
+typedef struct cli_backend_flags {
+	const char *config;
+	const char *type;
+	const char *state_dir;
+	const char *image;
+	const char *egress_config;
+} cli_backend_flags;
+/* The backend JSON object (json_decref it). */
+int cli_backend_object(const cli_backend_flags *f, json_t **out, msb_error **err);
+/* The same as compact text (free it). */
+int cli_backend_json(const cli_backend_flags *f, char **out, msb_error **err);
+/* The backend itself, through msb_backend_from_json. */
+int cli_backend_new(const cli_backend_flags *f, msb_backend **out, msb_error **err);
+
 extern const cli_verb verb_run, verb_acquire, verb_exec, verb_ls, verb_dispose, verb_purge,
 	verb_doctor;
 

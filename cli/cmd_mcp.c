@@ -188,11 +188,12 @@ int cmd_mcp(int argc, char **argv)
 		if (load_config(config, &router_json, &spec_json, &sink, &err) < 0)
 			return cli_fail(err);
 	} else {
-		json_t *ns = json_pack("{s:s}", "type", "ns");
-		if (state_dir)
-			json_object_set_new(ns, "state_dir", json_string(state_dir));
-		if (image)
-			json_object_set_new(ns, "image", json_string(image));
+		/* The ns backend as backend JSON, the flags over its keys
+		 * (cli/backend_json.c), in a router of its own. */
+		cli_backend_flags bf = {.type = "ns", .state_dir = state_dir, .image = image};
+		json_t *ns = NULL;
+		if (cli_backend_object(&bf, &ns, &err) < 0)
+			return cli_fail(err);
 		json_t *ro = json_pack("{s:[o]}", "backends", ns);
 		if (floor)
 			json_object_set_new(ro, "min_isolation", json_string(floor));

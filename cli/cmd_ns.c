@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The sandbox verbs over the `ns` backend: run, acquire, exec, ls, dispose,
- * purge. Every verb that creates or uses a sandbox goes through the router,
- * whose default floor is microvm: the `ns` backend (container) is refused
- * unless the caller opts down with --min-isolation container.
+ * The sandbox verbs: run, acquire, exec, ls, dispose, purge. The backend is
+ * the `ns` backend, or whatever backend JSON --config describes; either way
+ * it is made from backend JSON (cli/backend_json.c). Every verb that creates
+ * or uses a sandbox goes through the router, whose default floor is microvm:
+ * the `ns` backend (container) is refused unless the caller opts down with
+ * --min-isolation container.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +24,7 @@
 #include "cli.h"
 
 struct ns_args {
+	const char *config; /* --config FILE: backend JSON */
 	const char *state_dir;
 	const char *image;
 	const char *min_isolation;
@@ -45,16 +48,15 @@ struct ns_args {
 	/* egress (docs/egress.md): --allow rules make the spec ALLOWLIST */
 	const char *allow[64];
 	size_t n_allow;
-	const char *egress_config; /* --egress-config FILE, read into egress_json */
-	char *egress_json;
-	const char *events; /* --events FILE: observer events as JSON lines */
+	const char *egress_config; /* --egress-config FILE: the backend JSON's `egress` */
+	const char *events;	   /* --events FILE: observer events as JSON lines */
 	int events_fd;
 	msb_jsonl_recorder *recorder;
-	char shim[PATH_MAX];
-	char agent_bin[PATH_MAX];
 };
 
 #define COMMON_HELP                                                                                \
+	"  --config FILE         the backend as backend JSON (docs/policy.md); default\n"          \
+	"                        {\"type\": \"ns\"}; the flags below write over its keys\n"        \
 	"  --state-dir DIR       state root (default: $MSB_STATE_DIR, /run/msb)\n"                 \
 	"  --image IMAGE         `host` (default), `dir:PATH` or `oci:PATH[:TAG]`\n"
 
@@ -134,14 +136,15 @@ const cli_verb verb_exec = {
 const cli_verb verb_ls = {
 	"ls",
 	"list the sandboxes recorded under the state root",
-	"usage: msb ls [--state-dir DIR] [--json]\n",
+	"usage: msb ls [--config FILE] [--state-dir DIR] [--json]\n",
 	cmd_ls,
 };
 
 const cli_verb verb_dispose = {
 	"dispose",
 	"dispose every sandbox of a key (optionally one kind)",
-	"usage: msb dispose --thread T [--scope S] [--agent A] [--kind K] [--state-dir DIR]\n"
+	"usage: msb dispose --thread T [--scope S] [--agent A] [--kind K] [--config FILE]\n"
+	"                   [--state-dir DIR]\n"
 	"\nExit status 0 when every sandbox is gone, 1 otherwise.\n",
 	cmd_dispose,
 };
@@ -149,31 +152,22 @@ const cli_verb verb_dispose = {
 const cli_verb verb_purge = {
 	"purge",
 	"dispose every sandbox of a conversation (scope and thread)",
-	"usage: msb purge --scope S --thread T [--state-dir DIR]\n"
+	"usage: msb purge --scope S --thread T [--config FILE] [--state-dir DIR]\n"
 	"\nSelects by the labels on disk, so it reaches sandboxes any process made.\n",
 	cmd_purge,
 };
 
-/* Find msb-shim and msb-agent beside this binary in a build tree, unless the
- * environment names them. */
-static void locate_helpers(struct ns_args *a)
+/* The backend JSON of these flags (cli/backend_json.c). */
+static cli_backend_flags backend_flags(const struct ns_args *a)
 {
-	a->shim[0] = a->agent_bin[0] = '\0';
-	if (!getenv("MSB_SHIM"))
-		cli_beside_binary("shim/msb-shim", X_OK, a->shim, sizeof(a->shim));
-	if (!getenv("MSB_AGENT"))
-		cli_beside_binary("agent/msb-agent", X_OK, a->agent_bin, sizeof(a->agent_bin));
-}
-
-static msb_ns_options ns_options(struct ns_args *a)
-{
-	msb_ns_options o = MSB_NS_OPTIONS_INIT;
-	o.state_root = a->state_dir;
-	o.image = a->image;
-	o.shim_path = a->shim[0] ? a->shim : NULL;
-	o.agent_path = a->agent_bin[0] ? a->agent_bin : NULL;
-	o.egress_config = a->egress_json;
-	return o;
+	cli_backend_flags f = {
+		.config = a->config,
+		.type = a->config ? NULL : "ns",
+		.state_dir = a->state_dir,
+		.image = a->image,
+		.egress_config = a->egress_config,
+	};
+	return f;
 }
 
 enum {
@@ -197,6 +191,7 @@ enum {
 	OPT_ALLOW,
 	OPT_EGRESS_CONFIG,
 	OPT_EVENTS,
+	OPT_CONFIG,
 };
 
 static const struct option ns_opts[] = {
@@ -220,6 +215,7 @@ static const struct option ns_opts[] = {
 	{"allow", required_argument, NULL, OPT_ALLOW},
 	{"egress-config", required_argument, NULL, OPT_EGRESS_CONFIG},
 	{"events", required_argument, NULL, OPT_EVENTS},
+	{"config", required_argument, NULL, OPT_CONFIG},
 	{NULL, 0, NULL, 0},
 };
 
@@ -302,6 +298,9 @@ static int parse_opts(const cli_verb *verb, int argc, char **argv, struct ns_arg
 	int c;
 	while ((c = getopt_long(argc, argv, "+", ns_opts, NULL)) != -1) {
 		switch (c) {
+		case OPT_CONFIG:
+			a->config = optarg;
+			break;
 		case OPT_STATE:
 			a->state_dir = optarg;
 			break;
@@ -409,18 +408,7 @@ static int parse_opts(const cli_verb *verb, int argc, char **argv, struct ns_arg
 			return -1;
 		}
 	}
-	locate_helpers(a);
-	if (a->egress_config) {
-		json_error_t je;
-		json_t *v = json_load_file(a->egress_config, JSON_REJECT_DUPLICATES, &je);
-		if (v)
-			a->egress_json = json_dumps(v, JSON_COMPACT);
-		json_decref(v);
-		if (!a->egress_json) {
-			cli_usage(verb, "--egress-config `%s`: %s", a->egress_config, je.text);
-			return -1;
-		}
-	}
+	cli_locate_helpers();
 	return optind;
 }
 
@@ -432,8 +420,6 @@ static void args_clear(struct ns_args *a)
 	if (a->events_fd >= 0)
 		close(a->events_fd);
 	a->events_fd = -1;
-	free(a->egress_json);
-	a->egress_json = NULL;
 }
 
 static int parse(const cli_verb *verb, int argc, char **argv, struct ns_args *a)
@@ -446,7 +432,7 @@ static int parse(const cli_verb *verb, int argc, char **argv, struct ns_args *a)
 	return r;
 }
 
-/* The router over the ns backend, at the floor the caller asked for. */
+/* The router over the one backend, at the floor the caller asked for. */
 static int make_router(struct ns_args *a, msb_router **out, msb_error **err)
 {
 	msb_router_options ro = MSB_ROUTER_OPTIONS_INIT;
@@ -464,14 +450,15 @@ static int make_router(struct ns_args *a, msb_router **out, msb_error **err)
 			return q;
 		ro.observer = &obs;
 	}
-	msb_ns_options no = ns_options(a);
+	cli_backend_flags bf = backend_flags(a);
 	msb_backend *b = NULL;
-	int r = msb_ns_backend_new(&no, &b, err);
+	int r = cli_backend_new(&bf, &b, err);
 	if (r < 0)
 		return r;
+	const bool ns = msb_ns_backend_state_root(b) != NULL;
 	r = msb_router_new(&b, 1, &ro, out, err);
 	msb_backend_unref(b);
-	if (r == MSB_E_BACKEND_NOT_PERMITTED && !a->min_isolation)
+	if (r == MSB_E_BACKEND_NOT_PERMITTED && !a->min_isolation && ns)
 		msb_error_wrap(err, "the default floor is microvm and `ns` is a container sandbox; "
 				    "pass --min-isolation container to opt down");
 	return r;
@@ -724,11 +711,23 @@ static int cmd_ls(int argc, char **argv)
 		return 2;
 	if (first < argc)
 		return cli_usage(&verb_ls, "unexpected argument `%s`", argv[first]);
-	msb_ns_options o = ns_options(&a);
+	/* The state root the backend resolves, by the one rule (ns_state.c). */
+	cli_backend_flags bf = backend_flags(&a);
+	msb_backend *b = NULL;
+	msb_error *err = NULL;
+	if (cli_backend_new(&bf, &b, &err) < 0)
+		return cli_fail(err);
+	msb_ns_options o = MSB_NS_OPTIONS_INIT;
+	o.state_root = msb_ns_backend_state_root(b);
 	msb_ns_entry *e = NULL;
 	size_t n = 0;
-	msb_error *err = NULL;
-	if (msb_ns_list(&o, &e, &n, &err) < 0)
+	int r = o.state_root ? msb_ns_list(&o, &e, &n, &err)
+			     : msb_error_set(&err, MSB_E_VALUE,
+					     "msb ls lists what an `ns` backend keeps on disk; "
+					     "backend `%s` is not one",
+					     msb_backend_name(b));
+	msb_backend_unref(b);
+	if (r < 0)
 		return cli_fail(err);
 	if (a.json)
 		printf("[");
@@ -759,10 +758,10 @@ static int cmd_dispose(int argc, char **argv)
 		return 2;
 	if (!a.thread)
 		return cli_usage(&verb_dispose, "--thread is required");
-	msb_ns_options o = ns_options(&a);
+	cli_backend_flags bf = backend_flags(&a);
 	msb_backend *b = NULL;
 	msb_error *err = NULL;
-	if (msb_ns_backend_new(&o, &b, &err) < 0)
+	if (cli_backend_new(&bf, &b, &err) < 0)
 		return cli_fail(err);
 	msb_key key = {a.scope, a.thread, a.agent, NULL};
 	msb_disposal_failure *f = NULL;
@@ -787,10 +786,10 @@ static int cmd_purge(int argc, char **argv)
 		return 2;
 	if (!a.thread)
 		return cli_usage(&verb_purge, "--thread is required");
-	msb_ns_options o = ns_options(&a);
+	cli_backend_flags bf = backend_flags(&a);
 	msb_backend *b = NULL;
 	msb_error *err = NULL;
-	if (msb_ns_backend_new(&o, &b, &err) < 0)
+	if (cli_backend_new(&bf, &b, &err) < 0)
 		return cli_fail(err);
 	msb_scope_purge p = {0};
 	int r = msb_backend_dispose_scope(b, a.scope, a.thread, &p, &err);
@@ -804,65 +803,4 @@ static int cmd_purge(int argc, char **argv)
 		return 1;
 	}
 	return 0;
-}
-
-static int cmd_doctor(int argc, char **argv);
-const cli_verb verb_doctor = {
-	"doctor",
-	"probe this host: what each backend can do here, and why not",
-	"usage: msb doctor [--json]\n"
-	"\n"
-	"Try each facility the native backends need (user namespaces, overlayfs,\n"
-	"cgroup v2/v1 controllers, seccomp, openat2, Landlock, KVM) and print a\n"
-	"verdict per backend. Exit status 0 when the `ns` backend works here, 1 if not.\n",
-	cmd_doctor,
-};
-
-static void print_probes(const msb_probe *p, size_t n, bool as_json)
-{
-	for (size_t i = 0; i < n; i++) {
-		if (as_json) {
-			json_t *o = json_pack("{s:s, s:b, s:s}", "name", p[i].name, "ok", p[i].ok,
-					      "reason", p[i].reason);
-			char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
-			printf("%s%s", i ? "," : "", t ? t : "null");
-			free(t);
-			json_decref(o);
-		} else {
-			printf("  %-20s %-3s %s\n", p[i].name, p[i].ok ? "ok" : "NO", p[i].reason);
-		}
-	}
-}
-
-static int cmd_doctor(int argc, char **argv)
-{
-	bool as_json = false;
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--json") == 0)
-			as_json = true;
-		else
-			return cli_usage(&verb_doctor, "unexpected argument `%s`", argv[i]);
-	}
-	msb_doctor_report *rep = NULL;
-	msb_error *err = NULL;
-	if (msb_doctor(&rep, &err) < 0)
-		return cli_fail(err);
-	bool ns_ok = false;
-	for (size_t i = 0; i < rep->n_backends; i++)
-		if (strcmp(rep->backends[i].name, "ns") == 0)
-			ns_ok = rep->backends[i].ok;
-	if (as_json) {
-		printf("{\"probes\":[");
-		print_probes(rep->probes, rep->n_probes, true);
-		printf("],\"backends\":[");
-		print_probes(rep->backends, rep->n_backends, true);
-		printf("]}\n");
-	} else {
-		printf("probes:\n");
-		print_probes(rep->probes, rep->n_probes, false);
-		printf("backends:\n");
-		print_probes(rep->backends, rep->n_backends, false);
-	}
-	msb_doctor_report_free(rep);
-	return ns_ok ? 0 : 1;
 }

@@ -9,6 +9,12 @@
  * the name is derived from the key and kind by SHA-256, so any process can
  * find, reuse and dispose a sandbox another process made (DESIGN §5).
  *
+ * As a backend type (msb/backend.h) `ns` reads backend JSON with the keys of
+ * msb_ns_options by the same names - name, state_dir, image, memory_bytes,
+ * pids_max, cpu_millis, writable_bytes, start_timeout, egress (an object,
+ * docs/egress.md) - and its doctor probes what the boundary needs (user
+ * namespaces, overlayfs, cgroup v2/v1, seccomp, openat2, Landlock, ...).
+ *
  * Thread-safety: the backend and its sandboxes may be used from any thread;
  * get-or-create is serialised across processes by flock on the sandbox's
  * state directory.
@@ -75,26 +81,12 @@ MSB_EXTERN int msb_ns_list(const msb_ns_options *opts, msb_ns_entry **entries, s
 MSB_EXTERN void msb_ns_entries_free(msb_ns_entry *entries, size_t n);
 
 /*
- * msb doctor: probe this host (user namespaces, overlayfs, cgroup v2 and v1
- * controllers, seccomp, openat2, Landlock, KVM, ...) by trying each facility,
- * and give a verdict per backend with the reason. Forks short-lived children;
- * nothing outlives the call.
+ * The state root an ns backend resolved (its options' state_root, else
+ * $MSB_STATE_DIR, else /run/msb as root or $XDG_RUNTIME_DIR/msb), which
+ * holds ns/<name>/ per sandbox: what the escape suite and `msb ls` read.
+ * NULL when `b` is not an ns backend. Borrowed while b lives.
  */
-typedef struct msb_probe {
-	char *name;
-	bool ok;
-	char *reason; /* one line */
-} msb_probe;
-
-typedef struct msb_doctor_report {
-	msb_probe *probes;
-	size_t n_probes;
-	msb_probe *backends; /* one verdict per backend ("ns", "fake", "vm", ...) */
-	size_t n_backends;
-} msb_doctor_report;
-
-MSB_EXTERN int msb_doctor(msb_doctor_report **out, msb_error **err);
-MSB_EXTERN void msb_doctor_report_free(msb_doctor_report *r);
+MSB_EXTERN const char *msb_ns_backend_state_root(const msb_backend *b);
 
 /*
  * The native host-tool channel on an ns sandbox (docs/hosttools.md): serve

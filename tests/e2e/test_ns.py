@@ -6,6 +6,7 @@ and after: no process, mount, cgroup or state directory may remain.
 import concurrent.futures
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -29,6 +30,54 @@ def state():
 def sh(msb, state, *cmd, thread="t1", timeout=60, extra=()):
     return msb("exec", "--state-dir", state, *FLOOR, "--thread", thread, *extra, "--",
                *cmd, timeout=timeout)
+
+
+def table_names(msb, write_json):
+    """The backend-type table's names, as the library lists them when a
+    backend names no type (not a copy kept here)."""
+    router = write_json("untyped.json", {"backends": [{"name": "x"}]})
+    spec = write_json("spec.json", {"kind": "k"})
+    p = msb("check", "--spec", spec, "--router", router)
+    msg = p.stderr.decode() + p.stdout.decode()
+    assert "type is required: one of" in msg, msg
+    return re.findall(r"`([a-z0-9_-]+)`", msg.split("one of", 1)[1])
+
+
+def test_doctor_lists_exactly_the_backend_types(msb, write_json):
+    names = table_names(msb, write_json)
+    assert names == ["declared", "fake", "ns"]
+    p, doc = msb.json("doctor", "--json")
+    assert p.returncode == 0, p.stderr
+    assert [b["name"] for b in doc["backends"]] == names
+    assert all(b["reason"] for b in doc["backends"])
+    ns = next(b for b in doc["backends"] if b["name"] == "ns")
+    assert ns["ok"] and "container rung" in ns["reason"]
+    # Host facilities are what the types' probes tried: no backend that is
+    # not in the table (no `vm`, no `kvm` probe for it).
+    assert "kvm" not in [pr["name"] for pr in doc["probes"]]
+    text = msb("doctor").stdout.decode().split("backends:\n", 1)[1]
+    assert [line.split()[0] for line in text.splitlines()] == names
+
+
+def test_sandbox_verbs_take_backend_json(msb, state, write_json):
+    # --config is the same backend JSON as everywhere: here a fake with the
+    # emulated guest and a seeded file, run through the router like ns.
+    cfg = write_json("fake.json", {"type": "fake", "posix_guest": True, "seed_files": [
+        {"path": "/maf-sandbox/work/hello.txt", "text": "from the seed"}]})
+    p = msb("exec", "--config", cfg, "--min-isolation", "none", "--thread", "t", "--", "cat",
+            "hello.txt")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == b"from the seed"
+    # The policy is the router's whatever the backend: the fake declares no
+    # call scope, so `msb run` (call-scoped) is refused by name.
+    p = msb("run", "--config", cfg, "--min-isolation", "none", "--", "true")
+    assert p.returncode == 3 and b"SandboxScopeNotEnforced" in p.stderr, p.stderr
+    # ns flags write over its keys; the fake has none of them.
+    p = msb("run", "--config", cfg, "--min-isolation", "none", "--state-dir", state, "--",
+            "true")
+    assert p.returncode == 2 and b"unknown key `state_dir`" in p.stderr, p.stderr
+    p = msb("ls", "--config", cfg)
+    assert p.returncode == 2 and b"is not one" in p.stderr, p.stderr
 
 
 def test_default_floor_refuses_and_says_how_to_opt_down(msb, state):

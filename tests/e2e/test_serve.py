@@ -498,6 +498,92 @@ def test_concurrent_requests_interleave(fake):
 
 # ---- the ns backend ----------------------------------------------------------------------------
 
+# ---- the conformance EXEC suite over serve, against the fake's emulated guest (issue 14) -------
+
+# The fake as router JSON with the emulated POSIX guest and a seeded tree: the
+# same backend JSON `msb conformance --config` takes.
+GUEST_FAKE = {"type": "fake", "name": "fake", "posix_guest": True, "seed_files": [
+    {"path": "/w/notes.txt", "text": "seeded\n"},
+    {"path": "/w/blob", "base64": b64(b"\x00\xff")},
+    {"path": "/w/sub", "kind": "directory"}]}
+WORK = "/maf-sandbox/work"
+
+
+def exec_suite(s, sb):
+    """The EXEC suite's probes (src/core/conformance/conformance_exec.c, 18.6),
+    spoken over the wire: {probe: None if it passed, else why it failed}."""
+    def run(**kw):
+        r = s.response(s.send("sandbox.exec", dict(sandbox=sb, **kw)))
+        return r.get("result"), r.get("error")
+
+    s.call("sandbox.write_file", sandbox=sb, path="probe-w/.probe-cwd", data="")
+    out = {}
+    r, e = run(argv=["printf", "ok-ran"], working_directory="probe-w")
+    out["an-argv-sequence-runs"] = (None if r and r["exit_code"] == 0 and
+                                    unb64(r["stdout"]) == b"ok-ran" else (r, e))
+    r, e = run(shell="exit 7", working_directory="probe-w")
+    out["exit-code-fidelity"] = None if r and r["exit_code"] == 7 else (r, e)
+    hostile = "a b$(echo injected)c 'q' \"d\" *"
+    r, e = run(argv=["printf", "[%s]", hostile], working_directory="probe-w")
+    out["argv-is-quoted"] = (None if r and unb64(r["stdout"]) == f"[{hostile}]".encode()
+                             else (r, e))
+    r, e = run(argv=["pwd"], working_directory="probe-w")
+    out["working-directory-is-honoured"] = (
+        None if r and unb64(r["stdout"]).rstrip(b"\n") == f"{WORK}/probe-w".encode()
+        else (r, e))
+    start = time.monotonic()
+    r, e = run(argv=["sleep", "30"], working_directory="probe-w", timeout=1.0)
+    took = time.monotonic() - start
+    out["a-timeout-raises-timeout-error"] = (
+        None if e and e["data"]["name"] == "TimeoutError" and 0.5 <= took <= 4.0
+        else (r, e, took))
+    return out
+
+
+def test_conformance_exec_suite_over_serve_against_the_fake(serve, write_json):
+    s = serve()
+    router = s.call("router.new", config={"min_isolation": "none",
+                                          "backends": [GUEST_FAKE]})["router"]
+    sb = s.call("router.acquire", router=router, key=KEY, spec=SPEC)["sandbox"]
+    results = exec_suite(s, sb)
+    assert all(v is None for v in results.values()), results
+    # The seeds are there from the start, through exec and the file plane.
+    r = s.call("sandbox.exec", sandbox=sb, argv=["cat", "notes.txt"], working_directory="/w")
+    assert unb64(r["stdout"]) == b"seeded\n"
+    assert unb64(s.call("sandbox.read_file", sandbox=sb, path="blob",
+                        working_directory="/w")["data"]) == b"\x00\xff"
+    r = s.call("sandbox.exec", sandbox=sb, argv=["test", "-d", "/w/sub"])
+    assert r["exit_code"] == 0
+    s.call("router.dispose", router=router, key=KEY)
+    assert s.close() == 0
+
+    # The probes are the suite's: `msb conformance` runs the same ones, and
+    # they pass, on the same backend JSON.
+    p = subprocess.run([MSB, "conformance", "--config", write_json("fake.json", GUEST_FAKE),
+                        "--suite", "exec", "--json"], capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    ran = {r["probe"]: r["outcome"] for r in doc["suites"][0]["results"]}
+    assert ran == {name: "passed" for name in results}
+
+
+def test_conformance_over_serve_needs_the_emulated_guest(serve):
+    # Without posix_guest the fake runs nothing: the positive control fails,
+    # so the suite above cannot pass by accident.
+    s = serve()
+    plain = {k: v for k, v in GUEST_FAKE.items() if k != "posix_guest"}
+    router = s.call("router.new", config={"min_isolation": "none",
+                                          "backends": [plain]})["router"]
+    sb = s.call("router.acquire", router=router, key=KEY, spec=SPEC)["sandbox"]
+    results = exec_suite(s, sb)
+    assert results["an-argv-sequence-runs"] is not None
+    assert results["a-timeout-raises-timeout-error"] is not None
+    # And the fake's JSON is strict like every backend's.
+    e = s.error("router.new", {"config": {"backends": [
+        {"type": "fake", "seed_files": [{"path": "/w/a", "txt": "x"}]}]}})
+    assert "router.backends[0].seed_files[0]: unknown key `txt`" in e["message"], e
+
+
 @needs_root
 def test_exec_over_ns_exact_bytes_9_1_9_6(ns):
     s = ns

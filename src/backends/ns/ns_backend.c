@@ -83,6 +83,11 @@ int msb_ns__backend_init(ns_backend *b, const msb_ns_options *opts, msb_error **
 		msb_ns__backend_clear(b);
 		return r;
 	}
+	/* state_dir is "<root>/ns". */
+	if (!(b->state_root = strndup(b->state_dir, strlen(b->state_dir) - 3))) {
+		msb_ns__backend_clear(b);
+		return msb__error_nomem(err);
+	}
 	/* Default cgroup limits as root. An ordinary user has no cgroup to put a
 	 * sandbox in unless one was delegated, so the defaults do not apply there;
 	 * limits asked for explicitly are enforced or the acquire is refused
@@ -108,6 +113,7 @@ int msb_ns__backend_init(ns_backend *b, const msb_ns_options *opts, msb_error **
 void msb_ns__backend_clear(ns_backend *b)
 {
 	free(b->name);
+	free(b->state_root);
 	free(b->state_dir);
 	free(b->shim_path);
 	free(b->agent_path);
@@ -588,6 +594,12 @@ int msb_ns_backend_new(const msb_ns_options *opts, msb_backend **out, msb_error 
 	return msb_backend_new(&ns_ops, &info, b, out, err);
 }
 
+const char *msb_ns_backend_state_root(const msb_backend *b)
+{
+	const ns_backend *nb = msb_backend_impl(b, &ns_ops);
+	return nb ? nb->state_root : NULL;
+}
+
 int msb_ns_list(const msb_ns_options *opts, msb_ns_entry **entries, size_t *n, msb_error **err)
 {
 	ns_backend b;
@@ -664,64 +676,4 @@ void msb_ns_entries_free(msb_ns_entry *entries, size_t n)
 		free(entries[i].instance_id);
 	}
 	free(entries);
-}
-
-/* The public report has the internal one's shape; copy it so the two types
- * stay independent. */
-static int copy_probes(const msb_ns_probe *in, size_t n, msb_probe **out)
-{
-	*out = calloc(n ? n : 1, sizeof(**out));
-	if (!*out)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		(*out)[i].name = strdup(in[i].name);
-		(*out)[i].reason = strdup(in[i].reason);
-		(*out)[i].ok = in[i].ok;
-		if (!(*out)[i].name || !(*out)[i].reason)
-			return -ENOMEM;
-	}
-	return 0;
-}
-
-int msb_doctor(msb_doctor_report **out, msb_error **err)
-{
-	msb_ns_doctor *d = NULL;
-	int r = msb_ns__doctor(&d, err);
-	if (r < 0)
-		return r;
-	msb_doctor_report *rep = calloc(1, sizeof(*rep));
-	if (!rep) {
-		msb_ns__doctor_free(d);
-		return msb__error_nomem(err);
-	}
-	rep->n_probes = d->n_probes;
-	rep->n_backends = d->n_verdicts;
-	r = copy_probes(d->probes, d->n_probes, &rep->probes);
-	if (r == 0)
-		r = copy_probes(d->verdicts, d->n_verdicts, &rep->backends);
-	msb_ns__doctor_free(d);
-	if (r < 0) {
-		msb_doctor_report_free(rep);
-		return msb__error_nomem(err);
-	}
-	*out = rep;
-	return 0;
-}
-
-static void free_probes(msb_probe *p, size_t n)
-{
-	for (size_t i = 0; p && i < n; i++) {
-		free(p[i].name);
-		free(p[i].reason);
-	}
-	free(p);
-}
-
-void msb_doctor_report_free(msb_doctor_report *r)
-{
-	if (!r)
-		return;
-	free_probes(r->probes, r->n_probes);
-	free_probes(r->backends, r->n_backends);
-	free(r);
 }

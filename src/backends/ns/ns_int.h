@@ -12,7 +12,8 @@
 
 typedef struct ns_backend {
 	char *name;
-	char *state_dir; /* <root>/ns */
+	char *state_root; /* the resolved root (msb_ns_backend_state_root) */
+	char *state_dir;  /* <root>/ns */
 	char *shim_path;
 	char *agent_path;
 	char *image;

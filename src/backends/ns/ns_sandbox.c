@@ -252,12 +252,10 @@ int msb_ns__sandbox_new(const ns_backend *b, const char *name, const msb_ns_labe
 
 /* ---- the native host-tool channel ---------------------------------------------- */
 
-void *msb_sandbox__impl_for(msb_sandbox *sb, const void *exec_fn);
-
 int msb_ns_host_tools_attach(msb_sandbox *sb, msb_host_tool_run *run, msb_log_fn log,
 			     void *log_userdata, msb_native_server **out, msb_error **err)
 {
-	ns_sandbox *s = msb_sandbox__impl_for(sb, (const void *)ns_exec);
+	ns_sandbox *s = msb_sandbox_impl(sb, &ns_sandbox_ops);
 	if (!s)
 		return msb_error_set(err, MSB_E_VALUE,
 				     "native host tools: the sandbox is not an ns sandbox");

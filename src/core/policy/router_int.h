@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Internal to the router, the backend object and the JSON loaders
- * (src/core/policy/backend.c, declarations.c, router*.c, src/backends/registry.c).
+ * (src/core/policy/backend.c, declarations.c, router*.c).
  */
 #ifndef MSB_CORE_ROUTER_INT_H
 #define MSB_CORE_ROUTER_INT_H

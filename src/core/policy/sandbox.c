@@ -16,16 +16,14 @@
 
 struct msb_sandbox {
 	msb_sandbox_ops ops;
+	const msb_sandbox_ops *ops_id; /* the address given to msb_sandbox_new */
 	void *impl;
 	char *backend_name;
 };
 
-/* A backend's own view of its handle: impl when `exec_fn` is the handle's
- * exec slot (so only the backend that made it can ask), else NULL. */
-void *msb_sandbox__impl_for(msb_sandbox *sb, const void *exec_fn);
-void *msb_sandbox__impl_for(msb_sandbox *sb, const void *exec_fn)
+void *msb_sandbox_impl(const msb_sandbox *sb, const msb_sandbox_ops *ops)
 {
-	return sb && (const void *)sb->ops.exec == exec_fn ? sb->impl : NULL;
+	return sb && ops && sb->ops_id == ops ? sb->impl : NULL;
 }
 
 /* ---- cancellation token --------------------------------------------------- */
@@ -273,6 +271,7 @@ int msb_sandbox_new(const msb_sandbox_ops *ops, void *impl, const char *backend_
 		goto release_impl;
 	}
 	sb->ops = *ops;
+	sb->ops_id = ops;
 	sb->impl = impl;
 	*out = sb;
 	return 0;

@@ -244,11 +244,11 @@ typedef struct msb_ns_probe {
 typedef struct msb_ns_doctor {
 	msb_ns_probe *probes;
 	size_t n_probes;
-	msb_ns_probe *verdicts; /* one per backend: name is the backend ("ns", "vm", ...) */
-	size_t n_verdicts;
+	bool ok;      /* the ns backend can create sandboxes here */
+	char *reason; /* one line: what it offers here, or the first thing missing */
 } msb_ns_doctor;
 
-/* Probe this host. Forks short-lived children for the namespace probes; no
+/* Probe this host for the ns backend. Forks short-lived children for the namespace probes; no
  * mount or namespace outlives the call. */
 int msb_ns__doctor(msb_ns_doctor **out, msb_error **err);
 void msb_ns__doctor_free(msb_ns_doctor *d);
