@@ -107,6 +107,8 @@ static int target_open(const ns_files *f, const char *path, const char *working_
 		t->dir[0] = '\0';
 		t->leaf = t->rel;
 	}
+	/* guest-names: ok - the storage base itself is in the host-private state dir; the walk
+	 * beneath it is fd-relative */
 	t->basefd = open(f->host_base, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (t->basefd < 0)
 		return msb__error_errno(err, errno, "the storage base is gone");

@@ -217,6 +217,8 @@ int msb_fs_sink_new(const char *root, const msb_fs_sink_options *opts, msb_outpu
 	}
 	s->opts = opts ? *opts : defaults;
 	s->root_fd = -1;
+	/* guest-names: ok - the sink's root is the host's choice, resolved once; artifacts land
+	 * beneath its fd */
 	s->root = realpath(root, NULL);
 	if (!s->root) {
 		int e = errno;
@@ -224,6 +226,7 @@ int msb_fs_sink_new(const char *root, const msb_fs_sink_options *opts, msb_outpu
 		free(sink);
 		return msb__error_errno(err, -e, "file system sink: root `%s`", root);
 	}
+	/* guest-names: ok - the sink's root, resolved once */
 	s->root_fd = open(s->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (s->root_fd < 0) {
 		int e = errno;

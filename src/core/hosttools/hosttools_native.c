@@ -209,6 +209,7 @@ static int bind_open_to_all(int fd, int dir_fd, const char *name)
 		return pid;
 	if (pid == 0) {
 		umask(0111);
+		/* guest-names: ok - bind creates the name and never follows it (EADDRINUSE) */
 		_exit(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? errno : 0);
 	}
 	int st = 0;
@@ -235,6 +236,8 @@ int msb_native_server_start(const char *host_dir, const char *guest_dir, msb_hos
 	int rc = 0;
 	/* host_dir itself is the host's (ns: <state>/ns/<name>/work); what is
 	 * inside it is the guest's, and touched only through this fd. */
+	/* guest-names: ok - host_dir is the host's (the sandbox's work/, in its private state dir);
+	 * only what is inside is the guest's */
 	s->dir_fd = open(host_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (s->dir_fd < 0) {
 		rc = msb__error_errno(err, -errno, "native host tools: `%s`", host_dir);
