@@ -8,10 +8,12 @@
  * another sandbox's file, a host process, a host abstract socket and TCP
  * listener, the host's hostname and clock, and the sandbox still serving.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,6 +126,8 @@ static const struct expectation {
 	{"fork-bomb", "contained"},
 	{"fill-writable-layer", "contained"},
 	{"fill-dev-shm", "contained"},
+	/* Run alone, while the host works on the storage base (issue 15). */
+	{"link-swap-storage-base", "blocked"},
 };
 #define N_EXPECT (sizeof(expectations) / sizeof(expectations[0]))
 
@@ -136,6 +140,8 @@ struct host {
 	char abstract[48];
 	int abstract_fd, tcp_fd, tcp_port;
 	pid_t sleeper;
+	char sentinel[128];	 /* a host file the guest's links point at */
+	char sentinel_token[48]; /* its bytes */
 	char hostname[256];
 	double clock_offset; /* realtime - monotonic, seconds */
 };
@@ -163,6 +169,22 @@ static int host_setup(struct host *h, msb_error **err)
 		if (fd >= 0)
 			close(fd);
 		return msb_error_set(err, MSB_E_OS, "cannot plant the canary: %s", strerror(errno));
+	}
+	close(fd);
+	/* The link-swap probe aims its links at this file and its directory: a
+	 * host syscall that followed one would change its mode, owner or bytes,
+	 * or remove it. Root-owned (as msb runs) and 0600, like the one the
+	 * issue 15 attack made 0666. */
+	cli_random_hex(tag, 8);
+	snprintf(h->sentinel, sizeof(h->sentinel), "%s/sentinel", h->dir);
+	snprintf(h->sentinel_token, sizeof(h->sentinel_token), "msb-sentinel-%s", tag);
+	fd = open(h->sentinel, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0 || fchmod(fd, 0600) < 0 ||
+	    write(fd, h->sentinel_token, strlen(h->sentinel_token)) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return msb_error_set(err, MSB_E_OS, "cannot plant the sentinel: %s",
+				     strerror(errno));
 	}
 	close(fd);
 	cli_random_hex(tag, 8);
@@ -213,6 +235,7 @@ static void host_teardown(struct host *h)
 	if (h->dir[0] && strncmp(h->dir, "/tmp/msb-escape-", 16) == 0) {
 		unlink(h->canary);
 		unlink(h->canary_w);
+		unlink(h->sentinel);
 		rmdir(h->dir);
 	}
 }
@@ -407,6 +430,220 @@ static void host_checks(struct verdicts *v, struct host *h, const msb_exec_resul
 	msb_error_free(err);
 }
 
+/* ---- link swaps in the storage base (issue 15) ------------------------------------------
+ *
+ * The guest's link-swap-storage-base probe swaps every name the host is about
+ * to use in the storage base for a link to the sentinel (or its directory)
+ * for SWAP_SECONDS, in an exec of its own. Meanwhile the host does what it
+ * does there while a sandbox runs: starts and stops the native host-tool
+ * socket, writes, reads and removes files and trees through the file plane.
+ * Then, and again after the disposal has removed what the guest left (links
+ * out, a closed directory), the sentinel must be as it was.
+ */
+#define SWAP_SECONDS "4"
+
+struct sentinel_state {
+	bool present;
+	mode_t mode, dir_mode;
+	uid_t uid;
+	gid_t gid;
+	off_t size;
+	struct timespec mtime;
+	char bytes[64];
+	int dir_entries;
+};
+
+static void sentinel_read(const struct host *h, struct sentinel_state *s)
+{
+	memset(s, 0, sizeof(*s));
+	struct stat st;
+	if (lstat(h->sentinel, &st) < 0)
+		return;
+	s->present = true;
+	s->mode = st.st_mode;
+	s->uid = st.st_uid;
+	s->gid = st.st_gid;
+	s->size = st.st_size;
+	s->mtime = st.st_mtim;
+	int fd = open(h->sentinel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, s->bytes, sizeof(s->bytes) - 1);
+		(void)n;
+		close(fd);
+	}
+	if (lstat(h->dir, &st) == 0)
+		s->dir_mode = st.st_mode;
+	DIR *d = opendir(h->dir);
+	for (struct dirent *de; d && (de = readdir(d));)
+		s->dir_entries += strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+	if (d)
+		closedir(d);
+}
+
+/* "" when unchanged, else what changed (static buffer). */
+static const char *sentinel_change(const struct sentinel_state *was,
+				   const struct sentinel_state *now)
+{
+	static char why[160];
+	why[0] = '\0';
+	if (!now->present)
+		snprintf(why, sizeof(why), "the sentinel is gone");
+	else if (now->mode != was->mode)
+		snprintf(why, sizeof(why), "the sentinel's mode went from %o to %o",
+			 was->mode & 07777, now->mode & 07777);
+	else if (now->uid != was->uid || now->gid != was->gid)
+		snprintf(why, sizeof(why), "the sentinel's owner went from %d:%d to %d:%d",
+			 (int)was->uid, (int)was->gid, (int)now->uid, (int)now->gid);
+	else if (now->size != was->size || strcmp(now->bytes, was->bytes) != 0 ||
+		 now->mtime.tv_sec != was->mtime.tv_sec || now->mtime.tv_nsec != was->mtime.tv_nsec)
+		snprintf(why, sizeof(why), "the sentinel's bytes were written");
+	else if (now->dir_mode != was->dir_mode)
+		snprintf(why, sizeof(why), "the sentinel's directory's mode went from %o to %o",
+			 was->dir_mode & 07777, now->dir_mode & 07777);
+	else if (now->dir_entries != was->dir_entries)
+		snprintf(why, sizeof(why), "the sentinel's directory went from %d entries to %d",
+			 was->dir_entries, now->dir_entries);
+	return why;
+}
+
+struct swap_exec {
+	msb_sandbox *sb;
+	const char *const *argv;
+	msb_exec_result res;
+	int rc;
+	msb_error *err;
+	volatile int done;
+};
+
+static void *swap_exec_main(void *arg)
+{
+	struct swap_exec *x = arg;
+	x->rc = exec_in(x->sb, x->argv, 120, &x->res, &x->err);
+	x->done = 1;
+	return NULL;
+}
+
+struct swap_work {
+	unsigned starts, writes, reads, removals;
+	bool read_sentinel; /* a read came back with the sentinel's bytes */
+};
+
+/* The host's side, until the guest's exec ends. Refusals are expected (the
+ * guest's links are refused, never followed): what counts is the sentinel. */
+static void swap_host_work(msb_sandbox *sb, const struct host *h, struct swap_exec *x,
+			   struct swap_work *w)
+{
+	msb_host_tool_registry_options ro = MSB_HOST_TOOL_REGISTRY_OPTIONS_INIT;
+	msb_host_tool_registry *reg = NULL;
+	msb_host_tool_run *run = NULL;
+	if (msb_host_tool_registry_new(&ro, &reg, NULL) == 0)
+		msb_host_tool_run_new(reg, NULL, NULL, &run, NULL);
+	static const char text[] = "written by the host during the link-swap probe\n";
+	while (!x->done) {
+		msb_native_server *srv = NULL;
+		if (run && msb_ns_host_tools_attach(sb, run, NULL, NULL, &srv, NULL) == 0) {
+			w->starts++;
+			msb_native_server_stop(srv);
+		}
+		w->writes += msb_sandbox_write_file(sb, "swap-target.txt", (const uint8_t *)text,
+						    sizeof(text) - 1, NULL, NULL) == 0;
+		uint8_t *got = NULL;
+		size_t n = 0;
+		if (msb_sandbox_read_file(sb, "swap-target.txt", NULL, 4096, &got, &n, NULL) == 0) {
+			w->reads++;
+			w->read_sentinel |= contains(got, n, h->sentinel_token);
+			free(got);
+		}
+		w->removals += msb_sandbox_remove(sb, "swap-tree", NULL, true, NULL) == 0;
+		w->removals += msb_sandbox_reclaim(sb, "swap-tree", NULL, 5, NULL) == 0;
+	}
+	msb_host_tool_run_free(run);
+	msb_host_tool_registry_unref(reg);
+}
+
+/* Run the probe alone with the host at work; its report goes into *res. */
+static void link_swap_phase(msb_sandbox *sb, const struct host *h, const char *const *base_argv,
+			    size_t n_base, msb_exec_result *res, struct swap_work *w, char *failure,
+			    size_t fsize)
+{
+	const char *argv[64];
+	size_t k = 0;
+	for (size_t i = 0; i < n_base && k < 40; i++)
+		argv[k++] = base_argv[i];
+	argv[k++] = "--only";
+	argv[k++] = "link-swap-storage-base";
+	argv[k++] = "--swap-base";
+	argv[k++] = MSB_DEFAULT_WORK_DIR;
+	argv[k++] = "--swap-target";
+	argv[k++] = h->sentinel;
+	argv[k++] = "--swap-dir";
+	argv[k++] = h->dir;
+	argv[k++] = "--swap-seconds";
+	argv[k++] = SWAP_SECONDS;
+	argv[k] = NULL;
+	struct swap_exec x = {.sb = sb, .argv = argv};
+	pthread_t t;
+	failure[0] = '\0';
+	if (pthread_create(&t, NULL, swap_exec_main, &x) != 0) {
+		snprintf(failure, fsize, "no thread for the probe");
+		return;
+	}
+	swap_host_work(sb, h, &x, w);
+	pthread_join(t, NULL);
+	if (x.rc < 0)
+		snprintf(failure, fsize, "the probe's exec failed: %s", msb_error_message(x.err));
+	msb_error_free(x.err);
+	*res = x.res;
+}
+
+static void swap_verdict(struct verdicts *v, const char *probe, const struct sentinel_state *was,
+			 const struct host *h, const char *when, bool read_sentinel,
+			 const char *why)
+{
+	struct sentinel_state now;
+	sentinel_read(h, &now);
+	const char *change = sentinel_change(was, &now);
+	bool ok = !*change && !read_sentinel;
+	char detail[512];
+	if (read_sentinel)
+		snprintf(detail, sizeof(detail),
+			 "a read in the storage base returned the sentinel");
+	else if (*change)
+		snprintf(detail, sizeof(detail), "%s %s", change, when);
+	else
+		snprintf(detail, sizeof(detail), "the sentinel kept its mode, owner and bytes %s",
+			 when);
+	verdict(v, probe, ok ? "blocked" : "escaped", "blocked", ok, detail, why);
+}
+
+/* stdout and stderr of two runs, one after the other (for the judge). */
+static int join_results(const msb_exec_result *a, const msb_exec_result *b, msb_exec_result *out)
+{
+	*out = (msb_exec_result){0};
+	out->stdout_bytes = malloc(a->stdout_len + b->stdout_len + 1);
+	out->stderr_bytes = malloc(a->stderr_len + b->stderr_len + 1);
+	if (!out->stdout_bytes || !out->stderr_bytes) {
+		free(out->stdout_bytes);
+		free(out->stderr_bytes);
+		*out = (msb_exec_result){0};
+		return -1;
+	}
+	if (a->stdout_len)
+		memcpy(out->stdout_bytes, a->stdout_bytes, a->stdout_len);
+	if (b->stdout_len)
+		memcpy(out->stdout_bytes + a->stdout_len, b->stdout_bytes, b->stdout_len);
+	out->stdout_len = a->stdout_len + b->stdout_len;
+	out->stdout_bytes[out->stdout_len] = 0;
+	if (a->stderr_len)
+		memcpy(out->stderr_bytes, a->stderr_bytes, a->stderr_len);
+	if (b->stderr_len)
+		memcpy(out->stderr_bytes + a->stderr_len, b->stderr_bytes, b->stderr_len);
+	out->stderr_len = a->stderr_len + b->stderr_len;
+	out->stderr_bytes[out->stderr_len] = 0;
+	out->exit_code = a->exit_code;
+	return 0;
+}
+
 int cli_escape(cli_conformance_args *a)
 {
 	msb_error *err = NULL;
@@ -439,7 +676,7 @@ int cli_escape(cli_conformance_args *a)
 	snprintf(thread, sizeof(thread), "escape-%s", tag);
 	msb_key key = {"conformance", thread, "conformance", NULL};
 	msb_sandbox *neighbour = NULL, *sb = NULL;
-	msb_exec_result res = {0};
+	msb_exec_result res = {0}, swap_res = {0};
 	struct verdicts v = {.json = a->json, .rows = json_array()};
 	if (host_setup(&h, &err) < 0 ||
 	    acquire(b, &key, "escape-neighbour", false, &neighbour, &err) < 0 ||
@@ -504,12 +741,28 @@ int cli_escape(cli_conformance_args *a)
 			      getenv("MSB_ESCAPE_ONLY") ? "--only" : NULL,
 			      getenv("MSB_ESCAPE_ONLY"),
 			      NULL};
-	/* A run the sandbox did not survive is itself the finding: every probe
-	 * it did not report is missing, and the host is still checked. */
-	int run_rc = exec_in(sb, argv, 300, &res, &err);
 	if (!a->json)
 		printf("%-24s %-10s %-10s %-4s %s\n", "PROBE", "OUTCOME", "EXPECTED", "OK",
 		       "DETAIL");
+	/* First, on a fresh sandbox, the link swaps with the host at work. */
+	struct sentinel_state sentinel;
+	sentinel_read(&h, &sentinel);
+	struct swap_work work = {0};
+	char swap_failure[512];
+	/* The main run's argv, less its --only and the NULL. */
+	link_swap_phase(sb, &h, argv, sizeof(argv) / sizeof(argv[0]) - 3, &swap_res, &work,
+			swap_failure, sizeof(swap_failure));
+	if (swap_failure[0])
+		verdict(&v, "link-swap-run", "broken", "completed", false, swap_failure,
+			"the link-swap probe must run while the host works");
+	char when[160];
+	snprintf(when, sizeof(when),
+		 "through %u native starts, %u writes, %u reads and %u removals under the swaps",
+		 work.starts, work.writes, work.reads, work.removals);
+
+	/* A run the sandbox did not survive is itself the finding: every probe
+	 * it did not report is missing, and the host is still checked. */
+	int run_rc = exec_in(sb, argv, 300, &res, &err);
 	if (run_rc < 0) {
 		verdict(&v, "probe-run", "broken", "completed", false, msb_error_message(err),
 			"the probe run must end with a report, not take the sandbox down");
@@ -517,11 +770,42 @@ int cli_escape(cli_conformance_args *a)
 		err = NULL;
 		msb_exec_result_clear(&res);
 	}
-	judge(&v, &res);
-	host_checks(&v, &h, &res, sb);
+	msb_exec_result all = {0};
+	if (join_results(&res, &swap_res, &all) < 0) {
+		msb_error_set(&err, MSB_E_NOMEM, "out of memory");
+		status = cli_fail(err);
+		goto out;
+	}
+	judge(&v, &all);
+	host_checks(&v, &h, &all, sb);
+	msb_exec_result_clear(&all);
 	if (run_rc == 0 && res.exit_code != 0)
 		verdict(&v, "probe-exit-status", "error", "0", false, "the probe binary failed",
 			NULL);
+	swap_verdict(&v, "host:link-swap-sentinel", &sentinel, &h, when, work.read_sentinel,
+		     "a host syscall on a name the guest swapped for a link must not follow it");
+	/* Then the disposal removes what the guest left in the storage base:
+	 * links to the sentinel and its directory, a closed directory. Judged
+	 * against the sentinel as the swaps left it, so that each check tells
+	 * its own finding. */
+	sentinel_read(&h, &sentinel);
+	msb_sandbox_release(sb);
+	sb = NULL;
+	msb_disposal_failure *df = NULL;
+	msb_error *derr = NULL;
+	int drc = msb_backend_dispose(b, &key, "escape", NULL, &df, &derr);
+	if (drc < 0 || df)
+		verdict(&v, "host:disposal-sentinel", "error", "blocked", false,
+			df && df->detail ? df->detail
+			: derr		 ? msb_error_message(derr)
+					 : "the disposal failed",
+			"removing the storage base must never walk outside it");
+	else
+		swap_verdict(&v, "host:disposal-sentinel", &sentinel, &h,
+			     "after the disposal removed the guest's links", false,
+			     "removing the storage base must never walk outside it");
+	msb_disposal_failure_free(df);
+	msb_error_free(derr);
 	if (a->json) {
 		json_t *top =
 			json_pack("{s:s, s:o, s:I, s:I}", "backend", a->backend, "probes", v.rows,
@@ -540,6 +824,7 @@ int cli_escape(cli_conformance_args *a)
 out:
 	json_decref(v.rows);
 	msb_exec_result_clear(&res);
+	msb_exec_result_clear(&swap_res);
 	msb_sandbox_release(sb);
 	msb_sandbox_release(neighbour);
 	const char *kinds[] = {"escape", "escape-neighbour"};

@@ -142,6 +142,7 @@ static int teardown(struct shim *s)
 			shim_log("msb-shim: remove state files: %s", strerror(-r));
 			ret = -1;
 		}
+		/* guest-names: ok - the state dir is host-private; rmdir never follows */
 		if (s->remove_dir && ret == 0 && rmdir(s->state_dir) < 0 && errno != ENOENT) {
 			shim_log("msb-shim: remove `%s`: %s", s->state_dir, strerror(errno));
 			ret = -1;
@@ -231,16 +232,20 @@ static int parse_args(struct shim *s, int argc, char **argv)
 /* Absolute, resolved paths; the state directory is created if missing. */
 static void resolve_paths(struct shim *s)
 {
+	/* guest-names: ok - the agent binary: the host's */
 	char *agent = realpath(s->agent, NULL);
 	if (!agent)
 		die(s, "agent `%s`: %s", s->agent, strerror(errno));
 	s->agent = agent;
+	/* guest-names: ok - shim.json in the host-private state dir */
 	char *cfg = realpath(s->config_path, NULL);
 	if (!cfg)
 		die(s, "config `%s`: %s", s->config_path, strerror(errno));
 	s->config_path = cfg;
+	/* guest-names: ok - the state dir: host-private */
 	if (mkdir(s->state_dir, 0700) < 0 && errno != EEXIST)
 		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
+	/* guest-names: ok - the state dir: host-private */
 	char *dir = realpath(s->state_dir, NULL);
 	if (!dir)
 		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
@@ -253,6 +258,7 @@ static void resolve_paths(struct shim *s)
 
 static char *read_small(struct shim *s, const char *path, size_t *len)
 {
+	/* guest-names: ok - configuration files the host wrote, in the state dir */
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		die(s, "config `%s`: %s", path, strerror(errno));
@@ -304,6 +310,7 @@ static void load_config(struct shim *s)
 		load_egress(s, &s->egress);
 		msb_egress__config_clear(&s->egress);
 	}
+	/* guest-names: ok - shim.json, in the state dir */
 	_cleanup_close_ int fd = open(s->config_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		die(s, "config `%s`: %s", s->config_path, strerror(errno));
@@ -349,11 +356,13 @@ static void detach(struct shim *s)
 	}
 	if (chdir("/") < 0)
 		die(s, "chdir /: %s", strerror(errno));
+	/* guest-names: ok - /dev/null */
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null < 0)
 		die(s, "/dev/null: %s", strerror(errno));
 	int out = null;
 	if (s->log_path) {
+		/* guest-names: ok - the shim's log, a host path (O_NOFOLLOW) */
 		out = open(s->log_path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
 			   0600);
 		if (out < 0)
@@ -369,6 +378,7 @@ static void detach(struct shim *s)
 
 static void check_state_dir(struct shim *s)
 {
+	/* guest-names: ok - the state dir: host-private */
 	s->dfd = open(s->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (s->dfd < 0)
 		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
@@ -437,6 +447,7 @@ static int listen_at(struct shim *s, const char *name, int backlog)
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		die(s, "socket: %s", strerror(errno));
+	/* guest-names: ok - the control sockets live in the host-private state dir */
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		close(fd);
 		die(s, "bind %s: %s", name, strerror(errno));
@@ -490,6 +501,7 @@ static void start_sandbox(struct shim *s)
 	make_socket(s);
 	make_cgroup(s);
 	if (s->agent_log_path) {
+		/* guest-names: ok - the agent's log, a host path (O_NOFOLLOW) */
 		s->agent_log_fd =
 			open(s->agent_log_path,
 			     O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);

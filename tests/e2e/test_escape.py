@@ -50,8 +50,14 @@ def test_ns_blocks_every_attempt(msb, state):
         assert rows[name]["why"]
     for check in ("host:canary-unread", "host:neighbour-unread", "host:canary-uncreated",
                   "host:hostname-unchanged", "host:clock-unchanged",
-                  "host:process-unsignalled", "host:sandbox-still-serves"):
+                  "host:process-unsignalled", "host:sandbox-still-serves",
+                  "host:link-swap-sentinel", "host:disposal-sentinel"):
         assert rows[check]["ok"], rows[check]
+    # The link swaps ran against every host operation (issue 15).
+    swap = rows["link-swap-storage-base"]["detail"]
+    assert "the host-tools socket 0 times" not in swap, swap
+    assert "the removed tree 0" not in swap, swap
+    assert " 0 native starts" not in rows["host:link-swap-sentinel"]["detail"]
     assert os.listdir(os.path.join(state, "ns")) == []
 
 
@@ -94,18 +100,25 @@ def test_the_probes_report_escapes_where_there_is_no_boundary(tmp_path):
 def test_the_host_judges_the_report_not_the_guest(msb, state, tmp_path):
     """A doctored probe claims one escape, omits a probe, invents another:
     each is a failure, and the exit status says so."""
-    lines = []
+    lines, swap = [], None
     for name in probe_names():
         if name == "sethostname":
             continue
         outcome = "escaped" if name == "bpf" else (
             "contained" if name in CONTAINED else "blocked")
-        lines.append(json.dumps({"probe": name, "outcome": outcome, "detail": "scripted",
-                                 "why": "scripted"}))
+        line = json.dumps({"probe": name, "outcome": outcome, "detail": "scripted",
+                           "why": "scripted"})
+        # The link-swap probe runs in an exec of its own (--only it).
+        if name == "link-swap-storage-base":
+            swap = line
+        else:
+            lines.append(line)
     lines.append(json.dumps({"probe": "bogus-probe", "outcome": "blocked", "detail": "",
                              "why": ""}))
     script = tmp_path / "fake-probe"
-    script.write_text("#!/bin/sh\ncat <<'EOF'\n" + "\n".join(lines) + "\nEOF\n")
+    script.write_text("#!/bin/sh\ncase \"$*\" in\n*link-swap-storage-base*)\ncat <<'EOF'\n"
+                      + swap + "\nEOF\n;;\n*)\ncat <<'EOF'\n" + "\n".join(lines)
+                      + "\nEOF\n;;\nesac\n")
     env = dict(os.environ, MSB_ESCAPE_PROBE=str(script))
     p = msb("conformance", "--escape", "ns", "--state-dir", state, "--json", env=env,
             timeout=120)

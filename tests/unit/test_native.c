@@ -6,11 +6,14 @@
  * exec - same gates, caps and events (checklist 13.18, 13.20, 13.22, 13.29).
  */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -209,6 +212,85 @@ Test(native, python_client)
 	cr_assert_str_eq(out, "42\nError: arguments do not bind to host tool 'add': left: expected "
 			      "integer, got string\n");
 	msb_native_server_stop(srv);
+	msb_host_tool_run_free(run);
+	msb_host_tool_registry_unref(r);
+}
+
+/*
+ * Issue 15, finding 1 (STYLE "The guest is hostile"): the socket's name is in
+ * a directory the guest writes. A loop swapping that name for a link to a
+ * host file while the server starts must never change the file. The server
+ * used to chmod the name after the bind, following the link the guest had
+ * put there meanwhile: a root-owned 0600 host file became 0666.
+ */
+static volatile int swapping;
+static char sentinel[192];
+
+/* What a guest would run: wait for the socket to appear, swap it for the
+ * link at once, hold the link a moment, then clear the name for the next
+ * start. */
+static void *swap_loop(void *arg)
+{
+	(void)arg;
+	struct stat st;
+	while (swapping) {
+		if (lstat(sock, &st) < 0 || !S_ISSOCK(st.st_mode))
+			continue;
+		unlink(sock);
+		if (symlink(sentinel, sock) == 0) {
+			for (volatile int i = 0; i < 20000; i++)
+				;
+			unlink(sock);
+		}
+	}
+	return NULL;
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+Test(native, a_link_swapped_in_during_start_is_never_followed, .timeout = 120)
+{
+	msb_host_tool_registry *r = registry(16);
+	msb_host_tool_run *run = NULL;
+	cr_assert_eq(msb_host_tool_run_new(r, NULL, NULL, &run, NULL), 0);
+	snprintf(sentinel, sizeof(sentinel), "%s.sentinel", tmp);
+	int fd = open(sentinel, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(fchmod(fd, 0600), 0);
+	close(fd);
+
+	swapping = 1;
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, swap_loop, NULL), 0);
+	struct stat st;
+	unsigned attempts = 0, started = 0;
+	double t0 = now_s(), end = t0 + 5;
+	while (now_s() < end) {
+		msb_native_server *srv = NULL;
+		attempts++;
+		if (msb_native_server_start(tmp, "/g", run, NULL, NULL, &srv, NULL) == 0) {
+			started++;
+			msb_native_server_stop(srv);
+		}
+		cr_assert_eq(stat(sentinel, &st), 0);
+		if ((st.st_mode & 07777) != 0600)
+			break;
+	}
+	swapping = 0;
+	pthread_join(t, NULL);
+	cr_assert_eq(stat(sentinel, &st), 0);
+	unlink(sentinel);
+	cr_assert_eq(st.st_mode & 07777, 0600,
+		     "the host file became %o after %u starts (%u bound): a start followed the "
+		     "guest's link",
+		     st.st_mode & 07777, attempts, started);
+	cr_assert_gt(started, 0, "no start bound the socket in %u attempts: the race never ran",
+		     attempts);
 	msb_host_tool_run_free(run);
 	msb_host_tool_registry_unref(r);
 }

@@ -180,6 +180,7 @@ static int start_shim(const ns_backend *b, const char *dir, bool egress, double 
 		} else if (dup2(pipefd[1], 3) < 0) {
 			_exit(127);
 		}
+		/* guest-names: ok - /dev/null */
 		int devnull = open("/dev/null", O_RDWR);
 		if (devnull >= 0) {
 			dup2(devnull, 0);
@@ -302,10 +303,13 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 	char name[37];
 	msb_ns__name(key, kind, name);
 
+	/* guest-names: ok - the state root is the host's (its owner picks it) */
 	r = msb__mkdir_p(b->state_dir, 0700);
 	if (r < 0)
 		return msb__error_errno(err, r, "ns: cannot create the state directory `%s`",
 					b->state_dir);
+	/* guest-names: ok - the state root is the host's */
+	/* guest-names: ok - the state root is the host's */
 	_cleanup_close_ int statefd = open(b->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (statefd < 0)
 		return msb__error_errno(err, errno, "ns: cannot open `%s`", b->state_dir);
@@ -406,6 +410,7 @@ typedef bool (*select_fn)(const msb_ns_labels *l, void *ud);
 static int sweep(ns_backend *b, select_fn select, void *ud, uint64_t *disposed,
 		 msb_disposal_failure ***failures, size_t *n_failures)
 {
+	/* guest-names: ok - the state root is the host's */
 	int statefd = open(b->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (statefd < 0)
 		return errno == ENOENT ? 0 : -errno;
@@ -608,6 +613,7 @@ int msb_ns_list(const msb_ns_options *opts, msb_ns_entry **entries, size_t *n, m
 		return r;
 	*entries = NULL;
 	*n = 0;
+	/* guest-names: ok - the state root is the host's */
 	int statefd = open(b.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (statefd < 0) {
 		msb_ns__backend_clear(&b);

@@ -107,6 +107,8 @@ static int target_open(const ns_files *f, const char *path, const char *working_
 		t->dir[0] = '\0';
 		t->leaf = t->rel;
 	}
+	/* guest-names: ok - the storage base itself is in the host-private state dir; the walk
+	 * beneath it is fd-relative */
 	t->basefd = open(f->host_base, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (t->basefd < 0)
 		return msb__error_errno(err, errno, "the storage base is gone");
@@ -280,6 +282,42 @@ static int write_all(int fd, const uint8_t *data, size_t len)
 	return 0;
 }
 
+/* Own the new file as the guest's root and write the bytes. */
+static int fill(const ns_target *t, int fd, const uint8_t *data, size_t len, msb_error **err)
+{
+	if (fchown(fd, t->uid, t->gid) < 0)
+		return msb__error_errno(err, errno, "cannot own `%s`", t->shown);
+	int w = write_all(fd, data, len);
+	if (w < 0)
+		return msb__error_errno(err, w, "cannot write `%s`", t->shown);
+	return 0;
+}
+
+/* Where the filesystem has no O_TMPFILE: a temporary sibling, created with
+ * O_EXCL and never followed, renamed into place. A writer killed mid-way
+ * leaves it behind (.msb-write-*): the anonymous file above does not. */
+static int write_named_temp(const ns_target *t, int parent, const uint8_t *data, size_t len,
+			    msb_error **err)
+{
+	char tmp[48];
+	uint8_t rnd[8];
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		return msb__error_errno(err, errno, "no randomness for a temporary name");
+	snprintf(tmp, sizeof(tmp), ".msb-write-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
+		 rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	int fd = open_leaf(parent, tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	if (fd < 0)
+		return msb__error_errno(err, fd, "cannot create `%s`", t->shown);
+	int r = fill(t, fd, data, len, err);
+	if (close(fd) < 0 && r == 0)
+		r = msb__error_errno(err, errno, "cannot write `%s`", t->shown);
+	if (r == 0 && renameat(parent, tmp, parent, t->leaf) < 0)
+		r = msb__error_errno(err, errno, "cannot place `%s`", t->shown);
+	if (r < 0)
+		unlinkat(parent, tmp, 0);
+	return r;
+}
+
 int msb_ns__write_file(const ns_files *f, const char *path, const uint8_t *data, size_t len,
 		       const char *working_directory, msb_error **err)
 {
@@ -308,27 +346,23 @@ int msb_ns__write_file(const ns_files *f, const char *path, const uint8_t *data,
 			return msb_error_set(err, MSB_E_OS, "`%s` is not a regular file", path);
 	}
 
-	char tmp[48];
-	uint8_t rnd[8];
-	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-		return msb__error_errno(err, errno, "no randomness for a temporary name");
-	snprintf(tmp, sizeof(tmp), ".msb-write-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
-		 rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
-	int fd = open_leaf(parent, tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	/* The bytes go to an anonymous file (O_TMPFILE) that gets its name only
+	 * once it is whole: a writer killed mid-way (issue 15: SIGKILL of `msb
+	 * serve` left 29 of 40 MiB under a temporary name, seen by the guest and
+	 * by fingerprints) leaves nothing. */
+	int fd = msb__tmpfile_open(parent, 0644);
+	if (fd == -EOPNOTSUPP || fd == -EISDIR || fd == -EINVAL)
+		return write_named_temp(&t, parent, data, len, err);
 	if (fd < 0)
 		return msb__error_errno(err, fd, "cannot create `%s`", path);
-	r = 0;
-	if (fchown(fd, t.uid, t.gid) < 0)
-		r = msb__error_errno(err, errno, "cannot own `%s`", path);
-	int w = r == 0 ? write_all(fd, data, len) : 0;
-	if (w < 0)
-		r = msb__error_errno(err, w, "cannot write `%s`", path);
-	if (close(fd) < 0 && r == 0)
-		r = msb__error_errno(err, errno, "cannot write `%s`", path);
-	if (r == 0 && renameat(parent, tmp, parent, t.leaf) < 0)
-		r = msb__error_errno(err, errno, "cannot place `%s`", path);
-	if (r < 0)
-		unlinkat(parent, tmp, 0);
+	r = fill(&t, fd, data, len, err);
+	/* Into place: linked straight at the leaf when it is absent; else linked
+	 * under a private name and renamed over it, which replaces a link the
+	 * guest swapped in since the check (the link itself, never its target)
+	 * and fails on a directory. */
+	if (r == 0 && (r = msb__tmpfile_link(fd, parent, t.leaf, true, ".msb-write-")) < 0)
+		r = msb__error_errno(err, r, "cannot place `%s`", path);
+	close(fd);
 	return r;
 }
 

@@ -337,6 +337,7 @@ static int check_mounts(pid_t init, const char *work_dir, msb_error **err)
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)init);
 	_cleanup_free_ char *buf = NULL;
+	/* guest-names: ok - /proc/PID/mountinfo: procfs, names the kernel makes */
 	int r = msb__read_file_at(AT_FDCWD, path, MOUNTINFO_MAX, &buf, NULL);
 	if (r < 0)
 		return msb__error_errno(err, r,
@@ -412,6 +413,7 @@ static int ns_of(int procfd, const char *pid, const char *kind, struct ns_id *ou
 	char path[300];
 	snprintf(path, sizeof(path), "%s/ns/%s", pid, kind);
 	struct stat st;
+	/* guest-names: ok - /proc/PID/ns/KIND: the namespace links are meant to be followed */
 	if (fstatat(procfd, path, &st, 0) < 0)
 		return -errno;
 	out->dev = st.st_dev;
@@ -450,6 +452,7 @@ static bool nested_in(int procfd, const char *pid, int levels, const struct ns_i
 {
 	char path[300];
 	snprintf(path, sizeof(path), "%s/ns/pid", pid);
+	/* guest-names: ok - /proc/PID/ns/pid: procfs, followed on purpose */
 	int fd = openat(procfd, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
@@ -485,6 +488,7 @@ static char *identity(int procfd, const char *pid, long inner)
 	unsigned long long start = strtoull(p, NULL, 10);
 
 	snprintf(path, sizeof(path), "%s/cmdline", pid);
+	/* guest-names: ok - /proc/PID/cmdline: procfs, no link */
 	_cleanup_close_ int fd = openat(procfd, path, O_RDONLY | O_CLOEXEC);
 	char argv[CMDLINE_MAX + 1];
 	ssize_t n = fd < 0 ? -1 : read(fd, argv, CMDLINE_MAX);
@@ -505,6 +509,7 @@ static char *identity(int procfd, const char *pid, long inner)
 
 static int processes(pid_t init, struct strs *out, msb_error **err)
 {
+	/* guest-names: ok - the host's /proc */
 	_cleanup_close_ int procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (procfd < 0)
 		return msb__error_errno(err, errno, "ns fingerprint: open /proc");
@@ -585,6 +590,8 @@ int msb_ns__snapshot_fingerprint(const char *sock_path, const char *work_dir, bo
 	if (!dir)
 		return msb_error_set(err, MSB_E_VALUE, "ns fingerprint: bad socket path `%s`",
 				     sock_path);
+	/* guest-names: ok - the sandbox's state dir, host-private; work/ is opened from it with
+	 * O_NOFOLLOW */
 	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
 		return msb__error_errno(err, errno, "ns fingerprint: the sandbox `%s`", dir);
@@ -662,6 +669,8 @@ int msb_ns__snapshot_reset(const char *sock_path, double timeout, msb_error **er
 	if (!dir)
 		return msb_error_set(err, MSB_E_VALUE, "ns reset: bad socket path `%s`", sock_path);
 	int64_t deadline = msb__now_ns() + (int64_t)(timeout * 1e9);
+	/* guest-names: ok - the sandbox's state dir, host-private; work/ is opened from it with
+	 * O_NOFOLLOW */
 	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
 		return msb__error_errno(err, errno, "ns reset: the sandbox `%s`", dir);

@@ -15,10 +15,12 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 
 #include <msb/hosttools_native.h>
 
 #include "core/hosttools/hosttools_int.h"
+#include "util/syscalls.h"
 
 #define MAX_CONNS 64
 #define MAX_REQUEST (1u << 20)
@@ -173,6 +175,52 @@ static void *serve(void *arg)
 	return NULL;
 }
 
+/* Remove the name if it is still a socket. The guest may have replaced it
+ * with something else meanwhile, which is then the guest's own file; unlinkat
+ * removes a name and never follows it, so at worst a guest's entry in its own
+ * directory goes. */
+static void remove_socket(struct msb_native_server *s)
+{
+	struct stat b;
+	if (fstatat(s->dir_fd, MSB_HOST_TOOLS_SOCKET_NAME, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISSOCK(b.st_mode))
+		unlinkat(s->dir_fd, MSB_HOST_TOOLS_SOCKET_NAME, 0);
+}
+
+/*
+ * Bind `fd` at dir_fd/name with mode 0666, so that the guest's (mapped) root,
+ * the client, may connect. The directory is the guest's: a chmod by name
+ * after the bind would follow whatever link the guest put at the name
+ * meanwhile (issue 15: a swap loop made a root-owned 0600 host file 0666),
+ * and fchmod on a socket fd changes the socket, not the file. The file's mode
+ * comes from the umask at bind time, which is the whole process's, and other
+ * threads create files too: a short-lived child with its own umask binds the
+ * socket it shares with us. The child makes only async-signal-safe calls;
+ * exit signal 0 keeps it away from the application's SIGCHLD handling.
+ */
+static int bind_open_to_all(int fd, int dir_fd, const char *name)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	/* Through the directory's fd: a long host path still fits sun_path. bind
+	 * creates the last component and never follows it (EADDRINUSE). */
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dir_fd, name);
+	pid_t pid = msb__sys_clone3(0, 0, -1, NULL);
+	if (pid < 0)
+		return pid;
+	if (pid == 0) {
+		umask(0111);
+		/* guest-names: ok - bind creates the name and never follows it (EADDRINUSE) */
+		_exit(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? errno : 0);
+	}
+	int st = 0;
+	while (waitpid(pid, &st, __WALL) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (!WIFEXITED(st))
+		return -ECHILD;
+	return -WEXITSTATUS(st);
+}
+
 int msb_native_server_start(const char *host_dir, const char *guest_dir, msb_host_tool_run *run,
 			    msb_log_fn log, void *log_userdata, msb_native_server **out,
 			    msb_error **err)
@@ -186,26 +234,28 @@ int msb_native_server_start(const char *host_dir, const char *guest_dir, msb_hos
 	s->listen_fd = s->stop_fd = -1;
 	s->log = (msb_logger){log, log_userdata};
 	int rc = 0;
-	/* Bind through the directory's fd, so a long host path still fits
-	 * sun_path, and the last component is created, never followed. */
-	s->dir_fd = open(host_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	/* host_dir itself is the host's (ns: <state>/ns/<name>/work); what is
+	 * inside it is the guest's, and touched only through this fd. */
+	/* guest-names: ok - host_dir is the host's (the sandbox's work/, in its private state dir);
+	 * only what is inside is the guest's */
+	s->dir_fd = open(host_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (s->dir_fd < 0) {
 		rc = msb__error_errno(err, -errno, "native host tools: `%s`", host_dir);
 		goto fail;
 	}
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/" MSB_HOST_TOOLS_SOCKET_NAME,
-		 s->dir_fd);
 	s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (s->listen_fd < 0 || bind(s->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		rc = msb__error_errno(err, -errno,
+	if (s->listen_fd < 0) {
+		rc = msb__error_errno(err, -errno, "native host tools: socket");
+		goto fail;
+	}
+	int b = bind_open_to_all(s->listen_fd, s->dir_fd, MSB_HOST_TOOLS_SOCKET_NAME);
+	if (b < 0) {
+		rc = msb__error_errno(err, b,
 				      "native host tools: cannot bind the socket (is another run "
 				      "attached to this sandbox?)");
 		goto fail;
 	}
-	/* The guest is the client: its (mapped) root must be able to connect. */
-	if (fchmodat(s->dir_fd, MSB_HOST_TOOLS_SOCKET_NAME, 0666, 0) < 0 ||
-	    listen(s->listen_fd, 64) < 0) {
+	if (listen(s->listen_fd, 64) < 0) {
 		rc = msb__error_errno(err, -errno, "native host tools: socket");
 		goto unlink;
 	}
@@ -223,7 +273,7 @@ int msb_native_server_start(const char *host_dir, const char *guest_dir, msb_hos
 	*out = s;
 	return 0;
 unlink:
-	unlinkat(s->dir_fd, MSB_HOST_TOOLS_SOCKET_NAME, 0);
+	remove_socket(s);
 fail:
 	if (s->dir_fd >= 0)
 		close(s->dir_fd);
@@ -251,12 +301,7 @@ void msb_native_server_stop(msb_native_server *s)
 		(void)w;
 		pthread_join(s->thread, NULL);
 	}
-	/* Remove the name if it is still a socket (the guest may have replaced
-	 * it with something else; that is the guest's own file then). */
-	struct stat b;
-	if (fstatat(s->dir_fd, MSB_HOST_TOOLS_SOCKET_NAME, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    S_ISSOCK(b.st_mode))
-		unlinkat(s->dir_fd, MSB_HOST_TOOLS_SOCKET_NAME, 0);
+	remove_socket(s);
 	close(s->listen_fd);
 	close(s->stop_fd);
 	close(s->dir_fd);

@@ -49,6 +49,7 @@ int msb_ns__proc_start_time(pid_t pid, uint64_t *out)
 	char path[48];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	_cleanup_free_ char *stat = NULL;
+	/* guest-names: ok - /proc/PID/stat: procfs */
 	int r = msb__read_file_at(AT_FDCWD, path, 4096, &stat, NULL);
 	if (r < 0)
 		return r == -ENOENT ? -ESRCH : r;
@@ -212,6 +213,8 @@ int msb_ns__state_remove_cgroups(int dfd, msb_error **err)
 
 int msb_ns__state_purge(const char *state_dir, bool remove_dir, int timeout_ms, msb_error **err)
 {
+	/* guest-names: ok - the sandbox's state dir, host-private; work/ is removed from it
+	 * fd-relative */
 	_cleanup_close_ int dfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0) {
 		if (errno == ENOENT)
@@ -231,6 +234,7 @@ int msb_ns__state_purge(const char *state_dir, bool remove_dir, int timeout_ms, 
 		return msb_error_wrap(err, "purge `%s`", state_dir);
 	if ((r = msb_ns__state_remove_files(dfd)) < 0)
 		return msb__error_errno(err, r, "purge `%s`: remove files", state_dir);
+	/* guest-names: ok - the sandbox's state dir, host-private; rmdir never follows */
 	if (remove_dir && rmdir(state_dir) < 0 && errno != ENOENT)
 		return msb__error_errno(err, -errno, "purge: remove `%s`", state_dir);
 	return 0;
