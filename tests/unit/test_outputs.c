@@ -967,9 +967,15 @@ Test(outputs, fs_sink_refuses_linked_parent_leaving_root_12_26)
 {
 	msb_fake_seed s[] = {FILE_SEED("x", "secret?")};
 	seed(s, 1);
-	char link[128];
+	/* A private directory outside the root stands for any host directory
+	 * (not a shared one such as /tmp, where another process's file would
+	 * decide the test). */
+	char outside[] = "/tmp/msb-outside-XXXXXX";
+	cr_assert_not_null(mkdtemp(outside));
+	char link[128], landed[128];
 	snprintf(link, sizeof(link), "%s/out", sink_root);
-	cr_assert_eq(symlink("/tmp", link), 0);
+	snprintf(landed, sizeof(landed), "%s/x", outside);
+	cr_assert_eq(symlink(outside, link), 0);
 	msb_output_sink *sink = fs_sink(MSB_LANDING_REFUSE);
 	msb_spec *spec = spec_with((struct out_decl[]){{"x", .name = "out/x"}}, 1, dflt, false);
 	msb_error *e = NULL;
@@ -977,9 +983,10 @@ Test(outputs, fs_sink_refuses_linked_parent_leaving_root_12_26)
 	size_t n = 0;
 	cr_assert_eq(collect(spec, sink, NULL, 0, NULL, &l, &n, &e), MSB_E_LANDING_NOT_CONFINED);
 	cr_assert_null(strstr(msb_error_message(e), sink_root));
-	cr_assert_null(strstr(msb_error_message(e), "/tmp"));
+	cr_assert_null(strstr(msb_error_message(e), outside));
 	msb_error_free(e);
-	cr_assert_eq(access("/tmp/x", F_OK), -1);
+	cr_assert_eq(access(landed, F_OK), -1);
+	cr_assert_eq(rmdir(outside), 0); /* empty: nothing landed there */
 	msb_output_sink_free(sink);
 	msb_spec_unref(spec);
 }
