@@ -237,10 +237,24 @@ static bool valid_id(json_t *id)
 	return json_is_string(id) || json_is_integer(id) || json_is_real(id) || json_is_null(id);
 }
 
-static const rpc_method *find_method(rpc_server *srv, const char *name)
+/* A JSON string equal to `s`, compared by length: an embedded NUL never
+ * makes "msb.version\u0000evil" equal "msb.version". */
+static bool string_is(json_t *v, const char *s)
+{
+	size_t n = strlen(s);
+	return json_is_string(v) && json_string_length(v) == n &&
+	       memcmp(json_string_value(v), s, n) == 0;
+}
+
+static bool has_nul(json_t *v)
+{
+	return memchr(json_string_value(v), '\0', json_string_length(v)) != NULL;
+}
+
+static const rpc_method *find_method(rpc_server *srv, json_t *name)
 {
 	for (const rpc_method *m = srv->o.methods; m->name; m++)
-		if (strcmp(m->name, name) == 0)
+		if (string_is(name, m->name))
 			return m;
 	return NULL;
 }
@@ -280,20 +294,24 @@ static json_t *handle_one(rpc_server *srv, json_t *req)
 		}
 	}
 	json_t *version = json_object_get(req, "jsonrpc");
-	if (!json_is_string(version) || strcmp(json_string_value(version), "2.0") != 0)
+	if (!string_is(version, "2.0"))
 		return error_response(id, RPC_INVALID_REQUEST,
 				      "invalid request: jsonrpc must be \"2.0\"", NULL);
 	json_t *method = json_object_get(req, "method");
 	if (!json_is_string(method))
 		return error_response(id, RPC_INVALID_REQUEST,
 				      "invalid request: method must be a string", NULL);
+	if (has_nul(method))
+		return error_response(id, RPC_INVALID_REQUEST,
+				      "invalid request: method must not contain a NUL character",
+				      NULL);
 	json_t *params = json_object_get(req, "params");
 	if (params && !json_is_object(params) && !json_is_array(params))
 		return error_response(id, RPC_INVALID_REQUEST,
 				      "invalid request: params must be an object or an array",
 				      NULL);
 
-	const rpc_method *m = find_method(srv, json_string_value(method));
+	const rpc_method *m = find_method(srv, method);
 	if (!m) {
 		if (is_notification)
 			return NULL;
@@ -481,10 +499,10 @@ static bool is_response(json_t *m)
  * response nothing waits for is dropped. */
 static void deliver_response(rpc_server *srv, json_t *msg)
 {
-	const char *id = json_string_value(json_object_get(msg, "id"));
+	json_t *id = json_object_get(msg, "id");
 	pthread_mutex_lock(&srv->c_lock);
 	for (struct out_call *c = srv->calls; c; c = c->next) {
-		if (!c->response && strcmp(c->id, id) == 0) {
+		if (!c->response && string_is(id, c->id)) {
 			c->response = msg;
 			msg = NULL;
 			pthread_cond_broadcast(&srv->c_cond);
