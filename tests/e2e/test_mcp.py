@@ -275,6 +275,28 @@ def test_an_embedded_nul_is_refused_never_cut_short(fake_config):
     assert text(by_id[7]["result"]) == "hi"
 
 
+def test_read_file_through_a_trailing_slash_is_refused(fake_config):
+    """(issue 15 finding 9) "a.txt/" names a directory: the file plane does not
+    read the file a.txt through it."""
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "0"}}}
+
+    def call(i, name, **arguments):
+        return {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments}}
+    out = raw_session(init, call(2, "write_file", path="a.txt", content="hi"),
+                      call(3, "read_file", path="a.txt/"),
+                      call(4, "write_file", path="a.txt/", content="no"),
+                      call(5, "read_file", path="a.txt"), args=("--config", fake_config))
+    by_id = {m["id"]: m["result"] for m in out}
+    for i in (3, 4):
+        assert by_id[i]["isError"] is True, by_id[i]
+        assert text(by_id[i]).startswith("ValueError: ") and "names a directory" in text(
+            by_id[i])
+    assert text(by_id[5]) == "hi"
+
+
 def test_config_errors_fail_at_start(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"router": {}, "extra": 1}))

@@ -371,6 +371,30 @@ def test_router_construction_refusals(serve):
     assert e["data"]["name"] == "ValueError" and "`x`" in e["message"]
 
 
+def test_a_spec_refusal_is_prefixed_once(fake):
+    """(issue 15 finding 9) The spec's reader names its document; the server
+    adds no second "spec: " in front of it."""
+    s = fake
+    e = s.error("router.resolve", {"router": s.router, "spec": {"kind": "k", "x": 1}})
+    assert e["message"] == "spec: unknown key `x`", e
+    e = s.error("router.resolve", {"router": s.router, "spec": {"kind": "k\u0000"}})
+    assert e["message"].startswith("spec: invalid JSON") and "spec: spec" not in e["message"], e
+
+
+def test_a_trailing_slash_names_a_directory_never_a_file(fake):
+    """(issue 15 finding 9) "a.txt/" is not "a.txt": reading or writing a file
+    through a name that ends in a slash is refused; the file is untouched."""
+    s = fake
+    sb = s.call("router.acquire", router=s.router, key=KEY, spec=SPEC)["sandbox"]
+    s.call("sandbox.write_file", sandbox=sb, path="a.txt", data=b64(b"hi"))
+    for path in ("a.txt/", "a.txt/."):
+        e = s.error("sandbox.read_file", {"sandbox": sb, "path": path})
+        assert e["data"]["name"] == "ValueError" and "names a directory" in e["message"], e
+        e = s.error("sandbox.write_file", {"sandbox": sb, "path": path, "data": b64(b"no")})
+        assert e["data"]["name"] == "ValueError" and "names a directory" in e["message"], e
+    assert unb64(s.call("sandbox.read_file", sandbox=sb, path="a.txt")["data"]) == b"hi"
+
+
 def test_not_implemented_is_typed(fake):
     s = fake
     sb = s.call("router.acquire", router=s.router, key=KEY, spec=SPEC)["sandbox"]
