@@ -72,13 +72,57 @@ static json_t *vocab_string(fz_src *s, const fz_vocab *v)
 }
 
 static json_t *value(fz_src *s, const fz_vocab *v, int depth);
+static json_t *object(fz_src *s, const fz_vocab *v, int depth);
+
+/* Mostly a value that fits the parameter's name: the open handle of that
+ * kind, a key, a spec, a router's config; otherwise any value. */
+static json_t *value_for(fz_src *s, const fz_vocab *v, const char *name, int depth)
+{
+	static const char *const handles[][2] = {{"router", "router-1"},
+						 {"sandbox", "sandbox-2"},
+						 {"session", "session-3"},
+						 {"call", "call-4"},
+						 {"registry", "registry-5"}};
+	if (fz_byte(s) % 4 == 0)
+		return value(s, v, depth);
+	if (strcmp(name, "arguments") == 0)
+		return object(s, v, depth);
+	if (strcmp(name, "name") == 0 && v->names)
+		return json_string(pick(s, v->names));
+	for (size_t i = 0; i < sizeof(handles) / sizeof(handles[0]); i++)
+		if (strcmp(name, handles[i][0]) == 0)
+			return json_string(handles[i][1]);
+	if (strcmp(name, "key") == 0)
+		return json_pack("{s:s, s:s, s:s}", "scope", "s", "thread_id", "t", "agent_dir",
+				 "a");
+	if (strcmp(name, "spec") == 0)
+		return json_pack("{s:s}", "kind", "k");
+	if (strcmp(name, "config") == 0)
+		return json_pack("{s:s, s:[{s:s}]}", "min_isolation", "none", "backends", "type",
+				 fz_byte(s) & 1 ? "fake" : "declared");
+	return value(s, v, depth);
+}
 
 static json_t *object(fz_src *s, const fz_vocab *v, int depth)
 {
 	json_t *o = json_object();
 	size_t n = fz_byte(s) % 5;
-	for (size_t i = 0; o && i < n; i++)
-		json_object_set_new(o, pick(s, v->params), value(s, v, depth + 1));
+	for (size_t i = 0; o && i < n; i++) {
+		const char *name = pick(s, v->params);
+		json_object_set_new(o, name, value_for(s, v, name, depth + 1));
+	}
+	return o;
+}
+
+/* A method's parameters: mostly its own names, each with a fitting value. */
+static json_t *params_for(fz_src *s, const fz_vocab *v, const char *const *own)
+{
+	if (!own || fz_byte(s) % 4 == 0)
+		return object(s, v, 0);
+	json_t *o = json_object();
+	for (size_t i = 0; o && own[i]; i++)
+		if (fz_byte(s) % 3 != 0)
+			json_object_set_new(o, own[i], value_for(s, v, own[i], 1));
 	return o;
 }
 
@@ -135,7 +179,7 @@ static json_t *request(fz_src *s, const fz_vocab *v, long long id, bool with_id,
 	uint8_t shape = fz_byte(s);
 	bool invalid = false, known = true;
 	json_t *r = json_object();
-	switch (shape % 8) {
+	switch (shape % 16) {
 	case 0:
 		break; /* no jsonrpc */
 	case 1:
@@ -148,9 +192,10 @@ static json_t *request(fz_src *s, const fz_vocab *v, long long id, bool with_id,
 		json_object_set_new(r, "jsonrpc", json_string("2.0"));
 		break;
 	}
-	invalid = shape % 8 < 3;
-	const char *m = pick(s, v->methods);
-	uint8_t mk = fz_byte(s) % 10;
+	invalid = shape % 16 < 3;
+	size_t mi = count(v->methods) ? fz_byte(s) % count(v->methods) : 0;
+	const char *m = v->methods[mi];
+	uint8_t mk = fz_byte(s) % 16;
 	if (mk == 0) {
 		char buf[128];
 		size_t n = strlen(m) < 100 ? strlen(m) : 100;
@@ -172,16 +217,18 @@ static json_t *request(fz_src *s, const fz_vocab *v, long long id, bool with_id,
 	} else {
 		json_object_set_new(r, "method", json_string(m));
 	}
-	uint8_t pk = fz_byte(s) % 8;
+	uint8_t pk = fz_byte(s) % 16;
 	if (pk == 0) {
 		json_object_set_new(r, "params", json_string("x"));
 		invalid = true;
 	} else if (pk == 1) {
 		json_object_set_new(r, "params", json_array());
 	} else if (pk != 2) {
-		json_object_set_new(r, "params", object(s, v, 0));
+		json_object_set_new(
+			r, "params",
+			params_for(s, v, v->method_params ? v->method_params[mi] : NULL));
 	}
-	if (fz_byte(s) % 16 == 0) {
+	if (fz_byte(s) % 32 == 0) {
 		json_object_set_new(r, pick(s, v->params), json_null());
 		invalid = true; /* an unknown member of the request */
 	}

@@ -24,6 +24,10 @@ typedef struct fz_vocab {
 	const char *const *methods;
 	const char *const *params;
 	const char *const *strings;
+	/* Parallel to methods (may be NULL): each method's own parameter names,
+	 * so that most requests get past the strict parameter check. */
+	const char *const *const *method_params;
+	const char *const *names; /* values for a parameter called `name` (may be NULL) */
 } fz_vocab;
 
 /* What a generated request must be answered with (by id). */

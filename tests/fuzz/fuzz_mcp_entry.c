@@ -8,8 +8,10 @@
  * fuzz_rpc_entry.c, and: a tools/call answered with a result carries
  * `content` and a boolean `isError` (a refusal is a tool error, never a
  * protocol error).
+ * MSB_FUZZ_TRACE=1 prints every line served (>) and written (<) to stderr.
  */
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +25,13 @@ static const char *const methods[] = {"initialize",	"notifications/initialized",
 				      "tools/call",	"tools/call",
 				      "tools/call",	"tools/call",
 				      "resources/list", NULL};
+
+/* Parallel to methods: each one's own parameters. */
+static const char *const p_init[] = {"protocolVersion", "capabilities", "clientInfo", NULL};
+static const char *const p_none[] = {NULL};
+static const char *const p_call[] = {"name", "arguments", NULL};
+static const char *const *const method_params[] = {p_init, p_none, p_none, p_none, p_call,
+						   p_call, p_call, p_call, p_none, NULL};
 
 static const char *const params[] = {
 	"name",	   "arguments",	 "protocolVersion",   "capabilities", "clientInfo", "_meta",
@@ -46,6 +55,8 @@ static const char init[] = "{\"jsonrpc\":\"2.0\",\"id\":-1,\"method\":\"initiali
 static void collect(void *ud, const char *line, size_t len)
 {
 	fz_out *out = ud;
+	if (getenv("MSB_FUZZ_TRACE"))
+		fprintf(stderr, "< %.*s\n", (int)len, line);
 	fz_check_line(line, len, out);
 	json_t *v = json_loadb(line, len, JSON_ALLOW_NUL, NULL);
 	json_t *r = json_object_get(v, "result");
@@ -74,7 +85,10 @@ void msb_fuzz_mcp_one(const uint8_t *data, size_t size)
 {
 	if (!router)
 		setup();
-	static const fz_vocab v = {methods, params, strings};
+	static const char *const tools[] = {
+		"execute",	   "write_file", "read_file", "list_files",
+		"collect_outputs", "dispose",	 "nope",      NULL};
+	static const fz_vocab v = {methods, params, strings, method_params, tools};
 	fz_out out = {.n_expect = 0};
 	mcp_state st;
 	memset(&st, 0, sizeof(st));
@@ -102,6 +116,8 @@ void msb_fuzz_mcp_one(const uint8_t *data, size_t size)
 		size_t mark = out.n_expect;
 		if (!(line = fz_line(&s, &v, &out, &len)))
 			break;
+		if (getenv("MSB_FUZZ_TRACE"))
+			fprintf(stderr, "> %.*s\n", (int)len, line);
 		if (fz_safe(line, len))
 			rpc_server_serve_line(srv, line, len);
 		else

@@ -10,7 +10,9 @@
  * code; a request is answered exactly once; a request with a NUL inside
  * `method` or `jsonrpc`, an unknown member or bad params is -32600, an
  * unknown method -32601.
+ * MSB_FUZZ_TRACE=1 prints every line served (>) and written (<) to stderr.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +60,7 @@ static const char **names;
 static void vocab(fz_vocab *v)
 {
 	static const char *methods[64];
+	static const char **own[64];
 	static const char *extra[] = {"scope",	  "thread_id", "agent_dir", "call_id",
 				      "kind",	  "text",      "error",	    "declared_outputs",
 				      "path",	  "requires",  "result",    "min_isolation",
@@ -72,9 +75,16 @@ static void vocab(fz_vocab *v)
 			abort();
 		n = 0;
 		for (const rpc_method *r = serve_methods; r->name && m < 62; r++) {
-			methods[m++] = r->name;
-			for (const rpc_param *p = r->params; p->name; p++)
+			size_t k = 0;
+			own[m] = calloc(16, sizeof(*own[m]));
+			if (!own[m])
+				abort();
+			for (const rpc_param *p = r->params; p->name; p++) {
 				names[n++] = p->name;
+				if (k < 15)
+					own[m][k++] = p->name;
+			}
+			methods[m++] = r->name;
 		}
 		methods[m++] = "no.such.method";
 		for (size_t i = 0; extra[i]; i++)
@@ -83,10 +93,13 @@ static void vocab(fz_vocab *v)
 	v->methods = methods;
 	v->params = names;
 	v->strings = strings;
+	v->method_params = (const char *const *const *)own;
 }
 
 static void collect(void *ud, const char *line, size_t len)
 {
+	if (getenv("MSB_FUZZ_TRACE"))
+		fprintf(stderr, "< %.*s\n", (int)len, line);
 	fz_check_line(line, len, ud);
 }
 
@@ -118,6 +131,8 @@ void msb_fuzz_rpc_one(const uint8_t *data, size_t size)
 		size_t mark = out.n_expect;
 		if (!(line = fz_line(&s, &v, &out, &len)))
 			break;
+		if (getenv("MSB_FUZZ_TRACE"))
+			fprintf(stderr, "> %.*s\n", (int)len, line);
 		if (fz_safe(line, len))
 			rpc_server_serve_line(srv, line, len);
 		else
