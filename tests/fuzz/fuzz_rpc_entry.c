@@ -110,7 +110,7 @@ void msb_fuzz_rpc_one(const uint8_t *data, size_t size)
 		msb_host_tools_suppress_notice();
 		quiet = true;
 	}
-	fz_vocab v;
+	fz_vocab v = {NULL, NULL, NULL, NULL, NULL};
 	vocab(&v);
 	fz_out out = {.n_expect = 0};
 	serve_state st;
