@@ -321,10 +321,11 @@ static int check_nonnull(const void *p, const char *op, const char *what, msb_er
 }
 
 /*
- * A file's path must not end in "/" nor in a "." or ".." component after a
- * slash: "a.txt/" names a directory, and normalising it (10.12) would drop
- * the slash and reach the file a.txt. Refused before any backend sees it.
- * A bare "." or ".." is left to the backend, which refuses the directory.
+ * A file's path must not end in "/" nor in a "." component after a slash:
+ * "a.txt/" and "a.txt/." name a directory, and normalising them (10.12)
+ * would drop the slash and reach the file a.txt. Refused before any
+ * backend sees it. A ".." leaf normalises to a directory, which the
+ * backend refuses itself (the working directory, or a directory).
  */
 static int check_file_name(const char *path, const char *op, msb_error **err)
 {
@@ -335,7 +336,7 @@ static int check_file_name(const char *path, const char *op, msb_error **err)
 	if (!slash)
 		return 0;
 	const char *leaf = slash + 1;
-	if (*leaf == '\0' || strcmp(leaf, ".") == 0 || strcmp(leaf, "..") == 0)
+	if (*leaf == '\0' || strcmp(leaf, ".") == 0)
 		return msb_error_set(err, MSB_E_VALUE,
 				     "%s: `%s` names a directory (it ends in `/%s`), not a file",
 				     op, path, leaf);
