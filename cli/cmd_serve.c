@@ -35,16 +35,6 @@ bool cli_parse_size(const char *s, uint64_t *out)
 	return true;
 }
 
-void serve_release_all(rpc_server *srv)
-{
-	serve_state *st = rpc_server_userdata(srv);
-	rpc_handle_close_children(&st->handles, H_SANDBOX, NULL);
-	rpc_handle_close_children(&st->handles, H_CALL, NULL);
-	rpc_handle_close_children(&st->handles, H_SESSION, NULL);
-	rpc_handle_close_children(&st->handles, H_ROUTER, NULL);
-	rpc_handle_close_children(&st->handles, H_REGISTRY, NULL);
-}
-
 int cmd_serve(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -54,7 +44,6 @@ int cmd_serve(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	rpc_server_options o = {0};
-	o.methods = serve_methods;
 	o.events = true;
 	o.events_fd = -1;
 	uint64_t v;
@@ -84,8 +73,6 @@ int cmd_serve(int argc, char **argv)
 		return cli_usage(&verb_serve, "unexpected argument `%s`", argv[optind]);
 	cli_locate_helpers();
 	serve_state st;
-	rpc_handles_init(&st.handles);
-	o.userdata = &st;
-	o.at_eof = serve_release_all;
+	serve_options(&st, &o);
 	return rpc_serve(&o);
 }

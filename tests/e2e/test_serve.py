@@ -218,6 +218,29 @@ def test_invalid_requests_are_32600(serve, raw, why):
     assert s.call("msb.version")
 
 
+def test_an_embedded_nul_is_refused_never_cut_short(fake):
+    """(issue 15 finding 8) Every string the server reads is taken with its
+    length: "msb.version\\u0000evil" is not msb.version, "2.0\\u0000x" is not
+    "2.0", and a parameter or handle name with a NUL is refused, naming it."""
+    s = fake
+    s.send_raw(b'{"jsonrpc":"2.0","id":1,"method":"msb.version\\u0000evil"}\n')
+    e = s.response(1)["error"]
+    assert e["code"] == -32600 and "method" in e["message"] and "NUL" in e["message"], e
+    s.send_raw(b'{"jsonrpc":"2.0\\u0000x","id":2,"method":"msb.version"}\n')
+    e = s.response(2)["error"]
+    assert e["code"] == -32600 and "jsonrpc" in e["message"], e
+    sb = s.call("router.acquire", router=s.router, key=KEY, spec=SPEC)["sandbox"]
+    s.call("sandbox.write_file", sandbox=sb, path="a", data=b64(b"x"))
+    e = s.error("sandbox.read_file", {"sandbox": sb, "path": "a\u0000b"})
+    assert e["code"] == -32602 and "`path`" in e["message"] and "NUL" in e["message"], e
+    e = s.error("sandbox.read_file", {"sandbox": sb + "\u0000", "path": "a"})
+    assert e["code"] == -32602 and "`sandbox`" in e["message"] and "NUL" in e["message"], e
+    e = s.error("router.acquire", {"router": s.router, "spec": SPEC,
+                                   "key": dict(KEY, scope="a\u0000b")})
+    assert e["code"] == -32602 and "`scope`" in e["message"], e
+    assert s.call("msb.version")["protocol"] == "msb-serve/1"
+
+
 def test_unknown_method_is_32601_and_a_notification_gets_no_answer(serve):
     s = serve()
     e = s.error("no.such.method")
@@ -346,6 +369,30 @@ def test_router_construction_refusals(serve):
     assert s.call("router.ensure_can_serve", router=r["router"], spec=SPEC) == {}  # 6.14
     e = s.error("router.resolve", {"router": r["router"], "spec": {"kind": "k", "x": 1}})
     assert e["data"]["name"] == "ValueError" and "`x`" in e["message"]
+
+
+def test_a_spec_refusal_is_prefixed_once(fake):
+    """(issue 15 finding 9) The spec's reader names its document; the server
+    adds no second "spec: " in front of it."""
+    s = fake
+    e = s.error("router.resolve", {"router": s.router, "spec": {"kind": "k", "x": 1}})
+    assert e["message"] == "spec: unknown key `x`", e
+    e = s.error("router.resolve", {"router": s.router, "spec": {"kind": "k\u0000"}})
+    assert e["message"].startswith("spec: invalid JSON") and "spec: spec" not in e["message"], e
+
+
+def test_a_trailing_slash_names_a_directory_never_a_file(fake):
+    """(issue 15 finding 9) "a.txt/" is not "a.txt": reading or writing a file
+    through a name that ends in a slash is refused; the file is untouched."""
+    s = fake
+    sb = s.call("router.acquire", router=s.router, key=KEY, spec=SPEC)["sandbox"]
+    s.call("sandbox.write_file", sandbox=sb, path="a.txt", data=b64(b"hi"))
+    for path in ("a.txt/", "a.txt/."):
+        e = s.error("sandbox.read_file", {"sandbox": sb, "path": path})
+        assert e["data"]["name"] == "ValueError" and "names a directory" in e["message"], e
+        e = s.error("sandbox.write_file", {"sandbox": sb, "path": path, "data": b64(b"no")})
+        assert e["data"]["name"] == "ValueError" and "names a directory" in e["message"], e
+    assert unb64(s.call("sandbox.read_file", sandbox=sb, path="a.txt")["data"]) == b"hi"
 
 
 def test_not_implemented_is_typed(fake):

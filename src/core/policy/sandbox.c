@@ -319,6 +319,29 @@ static int check_nonnull(const void *p, const char *op, const char *what, msb_er
 	return 0;
 }
 
+/*
+ * A file's path must not end in "/" nor in a "." component after a slash:
+ * "a.txt/" and "a.txt/." name a directory, and normalising them (10.12)
+ * would drop the slash and reach the file a.txt. Refused before any
+ * backend sees it. A ".." leaf normalises to a directory, which the
+ * backend refuses itself (the working directory, or a directory).
+ */
+static int check_file_name(const char *path, const char *op, msb_error **err)
+{
+	int r = check_nonnull(path, op, "path", err);
+	if (r < 0)
+		return r;
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		return 0;
+	const char *leaf = slash + 1;
+	if (*leaf == '\0' || strcmp(leaf, ".") == 0)
+		return msb_error_set(err, MSB_E_VALUE,
+				     "%s: `%s` names a directory (it ends in `/%s`), not a file",
+				     op, path, leaf);
+	return 0;
+}
+
 static int check_exec_request(const msb_sandbox *sb, const msb_exec_request *req,
 			      const msb_exec_result *out, const char *op, bool bounded,
 			      msb_error **err)
@@ -411,7 +434,7 @@ int msb_sandbox_write_file(msb_sandbox *sb, const char *path, const uint8_t *dat
 {
 	int r;
 	if ((r = check_handle(sb, "write_file", err)) < 0 ||
-	    (r = check_nonnull(path, "write_file", "path", err)) < 0)
+	    (r = check_file_name(path, "write_file", err)) < 0)
 		return r;
 	if (!data && len > 0)
 		return msb_error_set(err, MSB_E_VALUE, "write_file: data is NULL but len is %zu",
@@ -449,7 +472,7 @@ int msb_sandbox_read_file(msb_sandbox *sb, const char *path, const char *working
 {
 	int r;
 	if ((r = check_handle(sb, "read_file", err)) < 0 ||
-	    (r = check_nonnull(path, "read_file", "path", err)) < 0 ||
+	    (r = check_file_name(path, "read_file", err)) < 0 ||
 	    (r = check_nonnull(data, "read_file", "data pointer", err)) < 0 ||
 	    (r = check_nonnull(len, "read_file", "length pointer", err)) < 0)
 		return r;
