@@ -10,7 +10,8 @@
  * RESOLVE_NO_XDEV) and never follows a link the guest made. The init's mount
  * table must show no other writable storage (18.15: refuse what the diff
  * cannot see). Processes are read from the host's /proc: every process of
- * the sandbox's pid namespace (or one nested in it) but the init.
+ * the sandbox's pid namespace (or one nested in it) but the init and the
+ * workloads' reaper.
  *
  * Reset. The shim restarts the sandbox from its configuration (msb-shim's
  * "reset"), under the state directory's lock.
@@ -547,6 +548,12 @@ static int processes(pid_t init, struct strs *out, msb_error **err)
 		if (!member && pdepth > depth)
 			member = nested_in(procfd, de->d_name, pdepth - depth, &pidns);
 		if (!member)
+			continue;
+		/* The init of the workloads' namespace, one level down, is the
+		 * agent's reaper (agent/pidns.c): a part of the agent. Workloads
+		 * cannot make a namespace of their own (seccomp), so nothing
+		 * else is pid 1 there. */
+		if (pdepth == depth + 1 && pinner == 1)
 			continue;
 		struct ns_id m;
 		if (ns_of(procfd, de->d_name, "mnt", &m) == 0 &&
