@@ -15,6 +15,7 @@
  * instance's end cut short is reported the same way.
  */
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <sys/file.h>
@@ -42,6 +43,7 @@ typedef struct ns_sandbox {
 	char *backend;
 	int dfd;	 /* the instance's state directory (an open file description of
 			    its own: no lock is ever taken through it) */
+	int shim_fd;	 /* a pidfd on the instance's shim (-1: not known) */
 	char *sock_path; /* /proc/self/fd/<dfd>/agent.sock */
 	char *fd_base;	 /* /proc/self/fd/<dfd>/work: the storage base, this instance's */
 	char *host_base; /* <state>/<name>/work, by name (host tools) */
@@ -91,8 +93,14 @@ static int instance_check(ns_sandbox *s, bool settle, msb_error **err)
 	struct stat st;
 	if (fstat(s->dfd, &st) < 0 || st.st_nlink == 0)
 		return gone(s, MSB_NS_STALE, "it was disposed of", err);
+	/* The common case in three system calls: the shim's pidfd does not
+	 * show it exited (a zombie has), and no death is recorded. */
+	struct pollfd pf = {.fd = s->shim_fd, .events = POLLIN};
+	bool quick = s->shim_fd >= 0 && poll(&pf, 1, 0) == 0 &&
+		     faccessat(s->dfd, MSB_NS_STATE_DEAD, F_OK, AT_SYMLINK_NOFOLLOW) < 0 &&
+		     errno == ENOENT;
 	_cleanup_free_ char *why = NULL;
-	msb_ns_liveness live = msb_ns__liveness(s->dfd, NULL, &why);
+	msb_ns_liveness live = quick ? MSB_NS_RUNNING : msb_ns__liveness(s->dfd, NULL, &why);
 	if (live != MSB_NS_RUNNING)
 		return gone(s, live, why, err);
 	if (!settle)
@@ -325,6 +333,8 @@ static void ns_release(void *impl)
 	pthread_mutex_destroy(&s->lock);
 	if (s->dfd >= 0)
 		close(s->dfd);
+	if (s->shim_fd >= 0)
+		close(s->shim_fd);
 	free(s->backend);
 	free(s->sock_path);
 	free(s->fd_base);
@@ -363,9 +373,14 @@ int msb_ns__sandbox_new(const ns_backend *b, const char *name, int dfd, const ms
 	if (!s)
 		return msb__error_nomem(err);
 	pthread_mutex_init(&s->lock, NULL);
+	s->shim_fd = -1;
 	/* An open file description of its own: the caller's holds the lock,
 	 * which must not outlive the acquire. */
 	s->dfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->dfd >= 0) {
+		int64_t shim = 0;
+		msb_ns__shim_alive(s->dfd, &shim, &s->shim_fd);
+	}
 	if (s->dfd < 0) {
 		int e = errno;
 		ns_release(s);
