@@ -222,9 +222,8 @@ msb_ns_liveness msb_ns__liveness(int dirfd, int64_t *shim_pid, char **why)
 	msb_ns__shim_alive(dirfd, &pid, NULL);
 	if (shim_pid)
 		*shim_pid = pid;
-	if (pid > 0)
-		return MSB_NS_RUNNING;
-	/* The shim's record of its init's death. */
+	/* The shim's record of its init's death: first, since the shim is
+	 * still alive while it takes the dead sandbox down. */
 	_cleanup_free_ char *rec = NULL;
 	size_t len = 0;
 	if (msb__read_file_at(dirfd, MSB_NS_STATE_DEAD, 1024, &rec, &len) == 0) {
@@ -237,6 +236,8 @@ msb_ns_liveness msb_ns__liveness(int dirfd, int64_t *shim_pid, char **why)
 			*why = len ? TAKE_PTR(rec) : strdup("its agent died");
 		return MSB_NS_DEAD;
 	}
+	if (pid > 0)
+		return MSB_NS_RUNNING;
 	/* shim.pid is removed last by a shim that took its sandbox down; still
 	 * there, its shim died without doing so (SIGKILL, a crash). */
 	pid_t p = 0;

@@ -57,7 +57,7 @@ int msb_ns__shim_alive(int dirfd, int64_t *pid, int *pidfd);
 
 /* What a state directory says of its sandbox (issue 15 findings 2 and 5). */
 typedef enum msb_ns_liveness {
-	MSB_NS_RUNNING, /* its shim is alive */
+	MSB_NS_RUNNING, /* its shim is alive and has recorded no death */
 	MSB_NS_DEAD,	/* its agent died unasked (the shim's record), or its shim is
 			   gone without taking the sandbox down: unclean until disposed */
 	MSB_NS_STALE,	/* no shim and no record: never started, or taken down on
