@@ -192,9 +192,9 @@ static int run(ns_sandbox *s, const msb_exec_request *req, msb_exec_result *out,
 	int r = msb__check_timeout(req->timeout, "timeout", err);
 	if (r < 0)
 		return r;
-	int64_t deadline = msb__now_ns() + (int64_t)(req->timeout * 1e9);
-	if (deadline < 0)
-		deadline = INT64_MAX;
+	int64_t now = msb__now_ns();
+	double ns = req->timeout * 1e9;
+	int64_t deadline = ns < (double)(INT64_MAX - now) ? now + (int64_t)ns : INT64_MAX;
 	if ((r = instance_check(s, false, err)) < 0)
 		return r;
 	msb_client *c = NULL;
@@ -239,11 +239,11 @@ static int ns_run_code(void *impl, const char *code, double timeout, msb_cancel 
 /* The file plane: the instance checked first, the call made through the
  * directory's descriptor, and a failure the instance's end caused said as
  * such. */
-#define ON_INSTANCE(s, call)                                                                       \
+#define ON_INSTANCE(s, err, call)                                                                  \
 	do {                                                                                       \
-		int r_ = instance_check((s), false, err);                                          \
+		int r_ = instance_check((s), false, (err));                                        \
 		if (r_ == 0)                                                                       \
-			r_ = explain((s), (call), false, err);                                     \
+			r_ = explain((s), (call), false, (err));                                   \
 		return r_;                                                                         \
 	} while (0)
 
@@ -251,36 +251,38 @@ static int ns_write_file(void *impl, const char *path, const uint8_t *data, size
 			 const char *working_directory, msb_error **err)
 {
 	ns_sandbox *s = impl;
-	ON_INSTANCE(s, msb_ns__write_file(&s->files, path, data, len, working_directory, err));
+	ON_INSTANCE(s, err, msb_ns__write_file(&s->files, path, data, len, working_directory, err));
 }
 
 static int ns_stat_file(void *impl, const char *path, const char *working_directory, bool *present,
 			msb_entry *out, msb_error **err)
 {
 	ns_sandbox *s = impl;
-	ON_INSTANCE(s, msb_ns__stat_file(&s->files, path, working_directory, present, out, err));
+	ON_INSTANCE(s, err,
+		    msb_ns__stat_file(&s->files, path, working_directory, present, out, err));
 }
 
 static int ns_read_file(void *impl, const char *path, const char *working_directory,
 			uint64_t max_bytes, uint8_t **data, size_t *len, msb_error **err)
 {
 	ns_sandbox *s = impl;
-	ON_INSTANCE(s, msb_ns__read_file(&s->files, path, working_directory, max_bytes, data, len,
-					 err));
+	ON_INSTANCE(
+		s, err,
+		msb_ns__read_file(&s->files, path, working_directory, max_bytes, data, len, err));
 }
 
 static int ns_list_dir(void *impl, const char *path, const char *working_directory,
 		       msb_entry **entries, size_t *n, msb_error **err)
 {
 	ns_sandbox *s = impl;
-	ON_INSTANCE(s, msb_ns__list_dir(&s->files, path, working_directory, entries, n, err));
+	ON_INSTANCE(s, err, msb_ns__list_dir(&s->files, path, working_directory, entries, n, err));
 }
 
 static int ns_remove(void *impl, const char *path, const char *working_directory, bool recursive,
 		     msb_error **err)
 {
 	ns_sandbox *s = impl;
-	ON_INSTANCE(s, msb_ns__remove(&s->files, path, working_directory, recursive, err));
+	ON_INSTANCE(s, err, msb_ns__remove(&s->files, path, working_directory, recursive, err));
 }
 
 /* Served on the host by system calls that do not wait on the guest; `timeout`
@@ -289,7 +291,7 @@ static int ns_reclaim(void *impl, const char *directory, const char *working_dir
 		      double timeout, msb_error **err)
 {
 	ns_sandbox *s = impl;
-	ON_INSTANCE(s, msb_ns__reclaim(&s->files, directory, working_directory, err));
+	ON_INSTANCE(s, err, msb_ns__reclaim(&s->files, directory, working_directory, err));
 }
 
 /* SNAPSHOT: the shim restarts the sandbox (ns_snapshot.c). */
@@ -314,8 +316,9 @@ static int ns_reset(void *impl, double timeout, msb_error **err)
 static int ns_fingerprint(void *impl, bool *supported, msb_fingerprint *out, msb_error **err)
 {
 	ns_sandbox *s = impl;
-	ON_INSTANCE(s, msb_ns__snapshot_fingerprint(s->dfd, s->dir, s->guest_base, supported, out,
-						    err));
+	ON_INSTANCE(
+		s, err,
+		msb_ns__snapshot_fingerprint(s->dfd, s->dir, s->guest_base, supported, out, err));
 }
 
 static const char *ns_instance_id(void *impl)
