@@ -130,6 +130,14 @@ struct agent {
 	bool is_init;
 	pid_t self;
 	int cap_last;
+	/* The procfs of the agent's own pid namespace, opened at start: /proc
+	 * itself shows the workloads' namespace once the reaper covers it. */
+	int proc_fd;
+	/* PID 1: workloads run in a pid namespace of their own (pidns.c). */
+	bool nested;
+	int pidns_fd;	      /* the agent's own pid namespace */
+	pid_t reaper;	      /* the workloads' namespace's init; 0: none */
+	char nest_error[256]; /* why there is none, for the exec refusal */
 	struct conn *conns;
 	unsigned nconns;
 	bool terminating;
@@ -197,8 +205,19 @@ struct spawn {
 	int cwd_fd;
 	int stdio[3];
 	int cap_last;
+	int proc_fd;
 };
 _Noreturn void child_run(const struct spawn *sp);
+
+/* ---- pidns.c ------------------------------------------------------------- */
+/* PID 1: make the workloads' pid namespace (nothing otherwise). -errno, with
+ * the reason in a->nest_error. */
+int pidns_init(struct agent *a);
+/* Before a workload forks: the namespace exists and its reaper lives, or a
+ * new one is made. -errno with the reason in a->nest_error. */
+int pidns_ensure(struct agent *a);
+/* A child was reaped: true when it was the reaper (its namespace is gone). */
+bool pidns_reaped(struct agent *a, pid_t pid);
 
 /* ---- seccomp.c ----------------------------------------------------------- */
 /* Install the workload filter (no_new_privs must already be set). -errno. */
@@ -218,7 +237,7 @@ struct pstat {
 	char comm[MSB_PROTO_MAX_COMM + 1];
 	size_t comm_len;
 };
-int procs_read_stat(pid_t pid, struct pstat *out);
+int procs_read_stat(const struct agent *a, pid_t pid, struct pstat *out);
 /* SIGKILL every live process of the exec (its group or session, any
  * descendant, anything remembered from earlier hunts) that descends from the
  * agent. Returns how many were still alive (not zombies), or -errno. */
@@ -226,7 +245,9 @@ int procs_hunt(struct agent *a, struct exec_ch *e);
 /* SIGKILL every live process below the agent (shutdown when not PID 1).
  * Returns how many were alive, or -errno. */
 int procs_kill_descendants(struct agent *a);
-/* Answer a PS_REQUEST on channel `id`. */
-void procs_snapshot(struct conn *c, uint32_t id, const msb_proto_ps_request *q);
+/* Answer a PS_REQUEST on channel `id`: every process but the workloads'
+ * reaper, as the agent's own namespace numbers them. */
+void procs_snapshot(const struct agent *a, struct conn *c, uint32_t id,
+		    const msb_proto_ps_request *q);
 
 #endif

@@ -117,11 +117,13 @@ static void lower_rlimits(void)
  * sandbox's tmpfs belong to no process, so without this a memory-hungry
  * workload made of small processes could see the agent (PID 1, the sandbox's
  * only way in) picked instead. Raising one's own score needs no privilege;
- * a workload can lower it again only to 0, the agent's. Best effort: /proc
- * may be absent in a bare test root. */
-static void prefer_for_oom(void)
+ * a workload can lower it again only to 0, the agent's (and cannot reach the
+ * agent's: pidns.c). Best effort: /proc may be absent in a bare test root. */
+static void prefer_for_oom(int proc_fd)
 {
-	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	if (proc_fd < 0)
+		return;
+	int fd = openat(proc_fd, "self/oom_score_adj", O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	ssize_t w = write(fd, "1000", 4);
@@ -229,7 +231,7 @@ _Noreturn void child_run(const struct spawn *sp)
 	if (fchdir(sp->cwd_fd) < 0)
 		die("working directory", errno);
 	lower_rlimits();
-	prefer_for_oom();
+	prefer_for_oom(sp->proc_fd);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		die("no_new_privs", errno);
 	drop_capabilities(sp->cap_last);

@@ -246,7 +246,7 @@ static void on_frame(struct agent *a, struct conn *c, const msb_proto_frame *f)
 		break;
 	case MSB_PROTO_PS_REQUEST:
 		if (open_channel(c, m.channel))
-			procs_snapshot(c, m.channel, &m.u.ps_request);
+			procs_snapshot(a, c, m.channel, &m.u.ps_request);
 		break;
 	case MSB_PROTO_EGRESS_LISTEN:
 		if (open_channel(c, m.channel))

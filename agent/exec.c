@@ -217,6 +217,11 @@ void exec_open(struct agent *a, struct conn *c, uint32_t id, const msb_proto_exe
 		send_channel_error(c, id, MSB_PROTO_ERR_SPAWN, "cannot create pipes");
 		goto out;
 	}
+	/* PID 1: the workloads' pid namespace must be there, or nothing runs. */
+	if (pidns_ensure(a) < 0) {
+		send_channel_error(c, id, MSB_PROTO_ERR_SPAWN, a->nest_error);
+		goto out;
+	}
 	struct spawn sp = {
 		.file = (m->flags & MSB_PROTO_EXEC_SHELL) ? "/bin/sh" : argv[0],
 		.argv = argv,
@@ -225,6 +230,7 @@ void exec_open(struct agent *a, struct conn *c, uint32_t id, const msb_proto_exe
 		.cwd_fd = cwd_fd,
 		.stdio = {pin[0], pout[1], perr[1]},
 		.cap_last = a->cap_last,
+		.proc_fd = a->proc_fd,
 	};
 	pid_t pid = fork();
 	if (pid < 0) {

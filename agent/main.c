@@ -127,7 +127,8 @@ static void reap(struct agent *a)
 	int status;
 	pid_t pid;
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-		exec_reaped(a, pid, status);
+		if (!exec_reaped(a, pid, status))
+			pidns_reaped(a, pid);
 }
 
 static void on_signals(struct agent *a)
@@ -422,10 +423,16 @@ int main(int argc, char **argv)
 	if (!a->is_init)
 		prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	a->cap_last = read_cap_last();
+	/* Our own pid namespace's procfs, before anything covers /proc. */
+	a->proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int rc = setup_signals(a);
 	if (rc < 0) {
 		agent_log("signals: %s", strerror(-rc));
 		return 1;
 	}
+	/* A failure here is said again on every exec (which it refuses): the
+	 * host learns it from a call, not from a dead agent. */
+	if (pidns_init(a) < 0)
+		agent_log("workloads cannot run: %s", a->nest_error);
 	return run(a);
 }

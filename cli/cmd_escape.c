@@ -88,6 +88,10 @@ static const struct expectation {
 	{"process-vm-pid1", "blocked"},
 	{"proc-pid1-mem", "blocked"},
 	{"kill-pid1", "blocked"},
+	{"pid1-oom-score-adj", "blocked"},
+	{"pid1-environ", "blocked"},
+	{"pid1-maps", "blocked"},
+	{"signal-pid1", "blocked"},
 	{"init-module", "blocked"},
 	{"finit-module", "blocked"},
 	{"kexec-load", "blocked"},
@@ -425,7 +429,7 @@ static void host_checks(struct verdicts *v, struct host *h, const msb_exec_resul
 	bool serves = rc == 0 && r2.exit_code == 0;
 	verdict(v, "host:sandbox-still-serves", serves ? "contained" : "broken", "contained",
 		serves, serves ? "exec after the probes works" : msb_error_message(err),
-		"the fills and kill-pid1 must leave the sandbox serving");
+		"the fills, kill-pid1 and signal-pid1 must leave the sandbox serving");
 	msb_exec_result_clear(&r2);
 	msb_error_free(err);
 }

@@ -732,17 +732,26 @@ static int cmd_ls(int argc, char **argv)
 	if (a.json)
 		printf("[");
 	for (size_t i = 0; i < n; i++) {
-		if (a.json)
+		/* dead: its agent or shim died unasked, kept until disposed of
+		 * (issue 15); stale: never started or taken down on purpose */
+		const char *state = e[i].alive ? "running" : e[i].dead ? "dead" : "stale";
+		if (a.json) {
+			json_t *why = e[i].reason ? json_string(e[i].reason) : json_null();
+			char *why_text = why ? json_dumps(why, JSON_ENCODE_ANY) : NULL;
+			json_decref(why);
 			printf("%s{\"name\":\"%s\",\"scope\":\"%s\",\"thread_id\":\"%s\","
 			       "\"agent_dir\":\"%s\",\"kind\":\"%s\",\"instance_id\":\"%s\","
-			       "\"alive\":%s}",
+			       "\"alive\":%s,\"state\":\"%s\",\"reason\":%s}",
 			       i ? "," : "", e[i].name, e[i].scope, e[i].thread_id, e[i].agent_dir,
-			       e[i].kind, e[i].instance_id, e[i].alive ? "true" : "false");
-		else
-			printf("%s  %-8s scope=%s thread=%s agent=%s kind=%s%s%s\n", e[i].name,
-			       e[i].alive ? "running" : "stale", e[i].scope, e[i].thread_id,
-			       e[i].agent_dir, e[i].kind, e[i].call_id ? " call=" : "",
-			       e[i].call_id ? e[i].call_id : "");
+			       e[i].kind, e[i].instance_id, e[i].alive ? "true" : "false", state,
+			       why_text ? why_text : "null");
+			free(why_text);
+		} else {
+			printf("%s  %-8s scope=%s thread=%s agent=%s kind=%s%s%s%s%s\n", e[i].name,
+			       state, e[i].scope, e[i].thread_id, e[i].agent_dir, e[i].kind,
+			       e[i].call_id ? " call=" : "", e[i].call_id ? e[i].call_id : "",
+			       e[i].reason ? ": " : "", e[i].reason ? e[i].reason : "");
+		}
 	}
 	if (a.json)
 		printf("]\n");

@@ -9,10 +9,12 @@
  * work/ (bind-mounted at the guest's work_dir, owned by the guest's root),
  * shim.pid and init.pid ("PID STARTTIME"), and the cgroups record. It
  * reports "ok\n" or "error: REASON\n" on --ready-fd, detaches (setsid,
- * stdio to /dev/null or --log), and waits on the init's pidfd. When the init
- * exits, or on SIGTERM/SIGINT/SIGHUP, it kills the sandbox (the pid namespace
- * dies with its init), removes the cgroups, the socket, the work tree and
- * its own files; DIR itself is left to the caller unless --remove-state-dir.
+ * stdio to /dev/null or --log), and waits on the init's pidfd. On
+ * SIGTERM/SIGINT/SIGHUP it kills the sandbox (the pid namespace dies with
+ * its init), removes the cgroups, the socket, the work tree and its own
+ * files; DIR itself is left to the caller unless --remove-state-dir. When the
+ * init exits without being asked, the sandbox is dead: the same teardown, but
+ * the work tree stays and DIR/dead says why, until a purge.
  * The shim never touches the exec data path: the host talks to the agent on
  * agent.sock directly. It answers on its control socket, shim.sock: "fds"
  * hands the host the sandbox's writable layer and /dev/shm (the fingerprint
@@ -29,6 +31,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 
 #include "backends/ns/boundary/boundary.h"
 #include "egress_proxy.h"
@@ -59,6 +62,7 @@ struct shim {
 	msb_ns_cgroup *cg;
 	msb_ns_sandbox *sb;
 	bool wrote_pid;
+	bool dead;		  /* the init died without being asked: record it, keep work/ */
 	msb_egress_config egress; /* loaded; handed to each proxy_start() */
 	char *egress_json;
 	size_t egress_len;
@@ -137,18 +141,41 @@ static int teardown(struct shim *s)
 		s->cg = NULL;
 	}
 	if (s->dfd >= 0 && s->wrote_pid) {
-		int r = msb_ns__state_remove_files(s->dfd);
+		int r = msb_ns__state_remove_files(s->dfd, s->dead);
 		if (r < 0) {
 			shim_log("msb-shim: remove state files: %s", strerror(-r));
 			ret = -1;
 		}
-		/* guest-names: ok - the state dir is host-private; rmdir never follows */
-		if (s->remove_dir && ret == 0 && rmdir(s->state_dir) < 0 && errno != ENOENT) {
+		/* guest-names: ok - the state dir is host-private; rmdir never follows.
+		 * A dead sandbox's directory holds its record and work/. */
+		if (s->remove_dir && !s->dead && ret == 0 && rmdir(s->state_dir) < 0 &&
+		    errno != ENOENT) {
 			shim_log("msb-shim: remove `%s`: %s", s->state_dir, strerror(errno));
 			ret = -1;
 		}
 	}
 	return ret;
+}
+
+/* The init died and nobody asked for it (an OOM kill, a kill from outside,
+ * a crash): the sandbox is dead, not disposed of. The host must learn it
+ * from the state directory - never find an empty sandbox in its place - so
+ * the reason is recorded, work/ is kept, and only a disposal clears them
+ * (docs/internals/ns-boundary.md, msb-shim step 5). */
+static void record_death(struct shim *s)
+{
+	char line[256];
+	int st = s->sb->status;
+	if (WIFSIGNALED(st))
+		snprintf(line, sizeof(line), "its agent (pid %d) was killed by signal %d (%s)\n",
+			 (int)s->sb->pid, WTERMSIG(st), strsignal(WTERMSIG(st)));
+	else
+		snprintf(line, sizeof(line), "its agent (pid %d) exited with status %d\n",
+			 (int)s->sb->pid, WIFEXITED(st) ? WEXITSTATUS(st) : st);
+	int r = msb__write_file_atomic_at(s->dfd, MSB_NS_STATE_DEAD, line, strlen(line), 0644);
+	if (r < 0)
+		shim_log("msb-shim: write %s: %s", MSB_NS_STATE_DEAD, strerror(-r));
+	s->dead = true;
 }
 
 static _Noreturn void die(struct shim *s, const char *fmt, ...)
@@ -710,6 +737,7 @@ int main(int argc, char **argv)
 		if (p[0].revents) {
 			msb_ns__wait(s.sb);
 			shim_log("msb-shim: init exited (status 0x%x)", (unsigned)s.sb->status);
+			record_death(&s);
 			break;
 		}
 		if (p[1].revents) {

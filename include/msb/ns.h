@@ -62,7 +62,9 @@ typedef struct msb_ns_options {
 /* Make the backend. Nothing is started until acquire. */
 MSB_EXTERN int msb_ns_backend_new(const msb_ns_options *opts, msb_backend **out, msb_error **err);
 
-/* One sandbox as recorded in the state directory (msb ls). */
+/* One sandbox as recorded in the state directory (msb ls). Exactly one of
+ * `alive` and `dead` is true, or neither (stale: never started, or taken
+ * down on purpose; the next acquire replaces it). */
 typedef struct msb_ns_entry {
 	char *name;
 	char *scope;
@@ -71,8 +73,11 @@ typedef struct msb_ns_entry {
 	char *kind;
 	char *call_id; /* NULL when conversation-scoped */
 	char *instance_id;
-	int64_t shim_pid; /* 0 when the shim is gone */
-	bool alive;
+	int64_t shim_pid; /* 0 when the shim is gone (a zombie is gone) */
+	bool alive;	  /* running: its shim is alive and its agent not known dead */
+	bool dead;	  /* its agent or its shim died unasked: acquire refuses the key
+			     (SandboxUnclean) until it is disposed of */
+	char *reason;	  /* when dead: what happened, one line; else NULL */
 } msb_ns_entry;
 
 /* Every sandbox under the state root, read from labels on disk. */

@@ -67,6 +67,12 @@ uint16_t msb_client__version(const msb_client *c);
  */
 int msb_client__exec(msb_client *c, const msb_exec_request *req, msb_exec_result *out,
 		     msb_error **err);
+/* The same within an absolute deadline (msb__now_ns() clock) that the caller
+ * took when its call began: reconnecting, HELLO and the command all come out
+ * of it, and the agent is given what is left. req->timeout still names the
+ * bound in a timeout's message. */
+int msb_client__exec_until(msb_client *c, const msb_exec_request *req, int64_t deadline,
+			   msb_exec_result *out, msb_error **err);
 
 #define MSB_CLIENT_MAX_OUTPUT ((uint64_t)1 << 30) /* 1 GiB, unbounded exec */
 #define MSB_CLIENT_PARTIAL_MAX ((size_t)1 << 20)  /* timeout payload */

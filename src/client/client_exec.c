@@ -292,7 +292,8 @@ static int check_request(const msb_exec_request *req, msb_error **err)
 	return msb__check_timeout(req->timeout, "timeout", err);
 }
 
-static int open_channel(msb_client *c, struct run *r, const msb_exec_request *req, msb_error **err)
+static int open_channel(msb_client *c, struct run *r, const msb_exec_request *req, int64_t deadline,
+			msb_error **err)
 {
 	const char *shell_argv[2] = {req->shell, NULL};
 	msb_proto_exec_spec spec = {
@@ -305,7 +306,11 @@ static int open_channel(msb_client *c, struct run *r, const msb_exec_request *re
 		.argv = req->shell ? shell_argv : req->argv,
 		.env = req->env,
 	};
-	double ms = ceil(req->timeout * 1000.0);
+	/* The agent's bound is what is left of the call's. */
+	int64_t left = deadline - msb__now_ns();
+	double ms = deadline == INT64_MAX ? ceil(req->timeout * 1000.0)
+		    : left > 0		  ? ceil((double)left / 1e6)
+					  : 1;
 	spec.timeout_ms =
 		ms >= (double)MSB_PROTO_MAX_TIMEOUT_MS ? MSB_PROTO_MAX_TIMEOUT_MS : (uint64_t)ms;
 	if (spec.timeout_ms == 0)
@@ -332,10 +337,9 @@ static int open_channel(msb_client *c, struct run *r, const msb_exec_request *re
 	return 0;
 }
 
-static int exec_locked(msb_client *c, const msb_exec_request *req, msb_exec_result *out,
-		       msb_error **err)
+static int exec_locked(msb_client *c, const msb_exec_request *req, int64_t deadline,
+		       msb_exec_result *out, msb_error **err)
 {
-	int64_t deadline = msb_client__deadline(req->timeout);
 	int64_t grace = INT64_MAX;
 	int cancel_fd = req->cancel ? msb_cancel_fd(req->cancel) : -1;
 	struct run r = {0};
@@ -360,7 +364,7 @@ static int exec_locked(msb_client *c, const msb_exec_request *req, msb_exec_resu
 	r.in_len = req->stdin_len;
 	r.out[0] = (msb_buf)MSB_BUF_INIT;
 	r.out[1] = (msb_buf)MSB_BUF_INIT;
-	if ((rc = open_channel(c, &r, req, err)) < 0)
+	if ((rc = open_channel(c, &r, req, deadline, err)) < 0)
 		return rc;
 
 	for (;;) {
@@ -461,7 +465,19 @@ int msb_client__exec(msb_client *c, const msb_exec_request *req, msb_exec_result
 	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&c->lock);
-	rc = exec_locked(c, req, out, err);
+	rc = exec_locked(c, req, msb_client__deadline(req->timeout), out, err);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int msb_client__exec_until(msb_client *c, const msb_exec_request *req, int64_t deadline,
+			   msb_exec_result *out, msb_error **err)
+{
+	int rc = check_request(req, err);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&c->lock);
+	rc = exec_locked(c, req, deadline, out, err);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }

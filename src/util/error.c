@@ -60,6 +60,7 @@ static const struct code_info {
 	{MSB_E_LOOKUP, "LookupError", L, 1},
 	{MSB_E_NOMEM, "MemoryError", R, 1},
 	{MSB_E_PROTOCOL, "ProtocolError", R, 1},
+	{MSB_E_SANDBOX_GONE, "SandboxGone", R, 1},
 
 	{MSB_E_NO_BACKEND, "NoSandboxBackend", L, 3},
 	{MSB_E_BACKEND_NOT_PERMITTED, "SandboxBackendNotPermitted", P, 3},

@@ -111,7 +111,7 @@ static void rm_rf(const char *dir)
 }
 
 /* The agent's own pid: unshare's only child in pid1 mode. */
-static pid_t agent_pid(const struct agent_proc *ap)
+pid_t agent_pid(const struct agent_proc *ap)
 {
 	if (!ap->pid1)
 		return ap->pid;

@@ -29,6 +29,9 @@ int agent_start_pid1(struct agent_proc *ap);
 void agent_stop(struct agent_proc *ap);
 /* A raw stream connection to the agent's socket (-1 on failure). */
 int agent_dial(const struct agent_proc *ap);
+/* The agent's pid as this process sees it (in pid1 mode: unshare's child),
+ * -1 when it cannot be found. */
+pid_t agent_pid(const struct agent_proc *ap);
 /* true while the agent process is alive. */
 bool agent_alive(const struct agent_proc *ap);
 

@@ -94,6 +94,32 @@ def test_the_probes_report_escapes_where_there_is_no_boundary(tmp_path):
                  "fork-bomb", "no-new-privs", "seccomp-filter", "sethostname"):
         assert rows[name]["outcome"] == "escaped", rows[name]
     assert "selftest-token" in rows["read-host-canary"]["detail"]
+    if os.geteuid() == 0:
+        # Root inside maps to root outside: /proc/1 (the host's init, the
+        # host's /proc) is within reach. On its own: chroot-out, which
+        # escapes here, leaves the full run in another root.
+        p = subprocess.run(
+            ["unshare", "--user", "--map-root-user", "--pid", "--fork", PROBE,
+             "--canary", str(canary), "--canary-write", str(tmp_path / "w"),
+             "--neighbour", str(canary), "--shim-sock", str(tmp_path / "none.sock"),
+             "--abstract", "msb-selftest-none", "--only", "pid1-oom-score-adj"],
+            capture_output=True, timeout=60)
+        row = json.loads(p.stdout)
+        assert row["outcome"] == "escaped", row
+
+
+@root_only
+def test_pid1_is_out_of_reach_15_2(msb, state):
+    """Issue 15 finding 2, one probe at a time: PID 1's /proc entries and its
+    signals are out of a workload's reach, and the agent keeps serving."""
+    p = msb("conformance", "--escape", "ns", "--state-dir", state, "--json", timeout=300,
+            env=dict(os.environ, MSB_ESCAPE_ONLY="pid1-oom-score-adj,pid1-environ,pid1-maps,"
+                     "proc-pid1-mem,kill-pid1,signal-pid1,ptrace-pid1"))
+    rows = {r["probe"]: r for r in json.loads(p.stdout)["probes"]}
+    for name in ("pid1-oom-score-adj", "pid1-environ", "pid1-maps", "proc-pid1-mem",
+                 "kill-pid1", "signal-pid1", "ptrace-pid1"):
+        assert rows[name]["ok"] and rows[name]["outcome"] == "blocked", rows[name]
+    assert rows["host:sandbox-still-serves"]["ok"], rows["host:sandbox-still-serves"]
 
 
 @root_only

@@ -282,6 +282,77 @@ static int clear_dir(int dfd)
 	return r;
 }
 
+/* Nothing in dfd: a directory this acquire (or one that died before writing
+ * anything) just made. */
+static bool dir_empty(int dfd)
+{
+	int dup = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dup < 0)
+		return false;
+	DIR *d = fdopendir(dup);
+	if (!d) {
+		close(dup);
+		return false;
+	}
+	bool empty = true;
+	struct dirent *de;
+	while (empty && (de = readdir(d)))
+		empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
+	closedir(d);
+	return empty;
+}
+
+/* Create sandbox `name` in its empty, locked directory dfd. */
+static int create_sandbox(ns_backend *b, const msb_key *key, const msb_spec *spec, const char *kind,
+			  const char *work_dir, const char *egress, const char *name, int statefd,
+			  int dfd, msb_sandbox **out, msb_error **err)
+{
+	int r;
+	char instance[33];
+	if (random_hex(instance, 16) < 0)
+		return msb__error_errno(err, errno, "ns: no randomness for an instance id");
+	msb_ns_labels nl = {
+		.scope = (char *)key->scope,
+		.thread_id = (char *)key->thread_id,
+		.agent_dir = (char *)key->agent_dir,
+		.kind = (char *)kind,
+		.call_id = (char *)key->call_id,
+		.instance_id = instance,
+		.work_dir = (char *)work_dir,
+		.created_ns = msb__realtime_ns(),
+	};
+	/* Labels first, so a purge finds the sandbox even if setup fails (4.20). */
+	r = msb_ns__labels_write(dfd, &nl, err);
+	if (r < 0)
+		return r;
+	_cleanup_free_ char *cfg = NULL;
+	r = msb_ns__shim_config(b, spec, work_dir, name, &cfg, err);
+	if (r < 0)
+		return r;
+	r = msb__write_file_atomic_at(dfd, "shim.json", cfg, strlen(cfg), 0600);
+	if (r < 0)
+		return msb__error_errno(err, r, "ns: cannot write the shim configuration");
+	if (egress) {
+		r = msb__write_file_atomic_at(dfd, MSB_NS_EGRESS_CONFIG, egress, strlen(egress),
+					      0600);
+		if (r < 0)
+			return msb__error_errno(err, r,
+						"ns: cannot write the egress configuration");
+	}
+	_cleanup_free_ char *dir = msb__asprintf("%s/%s", b->state_dir, name);
+	if (!dir)
+		return msb__error_nomem(err);
+	r = start_shim(b, dir, egress != NULL, b->start_timeout, err);
+	if (r < 0) {
+		/* Fail closed and leave nothing: stop whatever started. */
+		purge_sandbox(b, name, NULL);
+		clear_dir(dfd);
+		unlinkat(statefd, name, AT_REMOVEDIR);
+		return r;
+	}
+	return msb_ns__sandbox_new(b, name, dfd, &nl, out, err);
+}
+
 static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_sandbox **out,
 		      msb_error **err)
 {
@@ -333,73 +404,51 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 		if (st.st_nlink == 0)
 			continue; /* a disposal removed it while we waited: start over */
 
-		int64_t pid = 0;
-		msb_ns__shim_alive(dfd, &pid, NULL);
+		_cleanup_free_ char *why = NULL;
+		msb_ns_liveness live = msb_ns__liveness(dfd, NULL, &why);
 		msb_ns_labels labels = {0};
-		if (pid > 0 && msb_ns__labels_read(dfd, &labels, NULL) == 0 &&
-		    msb__streq_null(labels.kind, kind)) {
+		bool labelled = msb_ns__labels_read(dfd, &labels, NULL) == 0;
+		if (live == MSB_NS_RUNNING && labelled && msb__streq_null(labels.kind, kind)) {
 			/* Warm: reuse, if it runs with this spec's limits. */
 			r = msb_ns__limits_match(dfd, name, b, spec, err);
 			if (r == 0)
 				r = msb_ns__egress_match(dfd, name, egress, err);
 			if (r == 0)
-				r = msb_ns__sandbox_new(b, name, &labels, out, err);
+				r = msb_ns__sandbox_new(b, name, dfd, &labels, out, err);
+			msb_ns__labels_clear(&labels);
+			return r;
+		}
+		if (live == MSB_NS_DEAD && labelled) {
+			/* Its agent or its shim died: never hand out an empty sandbox
+			 * in its place (issue 15 findings 2, 5). The key stays refused
+			 * until a disposal, which also removes the storage base kept
+			 * for the caller (checklist 7.10). */
+			r = msb_error_set(err, MSB_E_UNCLEAN,
+					  "ns sandbox `%s` (instance %s) is dead: %s; its storage "
+					  "base is kept in `%s/%s/%s` until the key is disposed of",
+					  name, labels.instance_id, why ? why : "it stopped",
+					  b->state_dir, name, MSB_NS_STATE_WORK);
 			msb_ns__labels_clear(&labels);
 			return r;
 		}
 		msb_ns__labels_clear(&labels);
-		/* Dead, or alive with unreadable labels (ours by name): replace it. */
+		if (!labelled && live == MSB_NS_STALE && dir_empty(dfd))
+			return create_sandbox(b, key, spec, kind, work_dir, egress, name, statefd,
+					      dfd, out, err);
+		/* Stale (never started, or taken down on purpose), or with
+		 * unreadable labels (ours by name): replace it - in a new directory,
+		 * so that a handle to the old instance, which holds the old one,
+		 * can never reach the new (issue 15 finding 3). */
 		r = purge_sandbox(b, name, err);
 		if (r < 0)
 			return msb_error_wrap(err, "ns: cannot clear the stale sandbox `%s`", name);
 		r = clear_dir(dfd);
+		if (r == 0)
+			r = unlinkat(statefd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
 		if (r < 0)
 			return msb__error_errno(err, r, "ns: cannot clear stale state in `%s`",
 						name);
-
-		char instance[33];
-		if (random_hex(instance, 16) < 0)
-			return msb__error_errno(err, errno, "ns: no randomness for an instance id");
-		msb_ns_labels nl = {
-			.scope = (char *)key->scope,
-			.thread_id = (char *)key->thread_id,
-			.agent_dir = (char *)key->agent_dir,
-			.kind = (char *)kind,
-			.call_id = (char *)key->call_id,
-			.instance_id = instance,
-			.work_dir = (char *)work_dir,
-			.created_ns = msb__realtime_ns(),
-		};
-		/* Labels first, so a purge finds the sandbox even if setup fails (4.20). */
-		r = msb_ns__labels_write(dfd, &nl, err);
-		if (r < 0)
-			return r;
-		_cleanup_free_ char *cfg = NULL;
-		r = msb_ns__shim_config(b, spec, work_dir, name, &cfg, err);
-		if (r < 0)
-			return r;
-		r = msb__write_file_atomic_at(dfd, "shim.json", cfg, strlen(cfg), 0600);
-		if (r < 0)
-			return msb__error_errno(err, r, "ns: cannot write the shim configuration");
-		if (egress) {
-			r = msb__write_file_atomic_at(dfd, MSB_NS_EGRESS_CONFIG, egress,
-						      strlen(egress), 0600);
-			if (r < 0)
-				return msb__error_errno(
-					err, r, "ns: cannot write the egress configuration");
-		}
-		_cleanup_free_ char *dir = msb__asprintf("%s/%s", b->state_dir, name);
-		if (!dir)
-			return msb__error_nomem(err);
-		r = start_shim(b, dir, egress != NULL, b->start_timeout, err);
-		if (r < 0) {
-			/* Fail closed and leave nothing: stop whatever started. */
-			purge_sandbox(b, name, NULL);
-			clear_dir(dfd);
-			unlinkat(statefd, name, AT_REMOVEDIR);
-			return r;
-		}
-		return msb_ns__sandbox_new(b, name, &nl, out, err);
+		continue;
 	}
 	return msb_error_set(err, MSB_E_RUNTIME, "ns: `%s` kept disappearing during acquire", name);
 }
@@ -656,8 +705,9 @@ int msb_ns_list(const msb_ns_options *opts, msb_ns_entry **entries, size_t *n, m
 		e->call_id = TAKE_PTR(l.call_id);
 		e->instance_id = TAKE_PTR(l.instance_id);
 		msb_ns__labels_clear(&l);
-		msb_ns__shim_alive(dfd, &e->shim_pid, NULL);
-		e->alive = e->shim_pid > 0;
+		msb_ns_liveness live = msb_ns__liveness(dfd, &e->shim_pid, &e->reason);
+		e->alive = live == MSB_NS_RUNNING;
+		e->dead = live == MSB_NS_DEAD;
 	}
 	closedir(d);
 	msb_ns__backend_clear(&b);
@@ -680,6 +730,7 @@ void msb_ns_entries_free(msb_ns_entry *entries, size_t n)
 		free(entries[i].kind);
 		free(entries[i].call_id);
 		free(entries[i].instance_id);
+		free(entries[i].reason);
 	}
 	free(entries);
 }

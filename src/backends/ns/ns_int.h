@@ -77,8 +77,11 @@ int msb_ns__egress_config(const ns_backend *b, const msb_spec *spec, char **out,
 int msb_ns__egress_match(int dfd, const char *name, const char *want, msb_error **err);
 void msb_ns__egress_drain(int dfd, const msb_key *key, const msb_egress_reporter *rep);
 
-/* A handle onto one running sandbox (ns_sandbox.c). */
-int msb_ns__sandbox_new(const ns_backend *b, const char *name, const msb_ns_labels *labels,
+/* A handle onto one running sandbox (ns_sandbox.c), bound to its instance:
+ * it keeps a descriptor of the state directory dfd names (the directory of
+ * one instance for the whole of its life) and reaches the sandbox only
+ * through it. */
+int msb_ns__sandbox_new(const ns_backend *b, const char *name, int dfd, const msb_ns_labels *labels,
 			msb_sandbox **out, msb_error **err);
 
 #endif

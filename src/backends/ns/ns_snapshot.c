@@ -10,7 +10,8 @@
  * RESOLVE_NO_XDEV) and never follows a link the guest made. The init's mount
  * table must show no other writable storage (18.15: refuse what the diff
  * cannot see). Processes are read from the host's /proc: every process of
- * the sandbox's pid namespace (or one nested in it) but the init.
+ * the sandbox's pid namespace (or one nested in it) but the init and the
+ * workloads' reaper.
  *
  * Reset. The shim restarts the sandbox from its configuration (msb-shim's
  * "reset"), under the state directory's lock.
@@ -102,14 +103,6 @@ static void strs_clear(struct strs *s)
 	memset(s, 0, sizeof(*s));
 }
 
-static char *state_dir_of(const char *sock_path)
-{
-	const char *slash = strrchr(sock_path, '/');
-	if (!slash || strcmp(slash + 1, MSB_NS_STATE_SOCKET) != 0)
-		return NULL;
-	return msb__strndup(sock_path, (size_t)(slash - sock_path));
-}
-
 /* ---- the shim's control socket ------------------------------------------------ */
 
 /*
@@ -119,11 +112,12 @@ static char *state_dir_of(const char *sock_path)
 static int control(int dfd, const char *dir, const char *req, int64_t deadline, int fds[2],
 		   char *reply, size_t size, msb_error **err)
 {
+	/* Through the directory's descriptor: the shim of this instance, never
+	 * one that a later acquire started under the same name. */
+	(void)dir;
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", dir, MSB_NS_STATE_CONTROL);
-	if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
-		snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dfd,
-			 MSB_NS_STATE_CONTROL);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dfd,
+		 MSB_NS_STATE_CONTROL);
 	_cleanup_close_ int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return msb__error_errno(err, errno, "ns: the shim's control socket");
@@ -553,6 +547,12 @@ static int processes(pid_t init, struct strs *out, msb_error **err)
 			member = nested_in(procfd, de->d_name, pdepth - depth, &pidns);
 		if (!member)
 			continue;
+		/* The init of the workloads' namespace, one level down, is the
+		 * agent's reaper (agent/pidns.c): a part of the agent. Workloads
+		 * cannot make a namespace of their own (seccomp), so nothing
+		 * else is pid 1 there. */
+		if (pdepth == depth + 1 && pinner == 1)
+			continue;
 		struct ns_id m;
 		if (ns_of(procfd, de->d_name, "mnt", &m) == 0 &&
 		    (m.dev != mntns.dev || m.ino != mntns.ino)) {
@@ -583,18 +583,9 @@ static int processes(pid_t init, struct strs *out, msb_error **err)
 
 /* ---- fingerprint ---------------------------------------------------------------- */
 
-int msb_ns__snapshot_fingerprint(const char *sock_path, const char *work_dir, bool *supported,
+int msb_ns__snapshot_fingerprint(int dfd, const char *dir, const char *work_dir, bool *supported,
 				 msb_fingerprint *out, msb_error **err)
 {
-	_cleanup_free_ char *dir = state_dir_of(sock_path);
-	if (!dir)
-		return msb_error_set(err, MSB_E_VALUE, "ns fingerprint: bad socket path `%s`",
-				     sock_path);
-	/* guest-names: ok - the sandbox's state dir, host-private; work/ is opened from it with
-	 * O_NOFOLLOW */
-	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd < 0)
-		return msb__error_errno(err, errno, "ns fingerprint: the sandbox `%s`", dir);
 	pid_t init;
 	uint64_t start;
 	int r = msb_ns__read_pid_file(dfd, MSB_NS_STATE_INIT_PID, &init, &start);
@@ -663,15 +654,11 @@ int msb_ns__snapshot_fingerprint(const char *sock_path, const char *work_dir, bo
 
 /* ---- reset ---------------------------------------------------------------------- */
 
-int msb_ns__snapshot_reset(const char *sock_path, double timeout, msb_error **err)
+int msb_ns__snapshot_reset(int sandbox_dfd, const char *dir, double timeout, msb_error **err)
 {
-	_cleanup_free_ char *dir = state_dir_of(sock_path);
-	if (!dir)
-		return msb_error_set(err, MSB_E_VALUE, "ns reset: bad socket path `%s`", sock_path);
 	int64_t deadline = msb__now_ns() + (int64_t)(timeout * 1e9);
-	/* guest-names: ok - the sandbox's state dir, host-private; work/ is opened from it with
-	 * O_NOFOLLOW */
-	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* An open file description of our own: the lock goes with it. */
+	_cleanup_close_ int dfd = openat(sandbox_dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return msb__error_errno(err, errno, "ns reset: the sandbox `%s`", dir);
 	/* Acquire and disposal hold this lock; wait for it within the timeout. */

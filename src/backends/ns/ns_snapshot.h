@@ -20,15 +20,14 @@
  *    directory (whiteouts, i.e. deletions, included), of the storage base
  *    (`work_dir`/...) and of /dev/shm, sorted;
  *  - running_programs: "PID:STARTTIME:ARGV" of every process in the sandbox
- *    but its init (the agent); PID as the guest sees it, STARTTIME in clock
- *    ticks after boot, so a replacement with the same pid differs.
- * Refused (MSB_E_RUNTIME, "cannot attest") when the sandbox has writable
- * storage that is none of these (a writable mount the fingerprint cannot
- * see), a process in another mount namespace, or more than the limits.
- * `sock_path` is the sandbox's `<state>/<name>/agent.sock`; `work_dir` its
- * guest storage base.
+ *    but its init (the agent) and the workloads' reaper (agent/pidns.c); PID as the guest sees it,
+ * STARTTIME in clock ticks after boot, so a replacement with the same pid differs. Refused
+ * (MSB_E_RUNTIME, "cannot attest") when the sandbox has writable storage that is none of these (a
+ * writable mount the fingerprint cannot see), a process in another mount namespace, or more than
+ * the limits. `dfd` is the sandbox's state directory `<state>/<name>` (`dir`, for messages);
+ * `work_dir` its guest storage base.
  */
-int msb_ns__snapshot_fingerprint(const char *sock_path, const char *work_dir, bool *supported,
+int msb_ns__snapshot_fingerprint(int dfd, const char *dir, const char *work_dir, bool *supported,
 				 msb_fingerprint *out, msb_error **err);
 
 /*
@@ -40,6 +39,6 @@ int msb_ns__snapshot_fingerprint(const char *sock_path, const char *work_dir, bo
  * complete); MSB_E_RUNTIME when the restart failed (the sandbox is then
  * gone: the next acquire makes a new one).
  */
-int msb_ns__snapshot_reset(const char *sock_path, double timeout, msb_error **err);
+int msb_ns__snapshot_reset(int dfd, const char *dir, double timeout, msb_error **err);
 
 #endif
