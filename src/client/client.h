@@ -48,8 +48,11 @@ uint16_t msb_client__version(const msb_client *c);
  *    that many stdout+stderr bytes and this side never grants nor buffers
  *    more; output beyond it is dropped and out->truncated set (the agent
  *    closes the pipes, so the workload meets SIGPIPE; see protocol.md);
- *  - unbounded output is capped at MSB_CLIENT_MAX_OUTPUT as a safety net:
- *    past it the exec is abandoned with MSB_E_RUNTIME;
+ *  - unbounded output is capped at MSB_CLIENT_MAX_OUTPUT, the host's budget
+ *    for what one exec's guest may make it hold (docs/security.md, "Budgets
+ *    on guest bytes"): past it the exec is abandoned (the connection is
+ *    dropped, so the agent kills the command) with MSB_E_RUNTIME, "exec
+ *    output exceeds N bytes";
  *  - req->timeout elapsed: the agent kills the command's process group and
  *    every process descending from it, this side waits up to
  *    MSB_CLIENT_KILL_GRACE for its report, and the call fails with
@@ -68,9 +71,9 @@ uint16_t msb_client__version(const msb_client *c);
 int msb_client__exec(msb_client *c, const msb_exec_request *req, msb_exec_result *out,
 		     msb_error **err);
 
-#define MSB_CLIENT_MAX_OUTPUT ((uint64_t)1 << 30) /* 1 GiB, unbounded exec */
-#define MSB_CLIENT_PARTIAL_MAX ((size_t)1 << 20)  /* timeout payload */
-#define MSB_CLIENT_KILL_GRACE 3.0		  /* seconds */
+#define MSB_CLIENT_MAX_OUTPUT ((uint64_t)64 << 20) /* 64 MiB, unbounded exec */
+#define MSB_CLIENT_PARTIAL_MAX ((size_t)1 << 20)   /* timeout payload */
+#define MSB_CLIENT_KILL_GRACE 3.0		   /* seconds */
 
 /* One process of a snapshot. */
 typedef struct msb_client_proc {
