@@ -85,9 +85,17 @@ typedef struct msb_client_proc {
 	char **argv; /* msb_strv; empty for kernel threads and zombies */
 } msb_client_proc;
 
-/* The process table inside the sandbox, at most MSB_PROTO_MAX_PS_ENTRIES
- * processes with at most MSB_PROTO_MAX_PS_ARGV command line bytes each.
- * *procs is an array of *n entries; free with msb_client__procs_free(). */
+/* The host's budget for one process snapshot (docs/security.md, "Budgets on
+ * guest bytes"), besides MSB_PROTO_MAX_PS_ENTRIES processes of at most
+ * MSB_PROTO_MAX_PS_ARGV command-line bytes each (the request's bounds; more
+ * is a protocol violation): command-line bytes and arguments in all. */
+#define MSB_CLIENT_PS_MAX_ARGV_BYTES ((size_t)4 << 20)
+#define MSB_CLIENT_PS_MAX_ARGS 65536u
+
+/* The process table inside the sandbox, within the bounds above; past the
+ * budget MSB_E_RUNTIME, "process snapshot exceeds ...", and the connection
+ * is dropped. *procs is an array of *n entries; free with
+ * msb_client__procs_free(). */
 int msb_client__ps(msb_client *c, double timeout, msb_client_proc **procs, size_t *n,
 		   msb_error **err);
 void msb_client__procs_free(msb_client_proc *procs, size_t n);
