@@ -23,6 +23,10 @@
 #define MAX_REQUEST_BYTES (1u << 20)
 #define MAX_OUTPUT_BYTES (64u << 20)
 #define PARTIAL_OUTPUT_BYTES (64u << 10)
+/* A process snapshot's budget (docs/security.md, "Budgets on guest bytes"):
+ * the scan's output is read under SNAPSHOT_BYTES (exec_bounded) and at most
+ * MAX_PROCS processes are held; past either the snapshot is incomplete,
+ * which marks the cleanup unclean (14.21), never a silent partial view. */
 #define SNAPSHOT_BYTES (256u << 10)
 #define MAX_PROCS 4096
 #define LAUNCH_BOUND 30.0
@@ -101,7 +105,7 @@ static void snapshot_free(struct snapshot *s)
 static void parse_snapshot(const char *text, struct snapshot *s)
 {
 	int64_t self = -1;
-	bool end = false;
+	bool end = false, over = false;
 	const char *line = text;
 	while (line && *line) {
 		const char *nl = strchr(line, '\n');
@@ -114,7 +118,7 @@ static void parse_snapshot(const char *text, struct snapshot *s)
 			self = strtoll(l + 5, NULL, 10);
 		} else if (strcmp(l, "end") == 0) {
 			end = true;
-		} else if (strncmp(l, "p ", 2) == 0 && s->n < MAX_PROCS) {
+		} else if (strncmp(l, "p ", 2) == 0) {
 			struct proc p = {0};
 			char *q;
 			p.uid = strtoll(l + 2, &q, 10);
@@ -123,7 +127,8 @@ static void parse_snapshot(const char *text, struct snapshot *s)
 			if (!open || !close || close < open)
 				continue;
 			snprintf(p.comm, sizeof(p.comm), "%.*s", (int)(close - open - 1), open + 1);
-			char *f = close + 2;
+			/* A line may end at the ')': nothing is read past its NUL. */
+			char *f = close[1] ? close + 2 : close + 1;
 			/* fields after comm: state ppid pgrp session ... starttime (20th) */
 			char *tok[24];
 			size_t nt = 0;
@@ -136,6 +141,10 @@ static void parse_snapshot(const char *text, struct snapshot *s)
 			p.ppid = strtoll(tok[1], NULL, 10);
 			p.pgid = strtoll(tok[2], NULL, 10);
 			p.start = strtoull(tok[19], NULL, 10);
+			if (s->n >= MAX_PROCS) {
+				over = true;
+				continue;
+			}
 			struct proc *g = msb__reallocarray(s->p, s->n + 1, sizeof(*g));
 			if (!g)
 				return;
@@ -145,7 +154,7 @@ static void parse_snapshot(const char *text, struct snapshot *s)
 	}
 	/* Processes of the scanning exec (its parent chain up to the agent) are
 	 * excluded by pid only; an incomplete listing is reported as such. */
-	s->complete = end;
+	s->complete = end && !over;
 }
 
 struct supervisor {
