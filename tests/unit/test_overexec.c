@@ -491,6 +491,36 @@ Test(overexec, malformed_request_14_16)
 	harness_free(&h);
 }
 
+/* A request file past 1 MiB (docs/security.md, "Budgets on guest bytes") is
+ * not read whole: the refusal names the limit, and the call is counted. */
+Test(overexec, request_past_its_budget_is_refused)
+{
+	static const char prog[] =
+		"import os, time\n"
+		"c = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'host_tool_calls')\n"
+		"req = b'{\"name\": \"add\", \"arguments\": {\"left\": 1, \"right\": 2}}'\n"
+		"for n, size in ((1, 1048577), (2, 1048576)):\n"
+		"    p = os.path.join(c, '%04d.request.json' % n)\n"
+		"    open(p + '.part', 'wb').write(req.rjust(size))\n"
+		"    os.rename(p + '.part', p)\n"
+		"    r = os.path.join(c, '%04d.response.json' % n)\n"
+		"    while not os.path.exists(r): time.sleep(0.005)\n"
+		"    print(open(r).read())\n";
+	struct harness h;
+	harness(&h, "program.py", prog, 16, 0);
+	msb_exec_result res;
+	msb_error *err = NULL;
+	cr_assert_eq(go(&h, 20, &res, &err, NULL, NULL), 0, "%s",
+		     err ? msb_error_message(err) : "");
+	cr_assert_str_eq((char *)res.stdout_bytes,
+			 "{\"refusal\":\"Error: this host-tool request is over the 1048576-byte "
+			 "limit — send smaller arguments\"}\n"
+			 "{\"value\": 3}\n");
+	cr_assert_eq(msb_host_tool_run_calls(h.run), 2);
+	msb_exec_result_clear(&res);
+	harness_free(&h);
+}
+
 /* 14.35: a shell program writing the request by hand, no shim, no Python. */
 Test(overexec, shim_is_not_a_control_14_35)
 {

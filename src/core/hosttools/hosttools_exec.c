@@ -20,7 +20,6 @@
 #include "core/core.h"
 #include "core/hosttools/hosttools_int.h"
 
-#define MAX_REQUEST_BYTES (1u << 20)
 #define MAX_OUTPUT_BYTES (64u << 20)
 #define PARTIAL_OUTPUT_BYTES (64u << 10)
 /* A process snapshot's budget (docs/security.md, "Budgets on guest bytes"):
@@ -437,7 +436,8 @@ static int answer_one(msb_sandbox *sb, msb_host_tool_run *run, const msb_guest_r
 	_cleanup_free_ uint8_t *data = NULL;
 	size_t len = 0;
 	msb_error *re = NULL;
-	int rc = msb_sandbox_read_file(sb, req_path, NULL, MAX_REQUEST_BYTES, &data, &len, &re);
+	int rc = msb_sandbox_read_file(sb, req_path, NULL, MSB_HOSTTOOLS_MAX_REQUEST_BYTES, &data,
+				       &len, &re);
 	bool too_big = rc == MSB_E_TRANSFER_CAP_EXCEEDED;
 	if (rc < 0 && !too_big)
 		return msb__error_propagate(err, re);
@@ -452,9 +452,10 @@ static int answer_one(msb_sandbox *sb, msb_host_tool_run *run, const msb_guest_r
 			return 0; /* 14.14: skipped, nothing to answer */
 	}
 	msb_host_tool_result res = {NULL, NULL};
-	rc = msb_host_tool_run_call_request(run, too_big ? NULL : (const char *)data,
-					    too_big ? 0 : len, MSB_HOSTTOOLS_FRAMING_BYTES, &res,
-					    err);
+	rc = too_big ? msb_hosttools__refuse_request(run, MSB_HOSTTOOLS_TOO_LARGE,
+						     MSB_HOSTTOOLS_FRAMING_BYTES, &res, err)
+		     : msb_host_tool_run_call_request(run, (const char *)data, len,
+						      MSB_HOSTTOOLS_FRAMING_BYTES, &res, err);
 	if (rc < 0)
 		return rc;
 	_cleanup_free_ char *body = msb_hosttools__response_body(&res);
