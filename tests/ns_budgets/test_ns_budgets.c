@@ -12,10 +12,12 @@
 #include <criterion/criterion.h>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <msb/msb.h>
@@ -359,4 +361,76 @@ Test(ns_budgets, list_dir_byte_budget)
 		     err ? msb_error_message(err) : "");
 	cr_assert_eq(n, 5000);
 	msb_entries_free(v, n);
+}
+
+/* ---- descriptors (issue 15 finding 9) ------------------------------------------- */
+
+static unsigned open_fds(void)
+{
+	unsigned n = 0;
+	DIR *d = opendir("/proc/self/fd");
+	cr_assert_not_null(d);
+	for (struct dirent *de; (de = readdir(d));)
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n - 1;
+}
+
+/* In a child whose RLIMIT_NOFILE leaves `spare` descriptors free, acquire a
+ * fresh key; the child writes the outcome ("ok" or the message) to out. */
+static int acquire_with_spare(unsigned spare, char *out, size_t size)
+{
+	int p[2];
+	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		close(p[0]);
+		msb_spec_builder *b = msb_spec_builder_new("ns-fds");
+		msb_spec_builder_set_requires(b, MSB_CAP_EXEC);
+		msb_spec *spec = NULL;
+		msb_spec_build(b, &spec, NULL);
+		msb_spec_builder_free(b);
+		msb_key key = {.scope = "test", .thread_id = "fds", .agent_dir = "/agent"};
+		struct rlimit rl;
+		getrlimit(RLIMIT_NOFILE, &rl);
+		rl.rlim_cur = open_fds() + spare;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		msb_sandbox *s = NULL;
+		msb_error *err = NULL;
+		int r = msb_backend_acquire(backend, &key, spec, &s, &err);
+		const char *m = r == 0 ? "ok" : msb_error_message(err);
+		ssize_t w = write(p[1], m, strlen(m));
+		(void)w;
+		_exit(r == 0 ? 0 : r == MSB_E_OS ? 1 : 2);
+	}
+	close(p[1]);
+	size_t got = 0;
+	ssize_t n;
+	while (got < size - 1 && (n = read(p[0], out + got, size - 1 - got)) > 0)
+		got += (size_t)n;
+	out[got] = '\0';
+	close(p[0]);
+	int st = 0;
+	waitpid(pid, &st, 0);
+	msb_scope_purge purge = {0};
+	msb_backend_dispose_scope(backend, "test", "fds", &purge, NULL);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A process out of descriptors is told so - not that a fresh key's sandbox
+ * is stale, nor that work/ is not a directory - whichever descriptor the
+ * acquire would have run out at; with enough free it succeeds. */
+Test(ns_budgets, out_of_file_descriptors_is_said_as_such)
+{
+	static const unsigned spare[] = {0, 1, 2, 3, 5, 8, 13, 21, 34, 55, 63};
+	char msg[1024];
+	for (size_t i = 0; i < sizeof(spare) / sizeof(spare[0]); i++) {
+		int st = acquire_with_spare(spare[i], msg, sizeof(msg));
+		cr_assert_eq(st, 1, "%u spare: exit %d: %s", spare[i], st, msg);
+		cr_assert(strstr(msg, "out of file descriptors"), "%u spare: %s", spare[i], msg);
+		cr_assert_null(strstr(msg, "stale"), "%u spare: %s", spare[i], msg);
+		cr_assert_null(strstr(msg, "must be a directory"), "%u spare: %s", spare[i], msg);
+	}
+	cr_assert_eq(acquire_with_spare(96, msg, sizeof(msg)), 0, "%s", msg);
 }

@@ -289,6 +289,11 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 	int r = msb_ns__limits_check(b, spec, err);
 	if (r < 0)
 		return r;
+	/* Out of descriptors is said as such, before it can surface as
+	 * something else (a stale sandbox, a work/ that is not a directory). */
+	r = msb__fds_headroom(MSB_NS_ACQUIRE_FDS, "ns: cannot acquire", err);
+	if (r < 0)
+		return r;
 	_cleanup_free_ char *egress = NULL;
 	r = msb_ns__egress_config(b, spec, &egress, err);
 	if (r < 0)
@@ -305,7 +310,8 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 		return msb__error_errno(err, errno, "ns: cannot open `%s`", b->state_dir);
 
 	for (int attempt = 0; attempt < 8; attempt++) {
-		if (mkdirat(statefd, name, 0700) < 0 && errno != EEXIST)
+		bool created = mkdirat(statefd, name, 0700) == 0;
+		if (!created && errno != EEXIST)
 			return msb__error_errno(err, errno, "ns: cannot create `%s`", name);
 		_cleanup_close_ int dfd =
 			openat(statefd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -341,7 +347,10 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 		/* Dead, or alive with unreadable labels (ours by name): replace it. */
 		r = purge_sandbox(b, name, err);
 		if (r < 0)
-			return msb_error_wrap(err, "ns: cannot clear the stale sandbox `%s`", name);
+			return msb_error_wrap(err,
+					      created ? "ns: cannot prepare the new sandbox `%s`"
+						      : "ns: cannot clear the stale sandbox `%s`",
+					      name);
 		r = clear_dir(dfd);
 		if (r < 0)
 			return msb__error_errno(err, r, "ns: cannot clear stale state in `%s`",
