@@ -17,7 +17,7 @@ from leaks import checked_state_root
 
 PROBE = os.path.join(BUILD, "conformance", "escape", "msb-escape-probe")
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the ns escape suite runs as root")
-CONTAINED = {"fill-memory", "fork-bomb", "fill-writable-layer", "fill-dev-shm"}
+CONTAINED = {"fill-memory", "fork-bomb", "fill-writable-layer", "fill-dev-shm", "listing-bomb"}
 
 
 def probe_names():
@@ -50,8 +50,15 @@ def test_ns_blocks_every_attempt(msb, state):
         assert rows[name]["why"]
     for check in ("host:canary-unread", "host:neighbour-unread", "host:canary-uncreated",
                   "host:hostname-unchanged", "host:clock-unchanged",
-                  "host:process-unsignalled", "host:sandbox-still-serves"):
+                  "host:process-unsignalled", "host:sandbox-still-serves",
+                  "host:listing-bomb"):
         assert rows[check]["ok"], rows[check]
+    # The guest planted ~26 MB of long names; the host refused both readings
+    # typed, within its budgets (issue 15 finding 4, docs/security.md).
+    assert rows["listing-bomb"]["detail"].startswith("planted 100000 entries")
+    bomb = rows["host:listing-bomb"]["detail"]
+    assert "cannot attest: more than 16777216 bytes of changed paths" in bomb, bomb
+    assert "has more than" in bomb.split("list_dir:")[1], bomb
     assert os.listdir(os.path.join(state, "ns")) == []
 
 
@@ -92,8 +99,9 @@ def test_the_probes_report_escapes_where_there_is_no_boundary(tmp_path):
 
 @root_only
 def test_the_host_judges_the_report_not_the_guest(msb, state, tmp_path):
-    """A doctored probe claims one escape, omits a probe, invents another:
-    each is a failure, and the exit status says so."""
+    """A doctored probe claims one escape, omits a probe, invents another,
+    and claims a listing bomb it never planted: each is a failure, and the
+    exit status says so."""
     lines = []
     for name in probe_names():
         if name == "sethostname":
@@ -112,5 +120,6 @@ def test_the_host_judges_the_report_not_the_guest(msb, state, tmp_path):
     assert p.returncode == 9, p.stderr
     doc = json.loads(p.stdout)
     failed = {r["probe"]: r for r in doc["probes"] if not r["ok"]}
-    assert set(failed) == {"bpf", "sethostname", "bogus-probe"}, failed
+    assert set(failed) == {"bpf", "sethostname", "bogus-probe", "host:listing-bomb"}, failed
+    assert failed["host:listing-bomb"]["outcome"] == "error"
     assert failed["sethostname"]["outcome"] == "missing"
