@@ -38,6 +38,7 @@
 #define CONTROL_TIMEOUT 10.0
 #define MOUNTINFO_MAX (4u << 20)
 #define CMDLINE_MAX 4096
+#define STATUS_MAX (64u << 10)
 
 /* A growable msb_strv without the quadratic append, under a budget: at
  * most `max` strings, `max_len` bytes each and `max_bytes` in all (NULs
@@ -455,7 +456,7 @@ static int nspid(int procfd, const char *pid, int *depth, long *inner)
 	char path[300];
 	snprintf(path, sizeof(path), "%s/status", pid);
 	_cleanup_free_ char *s = NULL;
-	int r = msb__read_file_at(procfd, path, 64 * 1024, &s, NULL);
+	int r = msb__read_file_at(procfd, path, STATUS_MAX, &s, NULL);
 	if (r < 0)
 		return r;
 	char *p = strstr(s, "\nNSpid:");
@@ -572,7 +573,17 @@ static int processes(pid_t init, struct strs *out, msb_error **err)
 		bool member = ns.dev == pidns.dev && ns.ino == pidns.ino;
 		int pdepth = 0;
 		long pinner = 0;
-		if (nspid(procfd, de->d_name, &pdepth, &pinner) < 0)
+		int sq = nspid(procfd, de->d_name, &pdepth, &pinner);
+		if (sq == -EFBIG && member) {
+			/* Past the read's budget: not skipped, refused. */
+			r = msb_error_set(
+				err, MSB_E_RUNTIME,
+				"ns fingerprint: cannot attest: the status of process %s is "
+				"over %u bytes",
+				de->d_name, STATUS_MAX);
+			break;
+		}
+		if (sq < 0)
 			continue;
 		if (!member && pdepth > depth)
 			member = nested_in(procfd, de->d_name, pdepth - depth, &pidns);
