@@ -357,6 +357,23 @@ Test(agent, unbounded_exec_output_budget)
 	msb_exec_result_clear(&res);
 }
 
+/* A timed-out exec's partial output is a payload of its own budget. */
+Test(agent, timeout_partial_output_budget)
+{
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	msb_exec_result res;
+	msb_error *err = NULL;
+	req.shell = "head -c 3145728 /dev/zero; sleep 30";
+	req.timeout = 3;
+	cr_assert_eq(run_req(cl, &req, &res, &err), MSB_E_TIMEOUT);
+	int sig = 0;
+	const uint8_t *out = NULL;
+	size_t len = 0;
+	cr_assert(msb_error_timeout(err, &sig, &out, &len));
+	cr_assert_eq(len, MSB_CLIENT_PARTIAL_MAX, "%zu bytes of partial output", len);
+	msb_error_free(err);
+}
+
 /* ---- exec_bounded (9.8) --------------------------------------------------- */
 
 static msb_exec_result bounded(const char *line, uint64_t budget)
