@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -126,6 +127,7 @@ static const struct expectation {
 	{"adjtimex", "blocked"},
 	{"sethostname", "blocked"},
 	{"setdomainname", "blocked"},
+	{"listing-bomb", "contained"},
 	{"fill-memory", "contained"},
 	{"fork-bomb", "contained"},
 	{"fill-writable-layer", "contained"},
@@ -387,6 +389,70 @@ static void judge(struct verdicts *v, const msb_exec_result *res)
 			detail, why);
 		json_decref(seen[i]);
 	}
+}
+
+/* ---- the listing bomb: the host's budgets on guest bytes ------------------------------ */
+
+/* Where the guest plants it (its storage base), relative to the base. */
+#define BOMB_DIR "msb-listing-bomb"
+/* What a host may take in from one listing (docs/security.md, "Budgets on
+ * guest bytes"), and how far its peak memory may move reading one. */
+#define LISTING_BUDGET ((uint64_t)16 << 20)
+#define LISTING_PEAK (4 * LISTING_BUDGET)
+
+static uint64_t peak_rss(void)
+{
+	struct rusage ru;
+	return getrusage(RUSAGE_SELF, &ru) == 0 ? (uint64_t)ru.ru_maxrss * 1024 : 0;
+}
+
+/* The guest planted ~26 MB of long names: fingerprint and list_dir must each
+ * refuse typed (or hand back no more than the budget), and the host's peak
+ * RSS must move by less than LISTING_PEAK while they read. */
+static void listing_check(struct verdicts *v, msb_sandbox *sb)
+{
+	char d[512];
+	uint64_t before = peak_rss();
+	bool supported = false;
+	msb_fingerprint fp = {NULL, NULL};
+	msb_error *fe = NULL;
+	int fr = msb_sandbox_fingerprint(sb, &supported, &fp, &fe);
+	uint64_t took = 0;
+	for (size_t i = 0; fr == 0 && fp.changed_paths && fp.changed_paths[i]; i++)
+		took += strlen(fp.changed_paths[i]) + 1;
+	msb_fingerprint_clear(&fp);
+	msb_entry *ents = NULL;
+	size_t n = 0;
+	msb_error *le = NULL;
+	int lr = msb_sandbox_list_dir(sb, BOMB_DIR, NULL, &ents, &n, &le);
+	uint64_t listed = 0;
+	for (size_t i = 0; lr == 0 && i < n; i++)
+		listed += strlen(ents[i].path) + 1;
+	if (lr == 0)
+		msb_entries_free(ents, n);
+	uint64_t grew = peak_rss() - before;
+	const char *outcome = "contained";
+	if (lr == MSB_E_NOT_FOUND) {
+		outcome = "error";
+		snprintf(d, sizeof(d), "the guest planted no listing bomb");
+	} else if (took > LISTING_BUDGET || listed > LISTING_BUDGET || grew >= LISTING_PEAK) {
+		outcome = "escaped";
+		snprintf(d, sizeof(d),
+			 "the host took in %llu bytes of fingerprint paths and %llu of listing, "
+			 "its peak RSS +%llu MiB",
+			 (unsigned long long)took, (unsigned long long)listed,
+			 (unsigned long long)(grew >> 20));
+	} else {
+		snprintf(d, sizeof(d), "fingerprint: %.160s; list_dir: %.160s; peak RSS +%llu MiB",
+			 fr < 0 ? msb_error_message(fe) : "within the budget",
+			 lr < 0 ? msb_error_message(le) : "within the budget",
+			 (unsigned long long)(grew >> 20));
+	}
+	verdict(v, "host:listing-bomb", outcome, "contained", strcmp(outcome, "contained") == 0, d,
+		"a guest listing the host reads is refused typed past its budget, in bounded "
+		"memory");
+	msb_error_free(fe);
+	msb_error_free(le);
 }
 
 static void host_checks(struct verdicts *v, struct host *h, const msb_exec_result *res,
@@ -742,6 +808,8 @@ int cli_escape(cli_conformance_args *a)
 			      pids,
 			      "--writable",
 			      wr,
+			      "--bomb",
+			      MSB_DEFAULT_WORK_DIR "/" BOMB_DIR,
 			      getenv("MSB_ESCAPE_ONLY") ? "--only" : NULL,
 			      getenv("MSB_ESCAPE_ONLY"),
 			      NULL};
@@ -783,6 +851,7 @@ int cli_escape(cli_conformance_args *a)
 	judge(&v, &all);
 	host_checks(&v, &h, &all, sb);
 	msb_exec_result_clear(&all);
+	listing_check(&v, sb);
 	if (run_rc == 0 && res.exit_code != 0)
 		verdict(&v, "probe-exit-status", "error", "0", false, "the probe binary failed",
 			NULL);

@@ -447,8 +447,12 @@ static void make_work(struct shim *s)
 	if (mkdirat(s->dfd, MSB_NS_STATE_WORK, 0700) < 0 && errno != EEXIST)
 		die(s, "create work/: %s", strerror(errno));
 	int fd = openat(s->dfd, MSB_NS_STATE_WORK, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		die(s, "work/ must be a directory: %s", strerror(errno));
+	if (fd < 0 && (errno == ENOTDIR || errno == ELOOP))
+		die(s, "work/ must be a directory, not a link or a file");
+	if (fd < 0) {
+		char buf[128];
+		die(s, "open work/: %s", msb__strerror(errno, buf, sizeof(buf)));
+	}
 	/* Owned by the guest's root: host uid_base in root mode, us otherwise. */
 	if (msb_ns__privileged() && fchown(fd, s->cfg.uid_base, s->cfg.gid_base) < 0) {
 		close(fd);

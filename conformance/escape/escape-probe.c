@@ -73,6 +73,7 @@ struct ctx {
 	const char *swap_target; /* a host file, by its host path, for the links */
 	const char *swap_dir;	 /* a host directory, by its host path */
 	double swap_seconds;	 /* how long the link-swap probe runs */
+	const char *bomb; /* where to plant the listing bomb (in the storage base) */
 };
 
 struct res {
@@ -1087,6 +1088,53 @@ static void p_shm(const struct ctx *c, struct res *r)
 		set(r, "escaped", "/dev/shm took four times the memory limit");
 }
 
+/* ---- listings the host reads -------------------------------------------------------- */
+
+/* Budgets on guest bytes (docs/security.md): a directory of many long names
+ * - ~26 MB of paths, past what a host should take in from one listing - for
+ * the host to fingerprint and list once the probes are done. The verdict is
+ * the host's (host:listing-bomb): a typed refusal with bounded memory. */
+#define BOMB_ENTRIES 100000
+#define BOMB_NAME 250
+
+static void p_listing_bomb(const struct ctx *c, struct res *r)
+{
+	if (!c->bomb) {
+		set(r, "error", "no --bomb directory was given");
+		return;
+	}
+	if (mkdir(c->bomb, 0755) < 0 && errno != EEXIST) {
+		set(r, "contained", "mkdir `%s`: %s", c->bomb, errname(errno));
+		return;
+	}
+	int dfd = open(c->bomb, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		set(r, "error", "open `%s`: %s", c->bomb, errname(errno));
+		return;
+	}
+	char name[BOMB_NAME + 1];
+	memset(name, 'b', BOMB_NAME);
+	name[BOMB_NAME] = '\0';
+	unsigned long n = 0;
+	int e = 0;
+	for (; n < BOMB_ENTRIES; n++) {
+		snprintf(name + BOMB_NAME - 8, 9, "%08lu", n);
+		int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fd < 0) {
+			e = errno;
+			break;
+		}
+		close(fd);
+	}
+	close(dfd);
+	if (n < BOMB_ENTRIES)
+		set(r, "contained", "the storage stopped the bomb at %lu entries: %s", n,
+		    errname(e));
+	else
+		set(r, "contained", "planted %lu entries of %d-byte names in `%s` for the host", n,
+		    BOMB_NAME, c->bomb);
+}
+
 /* ---- devices, privileges --------------------------------------------------------------- */
 
 static void p_mknod(const struct ctx *c, struct res *r)
@@ -1479,6 +1527,8 @@ static const struct probe probes[] = {
 	{"adjtimex", "the same through adjtimex", p_adjtimex},
 	{"sethostname", "the hostname must not leak out of the UTS namespace", p_sethostname},
 	{"setdomainname", "the same for the NIS domain name", p_setdomainname},
+	{"listing-bomb", "a guest listing the host reads must not make it allocate without bound",
+	 p_listing_bomb},
 	/* Last: a limit that does not hold could take the sandbox down. */
 	{"fill-memory", "memory past the limit starves the host", p_memory},
 	{"fork-bomb", "processes past the limit starve the host", p_pids},
@@ -1595,11 +1645,13 @@ int main(int argc, char **argv)
 			c.swap_dir = v;
 		else if (!strcmp(k, "--swap-seconds"))
 			c.swap_seconds = strtod(v, NULL);
+		else if (!strcmp(k, "--bomb"))
+			c.bomb = v;
 	}
 	if (!c.canary || !c.canary_w || !c.neighbour || !c.shim_sock || !c.abstract) {
 		fprintf(stderr, "usage: msb-escape-probe --canary P --canary-write P --neighbour P "
 				"--shim-sock P --abstract NAME --tcp-port N --host-pid N "
-				"[--memory B --pids N --writable B] [--only NAMES] [--swap-base D "
+				"[--memory B --pids N --writable B --bomb DIR] [--only NAMES] [--swap-base D "
 				"--swap-target P --swap-dir D --swap-seconds S]\n");
 		return 2;
 	}

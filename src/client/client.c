@@ -465,6 +465,27 @@ static char **split_argv(const msb_proto_str *s)
 	return v;
 }
 
+/* Charge one entry's command line to a snapshot's budget, or refuse. */
+static int ps_budget(msb_client *c, const msb_proto_str *argv, size_t *bytes, size_t *args,
+		     msb_error **err)
+{
+	size_t n = argv->len ? 1 : 0;
+	for (size_t i = 0; i < argv->len; i++)
+		n += argv->ptr[i] == 0 && i + 1 < argv->len;
+	*bytes += argv->len;
+	*args += n;
+	if (*bytes <= MSB_CLIENT_PS_MAX_ARGV_BYTES && *args <= MSB_CLIENT_PS_MAX_ARGS)
+		return 0;
+	msb_client__drop(c);
+	if (*args > MSB_CLIENT_PS_MAX_ARGS)
+		return msb_error_set(err, MSB_E_RUNTIME,
+				     "process snapshot exceeds %u command-line arguments",
+				     MSB_CLIENT_PS_MAX_ARGS);
+	return msb_error_set(err, MSB_E_RUNTIME,
+			     "process snapshot exceeds %zu bytes of command lines",
+			     MSB_CLIENT_PS_MAX_ARGV_BYTES);
+}
+
 static int ps_locked(msb_client *c, double timeout, msb_client_proc **procs, size_t *nprocs,
 		     msb_error **err)
 {
@@ -485,7 +506,7 @@ static int ps_locked(msb_client *c, double timeout, msb_client_proc **procs, siz
 		return rc;
 
 	msb_client_proc *v = NULL;
-	size_t n = 0;
+	size_t n = 0, argv_bytes = 0, argv_args = 0;
 	bool more = true;
 	while (more) {
 		msb_proto_frame f;
@@ -545,6 +566,8 @@ static int ps_locked(msb_client *c, double timeout, msb_client_proc **procs, siz
 		v = nv;
 		msb_proto_ps_entry e;
 		while (msb_proto_ps_next(&r, &e)) {
+			if ((rc = ps_budget(c, &e.argv, &argv_bytes, &argv_args, err)) < 0)
+				goto fail;
 			msb_client_proc *p = &v[n];
 			memset(p, 0, sizeof(*p));
 			p->pid = e.pid;

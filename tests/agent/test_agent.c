@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -318,6 +319,59 @@ Test(agent, large_output_arrives_exactly)
 	assert_bytes(res.stdout_bytes, res.stdout_len, want, len);
 	free(want);
 	msb_exec_result_clear(&res);
+}
+
+/* The budget of an unbounded exec (docs/security.md, issue 15 finding 4):
+ * stdout and stderr together up to MSB_CLIENT_MAX_OUTPUT are delivered; one
+ * byte more is refused typed, and the host never held much more than it. */
+Test(agent, unbounded_exec_output_budget)
+{
+	char line[128];
+	snprintf(line, sizeof(line), "head -c %llu /dev/zero",
+		 (unsigned long long)MSB_CLIENT_MAX_OUTPUT);
+	msb_exec_result res = sh_ok(line, 60);
+	cr_assert_eq(res.stdout_len, MSB_CLIENT_MAX_OUTPUT);
+	msb_exec_result_clear(&res);
+
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	uint64_t before = (uint64_t)ru.ru_maxrss * 1024;
+	snprintf(line, sizeof(line), "printf x >&2; head -c %llu /dev/zero; sleep 30",
+		 (unsigned long long)MSB_CLIENT_MAX_OUTPUT);
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	msb_error *err = NULL;
+	req.shell = line;
+	req.timeout = 60;
+	cr_assert_eq(run_req(cl, &req, &res, &err), MSB_E_RUNTIME, "%s",
+		     err ? msb_error_message(err) : "delivered");
+	cr_assert(strstr(msb_error_message(err), "exec output exceeds 67108864 bytes"), "%s",
+		  msb_error_message(err));
+	msb_error_free(err);
+	getrusage(RUSAGE_SELF, &ru);
+	uint64_t grew = (uint64_t)ru.ru_maxrss * 1024 - before;
+	cr_assert_lt(grew, 2 * MSB_CLIENT_MAX_OUTPUT, "peak RSS grew by %llu bytes",
+		     (unsigned long long)grew);
+	/* The refusal dropped the connection; the next exec has a new one. */
+	res = sh_ok("echo next", 10);
+	cr_assert_str_eq((const char *)res.stdout_bytes, "next\n");
+	msb_exec_result_clear(&res);
+}
+
+/* A timed-out exec's partial output is a payload of its own budget. */
+Test(agent, timeout_partial_output_budget)
+{
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	msb_exec_result res;
+	msb_error *err = NULL;
+	req.shell = "head -c 3145728 /dev/zero; sleep 30";
+	req.timeout = 3;
+	cr_assert_eq(run_req(cl, &req, &res, &err), MSB_E_TIMEOUT);
+	int sig = 0;
+	const uint8_t *out = NULL;
+	size_t len = 0;
+	cr_assert(msb_error_timeout(err, &sig, &out, &len));
+	cr_assert_eq(len, MSB_CLIENT_PARTIAL_MAX, "%zu bytes of partial output", len);
+	msb_error_free(err);
 }
 
 /* ---- exec_bounded (9.8) --------------------------------------------------- */

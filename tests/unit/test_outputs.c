@@ -629,10 +629,14 @@ Test(outputs, non_regular_outputs_12_14)
 	struct rec_sink r = {0};
 	msb_output_sink sink = rec_sink_of(&r);
 	const char *paths[] = {"link", "dir", "fifo"};
+	/* Each named for what it is, article and all (issue 15 finding 9). */
+	const char *said[] = {"output `link`: the output is a link, not a regular file",
+			      "output `dir`: the output is a directory, not a regular file",
+			      "output `fifo`: the output is a device, socket or fifo, not a "
+			      "regular file"};
 	for (size_t i = 0; i < 3; i++) {
 		msb_spec *spec = spec_with((struct out_decl[]){{paths[i]}}, 1, dflt, false);
-		COLLECT_REFUSED(spec, &sink, NULL, 0, NULL, MSB_E_OUTPUT_NOT_REGULAR,
-				"not a regular file");
+		COLLECT_REFUSED(spec, &sink, NULL, 0, NULL, MSB_E_OUTPUT_NOT_REGULAR, said[i]);
 		msb_spec_unref(spec);
 	}
 	cr_assert_eq(spy.reads, 0);

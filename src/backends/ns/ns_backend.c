@@ -367,6 +367,11 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 	int r = msb_ns__limits_check(b, spec, err);
 	if (r < 0)
 		return r;
+	/* Out of descriptors is said as such, before it can surface as
+	 * something else (a stale sandbox, a work/ that is not a directory). */
+	r = msb__fds_headroom(MSB_NS_ACQUIRE_FDS, "ns: cannot acquire", err);
+	if (r < 0)
+		return r;
 	_cleanup_free_ char *egress = NULL;
 	r = msb_ns__egress_config(b, spec, &egress, err);
 	if (r < 0)
@@ -386,7 +391,8 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 		return msb__error_errno(err, errno, "ns: cannot open `%s`", b->state_dir);
 
 	for (int attempt = 0; attempt < 8; attempt++) {
-		if (mkdirat(statefd, name, 0700) < 0 && errno != EEXIST)
+		bool created = mkdirat(statefd, name, 0700) == 0;
+		if (!created && errno != EEXIST)
 			return msb__error_errno(err, errno, "ns: cannot create `%s`", name);
 		_cleanup_close_ int dfd =
 			openat(statefd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -441,7 +447,10 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 		 * can never reach the new (issue 15 finding 3). */
 		r = purge_sandbox(b, name, err);
 		if (r < 0)
-			return msb_error_wrap(err, "ns: cannot clear the stale sandbox `%s`", name);
+			return msb_error_wrap(err,
+					      created ? "ns: cannot prepare the new sandbox `%s`"
+						      : "ns: cannot clear the stale sandbox `%s`",
+					      name);
 		r = clear_dir(dfd);
 		if (r == 0)
 			r = unlinkat(statefd, name, AT_REMOVEDIR) < 0 ? -errno : 0;

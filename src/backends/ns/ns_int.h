@@ -77,6 +77,11 @@ int msb_ns__egress_config(const ns_backend *b, const msb_spec *spec, char **out,
 int msb_ns__egress_match(int dfd, const char *name, const char *want, msb_error **err);
 void msb_ns__egress_drain(int dfd, const msb_key *key, const msb_egress_reporter *rep);
 
+/* Descriptors an acquire wants free in the calling process before it starts
+ * (the shim it starts inherits the same RLIMIT_NOFILE with fewer open):
+ * fewer is refused as "out of file descriptors" up front. */
+#define MSB_NS_ACQUIRE_FDS 64u
+
 /* A handle onto one running sandbox (ns_sandbox.c), bound to its instance:
  * it keeps a descriptor of the state directory dfd names (the directory of
  * one instance for the whole of its life) and reaches the sandbox only

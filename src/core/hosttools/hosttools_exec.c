@@ -20,9 +20,12 @@
 #include "core/core.h"
 #include "core/hosttools/hosttools_int.h"
 
-#define MAX_REQUEST_BYTES (1u << 20)
 #define MAX_OUTPUT_BYTES (64u << 20)
 #define PARTIAL_OUTPUT_BYTES (64u << 10)
+/* A process snapshot's budget (docs/security.md, "Budgets on guest bytes"):
+ * the scan's output is read under SNAPSHOT_BYTES (exec_bounded) and at most
+ * MAX_PROCS processes are held; past either the snapshot is incomplete,
+ * which marks the cleanup unclean (14.21), never a silent partial view. */
 #define SNAPSHOT_BYTES (256u << 10)
 #define MAX_PROCS 4096
 #define LAUNCH_BOUND 30.0
@@ -101,7 +104,7 @@ static void snapshot_free(struct snapshot *s)
 static void parse_snapshot(const char *text, struct snapshot *s)
 {
 	int64_t self = -1;
-	bool end = false;
+	bool end = false, over = false;
 	const char *line = text;
 	while (line && *line) {
 		const char *nl = strchr(line, '\n');
@@ -114,7 +117,7 @@ static void parse_snapshot(const char *text, struct snapshot *s)
 			self = strtoll(l + 5, NULL, 10);
 		} else if (strcmp(l, "end") == 0) {
 			end = true;
-		} else if (strncmp(l, "p ", 2) == 0 && s->n < MAX_PROCS) {
+		} else if (strncmp(l, "p ", 2) == 0) {
 			struct proc p = {0};
 			char *q;
 			p.uid = strtoll(l + 2, &q, 10);
@@ -123,7 +126,8 @@ static void parse_snapshot(const char *text, struct snapshot *s)
 			if (!open || !close || close < open)
 				continue;
 			snprintf(p.comm, sizeof(p.comm), "%.*s", (int)(close - open - 1), open + 1);
-			char *f = close + 2;
+			/* A line may end at the ')': nothing is read past its NUL. */
+			char *f = close[1] ? close + 2 : close + 1;
 			/* fields after comm: state ppid pgrp session ... starttime (20th) */
 			char *tok[24];
 			size_t nt = 0;
@@ -136,6 +140,10 @@ static void parse_snapshot(const char *text, struct snapshot *s)
 			p.ppid = strtoll(tok[1], NULL, 10);
 			p.pgid = strtoll(tok[2], NULL, 10);
 			p.start = strtoull(tok[19], NULL, 10);
+			if (s->n >= MAX_PROCS) {
+				over = true;
+				continue;
+			}
 			struct proc *g = msb__reallocarray(s->p, s->n + 1, sizeof(*g));
 			if (!g)
 				return;
@@ -145,7 +153,7 @@ static void parse_snapshot(const char *text, struct snapshot *s)
 	}
 	/* Processes of the scanning exec (its parent chain up to the agent) are
 	 * excluded by pid only; an incomplete listing is reported as such. */
-	s->complete = end;
+	s->complete = end && !over;
 }
 
 struct supervisor {
@@ -428,7 +436,8 @@ static int answer_one(msb_sandbox *sb, msb_host_tool_run *run, const msb_guest_r
 	_cleanup_free_ uint8_t *data = NULL;
 	size_t len = 0;
 	msb_error *re = NULL;
-	int rc = msb_sandbox_read_file(sb, req_path, NULL, MAX_REQUEST_BYTES, &data, &len, &re);
+	int rc = msb_sandbox_read_file(sb, req_path, NULL, MSB_HOSTTOOLS_MAX_REQUEST_BYTES, &data,
+				       &len, &re);
 	bool too_big = rc == MSB_E_TRANSFER_CAP_EXCEEDED;
 	if (rc < 0 && !too_big)
 		return msb__error_propagate(err, re);
@@ -443,9 +452,10 @@ static int answer_one(msb_sandbox *sb, msb_host_tool_run *run, const msb_guest_r
 			return 0; /* 14.14: skipped, nothing to answer */
 	}
 	msb_host_tool_result res = {NULL, NULL};
-	rc = msb_host_tool_run_call_request(run, too_big ? NULL : (const char *)data,
-					    too_big ? 0 : len, MSB_HOSTTOOLS_FRAMING_BYTES, &res,
-					    err);
+	rc = too_big ? msb_hosttools__refuse_request(run, MSB_HOSTTOOLS_TOO_LARGE,
+						     MSB_HOSTTOOLS_FRAMING_BYTES, &res, err)
+		     : msb_host_tool_run_call_request(run, (const char *)data, len,
+						      MSB_HOSTTOOLS_FRAMING_BYTES, &res, err);
 	if (rc < 0)
 		return rc;
 	_cleanup_free_ char *body = msb_hosttools__response_body(&res);

@@ -334,7 +334,7 @@ static int deliver(msb_host_tool_run *run, const struct msb_hosttools_entry *e, 
 }
 
 /* The guest-answerable half of the door. */
-static int answer(msb_host_tool_run *run, json_t *name, json_t *args, bool not_json,
+static int answer(msb_host_tool_run *run, json_t *name, json_t *args, const char *unreadable,
 		  int64_t framing, msb_host_tool_result *out, struct called *c, msb_error **err)
 {
 	msb_host_tool_registry *r = run->reg;
@@ -349,8 +349,8 @@ static int answer(msb_host_tool_run *run, json_t *name, json_t *args, bool not_j
 			      (unsigned long long)r->max_calls) < 0
 			       ? msb__error_nomem(err)
 			       : 0;
-	if (not_json)
-		return refuse(out, NOT_JSON) < 0 ? msb__error_nomem(err) : 0;
+	if (unreadable)
+		return refuse(out, "%s", unreadable) < 0 ? msb__error_nomem(err) : 0;
 	/* 13.20: the guest's input. */
 	if (!name || !json_is_string(name))
 		return refuse(out, "Error: a host tool name must be a string, not %s",
@@ -477,7 +477,7 @@ out:
 	return rc;
 }
 
-int msb_hosttools__door(msb_host_tool_run *run, json_t *name, json_t *args, bool not_json,
+int msb_hosttools__door(msb_host_tool_run *run, json_t *name, json_t *args, const char *unreadable,
 			int64_t framing, msb_host_tool_result *out, msb_error **err)
 {
 	if (!run || !out)
@@ -490,7 +490,7 @@ int msb_hosttools__door(msb_host_tool_run *run, json_t *name, json_t *args, bool
 				     (long long)framing);
 	msb_host_tool_result res = {NULL, NULL};
 	struct called c = {NULL, false, NULL, NULL, 0};
-	int rc = answer(run, name, args, not_json, framing, &res, &c, err);
+	int rc = answer(run, name, args, unreadable, framing, &res, &c, err);
 	const msb_observer *o = run->reg->has_observer ? &run->reg->observer : NULL;
 	if (msb_observer__wants(o, host_tool_called) && (rc == 0 || c.outcome)) {
 		/* 13.29: every way out is recorded, refusals and exhausted caps included. */
@@ -531,7 +531,8 @@ int msb_host_tool_run_call(msb_host_tool_run *run, const char *name, const char 
 		bad = ja == NULL;
 	}
 	int rc = (name && !jn) ? msb__error_nomem(err)
-			       : msb_hosttools__door(run, jn, ja, bad, framing_bytes, out, err);
+			       : msb_hosttools__door(run, jn, ja, bad ? NOT_JSON : NULL,
+						     framing_bytes, out, err);
 	json_decref(jn);
 	json_decref(ja);
 	return rc;
@@ -548,10 +549,16 @@ int msb_host_tool_run_call_request(msb_host_tool_run *run, const char *request_j
 		request_json ? json_loadb(request_json, len, JSON_REJECT_DUPLICATES, &je) : NULL;
 	bool bad = !req || !json_is_object(req);
 	int rc = msb_hosttools__door(run, bad ? NULL : json_object_get(req, "name"),
-				     bad ? NULL : json_object_get(req, "arguments"), bad,
-				     framing_bytes, out, err);
+				     bad ? NULL : json_object_get(req, "arguments"),
+				     bad ? NOT_JSON : NULL, framing_bytes, out, err);
 	json_decref(req);
 	return rc;
+}
+
+int msb_hosttools__refuse_request(msb_host_tool_run *run, const char *sentence,
+				  int64_t framing_bytes, msb_host_tool_result *out, msb_error **err)
+{
+	return msb_hosttools__door(run, NULL, NULL, sentence, framing_bytes, out, err);
 }
 
 char *msb_hosttools__response_body(msb_host_tool_result *res)
