@@ -73,7 +73,7 @@ struct ctx {
 	const char *swap_target; /* a host file, by its host path, for the links */
 	const char *swap_dir;	 /* a host directory, by its host path */
 	double swap_seconds;	 /* how long the link-swap probe runs */
-	const char *bomb; /* where to plant the listing bomb (in the storage base) */
+	const char *bomb;	 /* where to plant the listing bomb (in the storage base) */
 };
 
 struct res {
@@ -1651,7 +1651,8 @@ int main(int argc, char **argv)
 	if (!c.canary || !c.canary_w || !c.neighbour || !c.shim_sock || !c.abstract) {
 		fprintf(stderr, "usage: msb-escape-probe --canary P --canary-write P --neighbour P "
 				"--shim-sock P --abstract NAME --tcp-port N --host-pid N "
-				"[--memory B --pids N --writable B --bomb DIR] [--only NAMES] [--swap-base D "
+				"[--memory B --pids N --writable B --bomb DIR] [--only NAMES] "
+				"[--swap-base D "
 				"--swap-target P --swap-dir D --swap-seconds S]\n");
 		return 2;
 	}

@@ -349,7 +349,8 @@ int msb__fds_headroom(unsigned need, const char *what, msb_error **err)
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
 		return 0;
-	/* Counting needs one descriptor itself: none left is the answer too. */
+	/* Counting needs one descriptor itself: none left is the answer too.
+	 * guest-names: ok - /proc/self/fd is the host process's own */
 	int fd = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 && (errno == EMFILE || errno == ENFILE))
 		return msb__error_errno(err, errno, "%s", what);

@@ -894,11 +894,14 @@ Test(overexec, absent_signal_14_26)
  * run is reported completed with that code, not as a timeout. */
 Test(overexec, marker_means_completed_14_27_14_36)
 {
-	static const char prog[] = "import os, time\n"
-				   "d = os.path.dirname(os.path.abspath(__file__))\n"
-				   "print('done', flush=True)\n"
-				   "open(os.path.join(d, 'program_exit_code'), 'w').write('3\\n')\n"
-				   "time.sleep(100)\n";
+	static const char prog[] =
+		"import os, time\n"
+		"d = os.path.dirname(os.path.abspath(__file__))\n"
+		"print('done', flush=True)\n"
+		"p = os.path.join(d, 'program_exit_code')\n"
+		"open(p + '.part', 'w').write('3\\n')\n"
+		"os.replace(p + '.part', p)\n" /* lands whole, as the launcher's */
+		"time.sleep(100)\n";
 	struct harness h;
 	harness(&h, "program.py", prog, 16, 0);
 	msb_observer obs = proc_observer();
