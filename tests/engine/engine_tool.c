@@ -59,13 +59,11 @@ static int backend_from(const char *json, msb_backend **out, msb_error **err)
 {
 	json_error_t je;
 	json_t *o = json_loads(json, 0, &je);
-	__attribute__((unused)) const char *type = o ? sget(o, "type") : NULL;
+	const char *type = o ? sget(o, "type") : NULL;
 	int r;
-#ifdef HAVE_WSLC
 	if (type && strcmp(type, "wslc") == 0)
 		r = msb_wslc_backend_from_json(json, strlen(json), out, err);
 	else
-#endif
 		r = msb_docker_backend_from_json(json, strlen(json), out, err);
 	json_decref(o);
 	return r;
@@ -290,14 +288,9 @@ int main(int argc, char **argv)
 		char *reason = NULL;
 		json_t *bj = json_loads(argv[1], 0, &je);
 		const char *type = sget(bj, "type");
-#ifdef HAVE_WSLC
 		int r = type && strcmp(type, "wslc") == 0
 				? msb_wslc_doctor(argv[1], strlen(argv[1]), &ok, &reason, &err)
 				: msb_docker_doctor(argv[1], strlen(argv[1]), &ok, &reason, &err);
-#else
-		(void)type;
-		int r = msb_docker_doctor(argv[1], strlen(argv[1]), &ok, &reason, &err);
-#endif
 		json_decref(bj);
 		if (r < 0)
 			return fail(err);

@@ -199,10 +199,10 @@ int msb_engine__tar_one(const char *name, const uint8_t *data, size_t len, msb_b
  * A streaming reader of the first entry of a tar stream, fed in pieces as
  * they arrive (22.7). Extended headers (PAX x/g, GNU L/K) are read within
  * ENGINE_TAR_EXT_BUDGET. When the first real header is complete, on_header
- * decides: 0 takes the body, which must then be a regular file (the check
- * refuses anything else, and a size over the cap, before a body byte is
- * kept); an error stops the feed. Once the body is complete the reader is
- * done and ignores the rest (padding, trailer): the caller may hang up.
+ * decides: 1 ends the read there (a stat), 0 takes the body, which must then be a regular file (the
+ * check refuses anything else, and a size over the cap, before a body byte is kept); an error stops
+ * the feed. Once the body is complete the reader is done and ignores the rest (padding, trailer):
+ * the caller may hang up.
  */
 typedef struct engine_tar_header {
 	char type; /* '0' regular, '5' dir, '2' symlink, '1' hard link, ... */

@@ -294,6 +294,11 @@ static int take_header(engine_tar_reader *r, msb_error **err)
 	int rc = r->on_header(r->ud, o, err);
 	if (rc < 0)
 		return rc;
+	if (rc > 0) {
+		/* The header was all the caller wanted. */
+		r->done = true;
+		return 0;
+	}
 	r->body = malloc(o->size ? (size_t)o->size : 1);
 	if (!r->body)
 		return msb__error_nomem(err);
