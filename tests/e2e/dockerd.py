@@ -6,6 +6,7 @@ NetworkMode none), imports a busybox root filesystem made here from Debian's
 busybox-static as the only image, and at the end stops the engine and removes
 everything it made. Nothing is pulled: the image is a local tar.
 """
+import hashlib
 import io
 import os
 import shutil
@@ -90,7 +91,8 @@ class PrivateDockerd:
 
     def start(self, timeout=60):
         self.log = open(os.path.join(self.dir, "dockerd.log"), "ab")
-        name = os.path.basename(self.dir)
+        # containerd namespaces are [A-Za-z0-9] words joined by [._-].
+        name = "msbdk" + hashlib.sha256(self.dir.encode()).hexdigest()[:12]
         self.proc = subprocess.Popen(
             ["dockerd", "--data-root", os.path.join(self.dir, "data"),
              "--exec-root", os.path.join(self.dir, "x"), "-H", self.host,

@@ -222,6 +222,9 @@ int msb_docker__http(docker_http *h, const docker_request *req, docker_response 
 	curl_easy_setopt(e, CURLOPT_HEADERDATA, &c);
 	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(t * 1000));
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+	/* Archives move tens of MiB: big buffers, few callbacks. */
+	curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 1L << 20);
+	curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 2L << 20);
 	if (strcmp(req->method, "HEAD") == 0) {
 		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
 	} else if (strcmp(req->method, "GET") != 0) {
