@@ -263,16 +263,7 @@ typedef struct recorder {
 
 static char *join(char *const *argv)
 {
-	size_t len = 1;
-	for (char *const *p = argv; *p; p++)
-		len += strlen(*p) + 1;
-	char *s = calloc(1, len);
-	for (char *const *p = argv; *p; p++) {
-		if (p != argv)
-			strcat(s, " ");
-		strcat(s, *p);
-	}
-	return s;
+	return msb__strv_join(argv, " ");
 }
 
 static void reply(wslc_outcome *o, int code, const char *out, const char *err)
