@@ -58,9 +58,10 @@ typedef struct msb_docker_options {
 
 /*
  * Make the backend. Asks the engine once (GET /version): the API version to
- * speak (the engine's, capped at the newest this client knows, at least
- * 1.40) and os_families from its OSType (22.6). MSB_E_OS when the engine is
- * not reachable, MSB_E_VALUE for a host that is not a unix socket.
+ * speak (the engine's, capped at the newest this client knows; an engine
+ * older than API v1.40 is refused) and os_families from its OSType
+ * (22.6). MSB_E_OS when the engine is not reachable, MSB_E_VALUE for a host
+ * that is not a unix socket.
  */
 MSB_EXTERN int msb_docker_backend_new(const msb_docker_options *opts, msb_backend **out,
 				      msb_error **err);
