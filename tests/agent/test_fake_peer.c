@@ -87,6 +87,15 @@ static void *fake_agent(void *arg)
 		h.role = MSB_PROTO_ROLE_HOST;
 		put(fd, buf, msb_proto_enc_hello(buf, sizeof(buf), &h));
 		goto out;
+	case OVER_CREDIT:
+	case OTHER_CHANNEL:
+	case BAD_EXIT_FLAGS:
+	case OVERSIZE_HEADER:
+	case OVER_BUDGET:
+	case FALSE_TRUNCATION:
+	case HANG_UP:
+	case PS_FLOOD:
+	case FAKE_CANCEL:
 	default:
 		put(fd, buf, msb_proto_enc_hello(buf, sizeof(buf), &h));
 		break;
@@ -146,6 +155,9 @@ static void *fake_agent(void *arg)
 		}
 		break;
 	}
+	case GARBAGE_HELLO:
+	case WRONG_VERSION:
+	case HOST_ROLE:
 	default:
 		break;
 	}

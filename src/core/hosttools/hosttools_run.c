@@ -167,6 +167,7 @@ static const char *py_type(json_t *v)
 	case JSON_TRUE:
 	case JSON_FALSE:
 		return "bool";
+	case JSON_NULL:
 	default:
 		return "NoneType";
 	}
