@@ -21,7 +21,7 @@
 #include <msb/ns.h>
 #include <msb/testing.h>
 
-#include "core/policy/router_int.h"
+#include "core/core.h"
 #include "util/json.h"
 
 static const char *const backend_keys[] = {"type", "name", "isolation", "declarations", NULL};
