@@ -343,6 +343,59 @@ static bool declared(const msb_declarations *d, msb_conformance_suite s, const c
 	return false;
 }
 
+/* One suite's probes against an acquired sandbox. */
+static int run_probes(struct run *rn, msb_conformance_suite s, msb_sandbox *box,
+		      const msb_declarations *d, msb_conformance_report **rep, msb_error **err)
+{
+	msb_conformance_subject subj;
+	msb_posix_guest_subject(box, MSB_DEFAULT_WORK_DIR, d->capabilities, &subj);
+	int r;
+	switch (s) {
+	case MSB_SUITE_FILES_IN:
+		r = msb_run_files_in_probes(&subj, rep, err);
+		break;
+	case MSB_SUITE_FILES_OUT:
+		r = msb_run_files_out_probes(&subj, rep, err);
+		break;
+	case MSB_SUITE_EXEC:
+		r = msb_run_exec_probes(&subj, rep, err);
+		break;
+	case MSB_SUITE_FILES_DELETE:
+		r = msb_run_files_delete_probes(&subj, rep, err);
+		break;
+	case MSB_SUITE_RECLAIM:
+		r = msb_run_reclaim_probes(&subj, rep, err);
+		break;
+	case MSB_SUITE_EGRESS: {
+		msb_egress_conformance_options eo = MSB_EGRESS_CONFORMANCE_OPTIONS_INIT;
+		eo.allowed_url = rn->a->allowed_url;
+		eo.denied_url = rn->a->denied_url;
+		eo.egress_modes = d->egress_modes;
+		r = msb_run_egress_probes(&subj, &eo, rep, err);
+		break;
+	}
+	case MSB_SUITE_NOTHING_LEFT_BEHIND: {
+		struct nlb_call c = {box, ""};
+		char tag[17];
+		cli_random_hex(tag, 8);
+		snprintf(c.dir, sizeof(c.dir), "call-%s", tag);
+		msb_fingerprint_subject fp;
+		msb_sandbox_fingerprint_subject(box, &fp);
+		r = msb_assert_nothing_left_behind(&fp, nlb_call, &c, rep, err);
+		if (r == MSB_E_CONFORMANCE_FAILURE) {
+			msb_error_free(*err);
+			*err = NULL;
+			r = 0;
+		}
+		break;
+	}
+	case MSB_SUITE_CALL_SCOPE: /* run_suite() runs it without a sandbox */
+	default:
+		r = msb_error_set(err, MSB_E_VALUE, "unknown suite");
+	}
+	return r;
+}
+
 static int run_suite(struct run *rn, msb_conformance_suite s)
 {
 	const char *name = msb_conformance_suite_name(s);
@@ -407,51 +460,7 @@ static int run_suite(struct run *rn, msb_conformance_suite s)
 		msb_backend_unref(b);
 		return 0;
 	}
-	msb_conformance_subject subj;
-	msb_posix_guest_subject(box, MSB_DEFAULT_WORK_DIR, d->capabilities, &subj);
-	switch (s) {
-	case MSB_SUITE_FILES_IN:
-		r = msb_run_files_in_probes(&subj, &rep, &err);
-		break;
-	case MSB_SUITE_FILES_OUT:
-		r = msb_run_files_out_probes(&subj, &rep, &err);
-		break;
-	case MSB_SUITE_EXEC:
-		r = msb_run_exec_probes(&subj, &rep, &err);
-		break;
-	case MSB_SUITE_FILES_DELETE:
-		r = msb_run_files_delete_probes(&subj, &rep, &err);
-		break;
-	case MSB_SUITE_RECLAIM:
-		r = msb_run_reclaim_probes(&subj, &rep, &err);
-		break;
-	case MSB_SUITE_EGRESS: {
-		msb_egress_conformance_options eo = MSB_EGRESS_CONFORMANCE_OPTIONS_INIT;
-		eo.allowed_url = rn->a->allowed_url;
-		eo.denied_url = rn->a->denied_url;
-		eo.egress_modes = d->egress_modes;
-		r = msb_run_egress_probes(&subj, &eo, &rep, &err);
-		break;
-	}
-	case MSB_SUITE_NOTHING_LEFT_BEHIND: {
-		struct nlb_call c = {box, ""};
-		char tag[17];
-		cli_random_hex(tag, 8);
-		snprintf(c.dir, sizeof(c.dir), "call-%s", tag);
-		msb_fingerprint_subject fp;
-		msb_sandbox_fingerprint_subject(box, &fp);
-		r = msb_assert_nothing_left_behind(&fp, nlb_call, &c, &rep, &err);
-		if (r == MSB_E_CONFORMANCE_FAILURE) {
-			msb_error_free(err);
-			err = NULL;
-			r = 0;
-		}
-		break;
-	}
-	case MSB_SUITE_CALL_SCOPE: /* handled above */
-	default:
-		r = msb_error_set(&err, MSB_E_VALUE, "unknown suite");
-	}
+	r = run_probes(rn, s, box, d, &rep, &err);
 	if (r < 0)
 		broke(rn, name, err);
 	else

@@ -407,6 +407,81 @@ static void host_checks(struct verdicts *v, struct host *h, const msb_exec_resul
 	msb_error_free(err);
 }
 
+/* The probe, in `sb`, against what the host planted. */
+static int run_probe(msb_sandbox *sb, const struct host *h, const char *shim, const char *nfile,
+		     msb_exec_result *res, msb_error **err)
+{
+	char port[16], pid[16], mem[32], pids[32], wr[32];
+	snprintf(port, sizeof(port), "%d", h->tcp_port);
+	snprintf(pid, sizeof(pid), "%d", (int)h->sleeper);
+	snprintf(mem, sizeof(mem), "%llu", ESC_MEMORY);
+	snprintf(pids, sizeof(pids), "%llu", ESC_PIDS);
+	snprintf(wr, sizeof(wr), "%llu", ESC_WRITABLE);
+	const char *argv[] = {MSB_DEFAULT_WORK_DIR "/msb-escape-probe",
+			      "--canary",
+			      h->canary,
+			      "--canary-write",
+			      h->canary_w,
+			      "--neighbour",
+			      nfile,
+			      "--shim-sock",
+			      shim,
+			      "--abstract",
+			      h->abstract,
+			      "--tcp-port",
+			      port,
+			      "--host-pid",
+			      pid,
+			      "--memory",
+			      mem,
+			      "--pids",
+			      pids,
+			      "--writable",
+			      wr,
+			      getenv("MSB_ESCAPE_ONLY") ? "--only" : NULL,
+			      getenv("MSB_ESCAPE_ONLY"),
+			      NULL};
+	return exec_in(sb, argv, 300, res, err);
+}
+
+/* The verdicts as JSON or a table's summary line; the exit status. */
+static int report(struct verdicts *v, const cli_conformance_args *a)
+{
+	if (a->json) {
+		json_t *top =
+			json_pack("{s:s, s:o, s:I, s:I}", "backend", a->backend, "probes", v->rows,
+				  "passed", (json_int_t)v->passed, "failed", (json_int_t)v->failed);
+		v->rows = NULL;
+		char *text = top ? json_dumps(top, JSON_COMPACT) : NULL;
+		if (text)
+			printf("%s\n", text);
+		free(text);
+		json_decref(top);
+	} else {
+		printf("\n%s escape suite: %zu passed, %zu failed\n", a->backend, v->passed,
+		       v->failed);
+	}
+	return v->failed ? msb_code_exit_status(MSB_E_CONFORMANCE_FAILURE) : 0;
+}
+
+/* The probed sandbox and its neighbour: disposed, or a warning. */
+static void dispose_both(msb_backend *b, const msb_key *key)
+{
+	const char *kinds[] = {"escape", "escape-neighbour"};
+	for (size_t i = 0; i < 2; i++) {
+		msb_disposal_failure *f = NULL;
+		msb_error *derr = NULL;
+		if (msb_backend_dispose(b, key, kinds[i], NULL, &f, &derr) < 0 || f)
+			fprintf(stderr, "msb: warning: the %s sandbox was not disposed: %s\n",
+				kinds[i],
+				f && f->detail ? f->detail
+				: derr	       ? msb_error_message(derr)
+					       : "");
+		msb_disposal_failure_free(f);
+		msb_error_free(derr);
+	}
+}
+
 int cli_escape(cli_conformance_args *a)
 {
 	msb_error *err = NULL;
@@ -474,39 +549,9 @@ int cli_escape(cli_conformance_args *a)
 		goto out;
 	}
 	msb_exec_result_clear(&res);
-	char port[16], pid[16], mem[32], pids[32], wr[32];
-	snprintf(port, sizeof(port), "%d", h.tcp_port);
-	snprintf(pid, sizeof(pid), "%d", (int)h.sleeper);
-	snprintf(mem, sizeof(mem), "%llu", ESC_MEMORY);
-	snprintf(pids, sizeof(pids), "%llu", ESC_PIDS);
-	snprintf(wr, sizeof(wr), "%llu", ESC_WRITABLE);
-	const char *argv[] = {MSB_DEFAULT_WORK_DIR "/msb-escape-probe",
-			      "--canary",
-			      h.canary,
-			      "--canary-write",
-			      h.canary_w,
-			      "--neighbour",
-			      nfile,
-			      "--shim-sock",
-			      shim,
-			      "--abstract",
-			      h.abstract,
-			      "--tcp-port",
-			      port,
-			      "--host-pid",
-			      pid,
-			      "--memory",
-			      mem,
-			      "--pids",
-			      pids,
-			      "--writable",
-			      wr,
-			      getenv("MSB_ESCAPE_ONLY") ? "--only" : NULL,
-			      getenv("MSB_ESCAPE_ONLY"),
-			      NULL};
 	/* A run the sandbox did not survive is itself the finding: every probe
 	 * it did not report is missing, and the host is still checked. */
-	int run_rc = exec_in(sb, argv, 300, &res, &err);
+	int run_rc = run_probe(sb, &h, shim, nfile, &res, &err);
 	if (!a->json)
 		printf("%-24s %-10s %-10s %-4s %s\n", "PROBE", "OUTCOME", "EXPECTED", "OK",
 		       "DETAIL");
@@ -522,39 +567,13 @@ int cli_escape(cli_conformance_args *a)
 	if (run_rc == 0 && res.exit_code != 0)
 		verdict(&v, "probe-exit-status", "error", "0", false, "the probe binary failed",
 			NULL);
-	if (a->json) {
-		json_t *top =
-			json_pack("{s:s, s:o, s:I, s:I}", "backend", a->backend, "probes", v.rows,
-				  "passed", (json_int_t)v.passed, "failed", (json_int_t)v.failed);
-		v.rows = NULL;
-		char *text = top ? json_dumps(top, JSON_COMPACT) : NULL;
-		if (text)
-			printf("%s\n", text);
-		free(text);
-		json_decref(top);
-	} else {
-		printf("\n%s escape suite: %zu passed, %zu failed\n", a->backend, v.passed,
-		       v.failed);
-	}
-	status = v.failed ? msb_code_exit_status(MSB_E_CONFORMANCE_FAILURE) : 0;
+	status = report(&v, a);
 out:
 	json_decref(v.rows);
 	msb_exec_result_clear(&res);
 	msb_sandbox_release(sb);
 	msb_sandbox_release(neighbour);
-	const char *kinds[] = {"escape", "escape-neighbour"};
-	for (size_t i = 0; i < 2; i++) {
-		msb_disposal_failure *f = NULL;
-		msb_error *derr = NULL;
-		if (msb_backend_dispose(b, &key, kinds[i], NULL, &f, &derr) < 0 || f)
-			fprintf(stderr, "msb: warning: the %s sandbox was not disposed: %s\n",
-				kinds[i],
-				f && f->detail ? f->detail
-				: derr	       ? msb_error_message(derr)
-					       : "");
-		msb_disposal_failure_free(f);
-		msb_error_free(derr);
-	}
+	dispose_both(b, &key);
 	host_teardown(&h);
 	free(bin);
 	msb_backend_unref(b);
