@@ -244,6 +244,59 @@ static bool declared(const msb_declarations *d, msb_conformance_suite s, const c
 	return false;
 }
 
+/* One suite's probes against an acquired sandbox. */
+static int run_probes(struct run *rn, msb_conformance_suite s, msb_sandbox *box,
+		      const msb_declarations *d, msb_conformance_report **rep, msb_error **err)
+{
+	msb_conformance_subject subj;
+	msb_posix_guest_subject(box, MSB_DEFAULT_WORK_DIR, d->capabilities, &subj);
+	int r;
+	switch (s) {
+	case MSB_SUITE_FILES_IN:
+		r = msb_run_files_in_probes(&subj, rep, err);
+		break;
+	case MSB_SUITE_FILES_OUT:
+		r = msb_run_files_out_probes(&subj, rep, err);
+		break;
+	case MSB_SUITE_EXEC:
+		r = msb_run_exec_probes(&subj, rep, err);
+		break;
+	case MSB_SUITE_FILES_DELETE:
+		r = msb_run_files_delete_probes(&subj, rep, err);
+		break;
+	case MSB_SUITE_RECLAIM:
+		r = msb_run_reclaim_probes(&subj, rep, err);
+		break;
+	case MSB_SUITE_EGRESS: {
+		msb_egress_conformance_options eo = MSB_EGRESS_CONFORMANCE_OPTIONS_INIT;
+		eo.allowed_url = rn->a->allowed_url;
+		eo.denied_url = rn->a->denied_url;
+		eo.egress_modes = d->egress_modes;
+		r = msb_run_egress_probes(&subj, &eo, rep, err);
+		break;
+	}
+	case MSB_SUITE_NOTHING_LEFT_BEHIND: {
+		struct nlb_call c = {box, ""};
+		char tag[17];
+		cli_random_hex(tag, 8);
+		snprintf(c.dir, sizeof(c.dir), "call-%s", tag);
+		msb_fingerprint_subject fp;
+		msb_sandbox_fingerprint_subject(box, &fp);
+		r = msb_assert_nothing_left_behind(&fp, nlb_call, &c, rep, err);
+		if (r == MSB_E_CONFORMANCE_FAILURE) {
+			msb_error_free(*err);
+			*err = NULL;
+			r = 0;
+		}
+		break;
+	}
+	case MSB_SUITE_CALL_SCOPE: /* run_suite() runs it without a sandbox */
+	default:
+		r = msb_error_set(err, MSB_E_VALUE, "unknown suite");
+	}
+	return r;
+}
+
 static int run_suite(struct run *rn, msb_conformance_suite s)
 {
 	const char *name = msb_conformance_suite_name(s);
@@ -308,50 +361,7 @@ static int run_suite(struct run *rn, msb_conformance_suite s)
 		msb_backend_unref(b);
 		return 0;
 	}
-	msb_conformance_subject subj;
-	msb_posix_guest_subject(box, MSB_DEFAULT_WORK_DIR, d->capabilities, &subj);
-	switch (s) {
-	case MSB_SUITE_FILES_IN:
-		r = msb_run_files_in_probes(&subj, &rep, &err);
-		break;
-	case MSB_SUITE_FILES_OUT:
-		r = msb_run_files_out_probes(&subj, &rep, &err);
-		break;
-	case MSB_SUITE_EXEC:
-		r = msb_run_exec_probes(&subj, &rep, &err);
-		break;
-	case MSB_SUITE_FILES_DELETE:
-		r = msb_run_files_delete_probes(&subj, &rep, &err);
-		break;
-	case MSB_SUITE_RECLAIM:
-		r = msb_run_reclaim_probes(&subj, &rep, &err);
-		break;
-	case MSB_SUITE_EGRESS: {
-		msb_egress_conformance_options eo = MSB_EGRESS_CONFORMANCE_OPTIONS_INIT;
-		eo.allowed_url = rn->a->allowed_url;
-		eo.denied_url = rn->a->denied_url;
-		eo.egress_modes = d->egress_modes;
-		r = msb_run_egress_probes(&subj, &eo, &rep, &err);
-		break;
-	}
-	case MSB_SUITE_NOTHING_LEFT_BEHIND: {
-		struct nlb_call c = {box, ""};
-		char tag[17];
-		cli_random_hex(tag, 8);
-		snprintf(c.dir, sizeof(c.dir), "call-%s", tag);
-		msb_fingerprint_subject fp;
-		msb_sandbox_fingerprint_subject(box, &fp);
-		r = msb_assert_nothing_left_behind(&fp, nlb_call, &c, &rep, &err);
-		if (r == MSB_E_CONFORMANCE_FAILURE) {
-			msb_error_free(err);
-			err = NULL;
-			r = 0;
-		}
-		break;
-	}
-	default:
-		r = msb_error_set(&err, MSB_E_VALUE, "unknown suite");
-	}
+	r = run_probes(rn, s, box, d, &rep, &err);
 	if (r < 0)
 		broke(rn, name, err);
 	else
@@ -399,6 +409,28 @@ static bool url_host(const char *url, char *out, size_t size)
 	memcpy(out, p, n);
 	out[n] = '\0';
 	return true;
+}
+
+/* The suites' summary, as JSON or a line; takes rn->suites. */
+static void run_summary(struct run *rn)
+{
+	const cli_conformance_args *a = rn->a;
+	if (a->json) {
+		json_t *top =
+			json_pack("{s:s, s:o, s:I, s:I, s:I}", "backend", a->backend, "suites",
+				  rn->suites, "passed", (json_int_t)rn->passed, "failed",
+				  (json_int_t)rn->failed, "skipped", (json_int_t)rn->skipped);
+		char *text = top ? json_dumps(top, JSON_COMPACT) : NULL;
+		if (text)
+			printf("%s\n", text);
+		free(text);
+		json_decref(top);
+	} else {
+		json_decref(rn->suites);
+		printf("\n%s: %zu passed, %zu failed, %zu skipped\n", a->backend, rn->passed,
+		       rn->failed, rn->skipped);
+	}
+	rn->suites = NULL;
 }
 
 static int cmd_conformance(int argc, char **argv)
@@ -507,20 +539,7 @@ static int cmd_conformance(int argc, char **argv)
 			return st;
 		}
 	}
-	if (a.json) {
-		json_t *top = json_pack("{s:s, s:o, s:I, s:I, s:I}", "backend", a.backend, "suites",
-					rn.suites, "passed", (json_int_t)rn.passed, "failed",
-					(json_int_t)rn.failed, "skipped", (json_int_t)rn.skipped);
-		char *text = top ? json_dumps(top, JSON_COMPACT) : NULL;
-		if (text)
-			printf("%s\n", text);
-		free(text);
-		json_decref(top);
-	} else {
-		json_decref(rn.suites);
-		printf("\n%s: %zu passed, %zu failed, %zu skipped\n", a.backend, rn.passed,
-		       rn.failed, rn.skipped);
-	}
+	run_summary(&rn);
 	cli_conformance_clear(&a);
 	return rn.failed ? msb_code_exit_status(MSB_E_CONFORMANCE_FAILURE) : 0;
 }

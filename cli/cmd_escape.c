@@ -714,6 +714,140 @@ static int join_results(const msb_exec_result *a, const msb_exec_result *b, msb_
 	return 0;
 }
 
+/* The probe's command line, against what the host planted; the strings it
+ * points into live in the struct. */
+struct probe_argv {
+	char port[16], pid[16], mem[32], pids[32], wr[32];
+	const char *argv[32];
+	size_t n_main; /* the main run's arguments, less --only and the NULL */
+};
+
+static void probe_argv(struct probe_argv *pa, const struct host *h, const char *shim,
+		       const char *nfile)
+{
+	snprintf(pa->port, sizeof(pa->port), "%d", h->tcp_port);
+	snprintf(pa->pid, sizeof(pa->pid), "%d", (int)h->sleeper);
+	snprintf(pa->mem, sizeof(pa->mem), "%llu", ESC_MEMORY);
+	snprintf(pa->pids, sizeof(pa->pids), "%llu", ESC_PIDS);
+	snprintf(pa->wr, sizeof(pa->wr), "%llu", ESC_WRITABLE);
+	const char *v[] = {MSB_DEFAULT_WORK_DIR "/msb-escape-probe",
+			   "--canary",
+			   h->canary,
+			   "--canary-write",
+			   h->canary_w,
+			   "--neighbour",
+			   nfile,
+			   "--shim-sock",
+			   shim,
+			   "--abstract",
+			   h->abstract,
+			   "--tcp-port",
+			   pa->port,
+			   "--host-pid",
+			   pa->pid,
+			   "--memory",
+			   pa->mem,
+			   "--pids",
+			   pa->pids,
+			   "--writable",
+			   pa->wr,
+			   "--bomb",
+			   MSB_DEFAULT_WORK_DIR "/" BOMB_DIR,
+			   getenv("MSB_ESCAPE_ONLY") ? "--only" : NULL,
+			   getenv("MSB_ESCAPE_ONLY"),
+			   NULL};
+	_Static_assert(sizeof(v) / sizeof(v[0]) <= sizeof(pa->argv) / sizeof(pa->argv[0]),
+		       "probe argv fits");
+	memcpy(pa->argv, v, sizeof(v));
+	pa->n_main = sizeof(v) / sizeof(v[0]) - 3;
+}
+
+/* The disposal removes what the guest left in the storage base: links to
+ * the sentinel and its directory, a closed directory. Judged against the
+ * sentinel as the swaps left it (`sentinel`), so that each check tells its
+ * own finding. */
+static void disposal_check(struct verdicts *v, msb_backend *b, const msb_key *key,
+			   const struct sentinel_state *sentinel, const struct host *h)
+{
+	msb_disposal_failure *df = NULL;
+	msb_error *derr = NULL;
+	int drc = msb_backend_dispose(b, key, "escape", NULL, &df, &derr);
+	if (drc < 0 || df)
+		verdict(v, "host:disposal-sentinel", "error", "blocked", false,
+			df && df->detail ? df->detail
+			: derr		 ? msb_error_message(derr)
+					 : "the disposal failed",
+			"removing the storage base must never walk outside it");
+	else
+		swap_verdict(v, "host:disposal-sentinel", sentinel, h,
+			     "after the disposal removed the guest's links", false,
+			     "removing the storage base must never walk outside it");
+	msb_disposal_failure_free(df);
+	msb_error_free(derr);
+}
+
+/* The verdicts as JSON or a table's summary line; the exit status. */
+static int report(struct verdicts *v, const cli_conformance_args *a)
+{
+	if (a->json) {
+		json_t *top =
+			json_pack("{s:s, s:o, s:I, s:I}", "backend", a->backend, "probes", v->rows,
+				  "passed", (json_int_t)v->passed, "failed", (json_int_t)v->failed);
+		v->rows = NULL;
+		char *text = top ? json_dumps(top, JSON_COMPACT) : NULL;
+		if (text)
+			printf("%s\n", text);
+		free(text);
+		json_decref(top);
+	} else {
+		printf("\n%s escape suite: %zu passed, %zu failed\n", a->backend, v->passed,
+		       v->failed);
+	}
+	return v->failed ? msb_code_exit_status(MSB_E_CONFORMANCE_FAILURE) : 0;
+}
+
+/* The probed sandbox and its neighbour: disposed, or a warning. */
+static void dispose_both(msb_backend *b, const msb_key *key)
+{
+	const char *kinds[] = {"escape", "escape-neighbour"};
+	for (size_t i = 0; i < 2; i++) {
+		msb_disposal_failure *f = NULL;
+		msb_error *derr = NULL;
+		if (msb_backend_dispose(b, key, kinds[i], NULL, &f, &derr) < 0 || f)
+			fprintf(stderr, "msb: warning: the %s sandbox was not disposed: %s\n",
+				kinds[i],
+				f && f->detail ? f->detail
+				: derr	       ? msb_error_message(derr)
+					       : "");
+		msb_disposal_failure_free(f);
+		msb_error_free(derr);
+	}
+}
+
+/* The probed sandbox's shim socket and the neighbour's file by their host
+ * paths (PATH_MAX each), and the probe made executable. */
+static int locate_and_chmod(cli_conformance_args *a, const char *thread, msb_sandbox *sb,
+			    char *shim, char *nfile, msb_error **err)
+{
+	char name[64] = "", nname[64] = "";
+	if (!sandbox_name(a, thread, "escape", name, sizeof(name)) ||
+	    !sandbox_name(a, thread, "escape-neighbour", nname, sizeof(nname)))
+		return msb_error_set(err, MSB_E_RUNTIME,
+				     "the sandboxes are not recorded under the state root `%s`",
+				     a->state_root);
+	snprintf(shim, PATH_MAX, "%.3900s/ns/%.64s/shim.sock", a->state_root, name);
+	snprintf(nfile, PATH_MAX, "%.3900s/ns/%.64s/work/neighbour-secret.txt", a->state_root,
+		 nname);
+	const char *chmod_argv[] = {"chmod", "0755", "msb-escape-probe", NULL};
+	msb_exec_result res = {0};
+	int rc = exec_in(sb, chmod_argv, 30, &res, err);
+	if (rc == 0 && res.exit_code != 0)
+		rc = msb_error_set(err, MSB_E_RUNTIME, "chmod of the probe exited %d",
+				   res.exit_code);
+	msb_exec_result_clear(&res);
+	return rc < 0 ? rc : 0;
+}
+
 int cli_escape(cli_conformance_args *a)
 {
 	msb_error *err = NULL;
@@ -759,60 +893,14 @@ int cli_escape(cli_conformance_args *a)
 		status = cli_fail(err);
 		goto out;
 	}
-	char name[64] = "", nname[64] = "", shim[PATH_MAX] = "", nfile[PATH_MAX] = "";
-	if (!sandbox_name(a, thread, "escape", name, sizeof(name)) ||
-	    !sandbox_name(a, thread, "escape-neighbour", nname, sizeof(nname))) {
-		msb_error_set(&err, MSB_E_RUNTIME,
-			      "the sandboxes are not recorded under the state root `%s`",
-			      a->state_root);
+	char shim[PATH_MAX] = "", nfile[PATH_MAX] = "";
+	if (locate_and_chmod(a, thread, sb, shim, nfile, &err) < 0) {
 		status = cli_fail(err);
 		goto out;
 	}
-	snprintf(shim, sizeof(shim), "%.3900s/ns/%.64s/shim.sock", a->state_root, name);
-	snprintf(nfile, sizeof(nfile), "%.3900s/ns/%.64s/work/neighbour-secret.txt", a->state_root,
-		 nname);
-
-	const char *chmod_argv[] = {"chmod", "0755", "msb-escape-probe", NULL};
-	if (exec_in(sb, chmod_argv, 30, &res, &err) < 0 || res.exit_code != 0) {
-		if (!err)
-			msb_error_set(&err, MSB_E_RUNTIME, "chmod of the probe exited %d",
-				      res.exit_code);
-		status = cli_fail(err);
-		goto out;
-	}
-	msb_exec_result_clear(&res);
-	char port[16], pid[16], mem[32], pids[32], wr[32];
-	snprintf(port, sizeof(port), "%d", h.tcp_port);
-	snprintf(pid, sizeof(pid), "%d", (int)h.sleeper);
-	snprintf(mem, sizeof(mem), "%llu", ESC_MEMORY);
-	snprintf(pids, sizeof(pids), "%llu", ESC_PIDS);
-	snprintf(wr, sizeof(wr), "%llu", ESC_WRITABLE);
-	const char *argv[] = {MSB_DEFAULT_WORK_DIR "/msb-escape-probe",
-			      "--canary",
-			      h.canary,
-			      "--canary-write",
-			      h.canary_w,
-			      "--neighbour",
-			      nfile,
-			      "--shim-sock",
-			      shim,
-			      "--abstract",
-			      h.abstract,
-			      "--tcp-port",
-			      port,
-			      "--host-pid",
-			      pid,
-			      "--memory",
-			      mem,
-			      "--pids",
-			      pids,
-			      "--writable",
-			      wr,
-			      "--bomb",
-			      MSB_DEFAULT_WORK_DIR "/" BOMB_DIR,
-			      getenv("MSB_ESCAPE_ONLY") ? "--only" : NULL,
-			      getenv("MSB_ESCAPE_ONLY"),
-			      NULL};
+	struct probe_argv pa;
+	probe_argv(&pa, &h, shim, nfile);
+	const char *const *argv = pa.argv;
 	if (!a->json)
 		printf("%-24s %-10s %-10s %-4s %s\n", "PROBE", "OUTCOME", "EXPECTED", "OK",
 		       "DETAIL");
@@ -822,8 +910,8 @@ int cli_escape(cli_conformance_args *a)
 	struct swap_work work = {0};
 	char swap_failure[512];
 	/* The main run's argv, less its --only and the NULL. */
-	link_swap_phase(sb, &h, argv, sizeof(argv) / sizeof(argv[0]) - 3, &swap_res, &work,
-			swap_failure, sizeof(swap_failure));
+	link_swap_phase(sb, &h, argv, pa.n_main, &swap_res, &work, swap_failure,
+			sizeof(swap_failure));
 	if (swap_failure[0])
 		verdict(&v, "link-swap-run", "broken", "completed", false, swap_failure,
 			"the link-swap probe must run while the host works");
@@ -864,55 +952,15 @@ int cli_escape(cli_conformance_args *a)
 	sentinel_read(&h, &sentinel);
 	msb_sandbox_release(sb);
 	sb = NULL;
-	msb_disposal_failure *df = NULL;
-	msb_error *derr = NULL;
-	int drc = msb_backend_dispose(b, &key, "escape", NULL, &df, &derr);
-	if (drc < 0 || df)
-		verdict(&v, "host:disposal-sentinel", "error", "blocked", false,
-			df && df->detail ? df->detail
-			: derr		 ? msb_error_message(derr)
-					 : "the disposal failed",
-			"removing the storage base must never walk outside it");
-	else
-		swap_verdict(&v, "host:disposal-sentinel", &sentinel, &h,
-			     "after the disposal removed the guest's links", false,
-			     "removing the storage base must never walk outside it");
-	msb_disposal_failure_free(df);
-	msb_error_free(derr);
-	if (a->json) {
-		json_t *top =
-			json_pack("{s:s, s:o, s:I, s:I}", "backend", a->backend, "probes", v.rows,
-				  "passed", (json_int_t)v.passed, "failed", (json_int_t)v.failed);
-		v.rows = NULL;
-		char *text = top ? json_dumps(top, JSON_COMPACT) : NULL;
-		if (text)
-			printf("%s\n", text);
-		free(text);
-		json_decref(top);
-	} else {
-		printf("\n%s escape suite: %zu passed, %zu failed\n", a->backend, v.passed,
-		       v.failed);
-	}
-	status = v.failed ? msb_code_exit_status(MSB_E_CONFORMANCE_FAILURE) : 0;
+	disposal_check(&v, b, &key, &sentinel, &h);
+	status = report(&v, a);
 out:
 	json_decref(v.rows);
 	msb_exec_result_clear(&res);
 	msb_exec_result_clear(&swap_res);
 	msb_sandbox_release(sb);
 	msb_sandbox_release(neighbour);
-	const char *kinds[] = {"escape", "escape-neighbour"};
-	for (size_t i = 0; i < 2; i++) {
-		msb_disposal_failure *f = NULL;
-		msb_error *derr = NULL;
-		if (msb_backend_dispose(b, &key, kinds[i], NULL, &f, &derr) < 0 || f)
-			fprintf(stderr, "msb: warning: the %s sandbox was not disposed: %s\n",
-				kinds[i],
-				f && f->detail ? f->detail
-				: derr	       ? msb_error_message(derr)
-					       : "");
-		msb_disposal_failure_free(f);
-		msb_error_free(derr);
-	}
+	dispose_both(b, &key);
 	host_teardown(&h);
 	free(bin);
 	msb_backend_unref(b);

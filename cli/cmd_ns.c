@@ -283,6 +283,79 @@ static void free_outputs(struct ns_args *a)
 	a->n_outputs = 0;
 }
 
+/* The options whose values are checked: 0, or -1 after a usage error. */
+static int parse_checked_opt(const cli_verb *verb, int c, struct ns_args *a)
+{
+	switch (c) {
+	case OPT_MAX_OUTPUT: {
+		char *end = NULL;
+		unsigned long long v = strtoull(optarg, &end, 10);
+		if (!end || *end || v == 0) {
+			cli_usage(verb, "--max-output wants a positive byte count");
+			return -1;
+		}
+		a->max_output = v;
+		break;
+	}
+	case OPT_MEMORY:
+		if (!parse_count(optarg, true, &a->memory)) {
+			cli_usage(verb, "--memory wants a positive byte count (K, M, G allowed)");
+			return -1;
+		}
+		break;
+	case OPT_PIDS:
+		if (!parse_count(optarg, false, &a->pids)) {
+			cli_usage(verb, "--pids wants a positive count");
+			return -1;
+		}
+		break;
+	case OPT_CPU:
+		if (!parse_count(optarg, false, &a->cpu)) {
+			cli_usage(verb, "--cpu wants a positive number of thousandths of a core");
+			return -1;
+		}
+		break;
+	case OPT_OUTPUT:
+	case OPT_SINK:
+	case OPT_REPLACE:
+		if (verb != &verb_run) {
+			cli_usage(verb, "--output, --sink and --replace are options of "
+					"`msb run` only");
+			return -1;
+		}
+		if (c == OPT_SINK) {
+			a->sink = optarg;
+			break;
+		}
+		if (c == OPT_REPLACE) {
+			a->replace = true;
+			break;
+		}
+		if (!parse_output(a, optarg)) {
+			cli_usage(verb, "--output wants PATH or PATH:MEDIA/TYPE (at most 64)");
+			return -1;
+		}
+		break;
+	case OPT_ALLOW:
+		if (a->n_allow == sizeof(a->allow) / sizeof(a->allow[0])) {
+			cli_usage(verb, "at most 64 --allow entries");
+			return -1;
+		}
+		a->allow[a->n_allow++] = optarg;
+		break;
+	case OPT_TIMEOUT: {
+		char *end = NULL;
+		a->timeout = strtod(optarg, &end);
+		if (!end || *end || !(a->timeout > 0)) {
+			cli_usage(verb, "--timeout wants a positive number of seconds");
+			return -1;
+		}
+		break;
+	}
+	}
+	return 0;
+}
+
 /* Parse options up to "--" (or the first non-option). Returns the index of
  * the first remaining argument, or -1 after printing a usage error. */
 static int parse_opts(const cli_verb *verb, int argc, char **argv, struct ns_args *a)
@@ -329,80 +402,24 @@ static int parse_opts(const cli_verb *verb, int argc, char **argv, struct ns_arg
 		case OPT_JSON:
 			a->json = true;
 			break;
-		case OPT_MAX_OUTPUT: {
-			char *end = NULL;
-			unsigned long long v = strtoull(optarg, &end, 10);
-			if (!end || *end || v == 0) {
-				cli_usage(verb, "--max-output wants a positive byte count");
-				return -1;
-			}
-			a->max_output = v;
-			break;
-		}
-		case OPT_MEMORY:
-			if (!parse_count(optarg, true, &a->memory)) {
-				cli_usage(verb,
-					  "--memory wants a positive byte count (K, M, G allowed)");
-				return -1;
-			}
-			break;
-		case OPT_PIDS:
-			if (!parse_count(optarg, false, &a->pids)) {
-				cli_usage(verb, "--pids wants a positive count");
-				return -1;
-			}
-			break;
-		case OPT_CPU:
-			if (!parse_count(optarg, false, &a->cpu)) {
-				cli_usage(verb,
-					  "--cpu wants a positive number of thousandths of a core");
-				return -1;
-			}
-			break;
-		case OPT_OUTPUT:
-		case OPT_SINK:
-		case OPT_REPLACE:
-			if (verb != &verb_run) {
-				cli_usage(verb, "--output, --sink and --replace are options of "
-						"`msb run` only");
-				return -1;
-			}
-			if (c == OPT_SINK) {
-				a->sink = optarg;
-				break;
-			}
-			if (c == OPT_REPLACE) {
-				a->replace = true;
-				break;
-			}
-			if (!parse_output(a, optarg)) {
-				cli_usage(verb,
-					  "--output wants PATH or PATH:MEDIA/TYPE (at most 64)");
-				return -1;
-			}
-			break;
-		case OPT_ALLOW:
-			if (a->n_allow == sizeof(a->allow) / sizeof(a->allow[0])) {
-				cli_usage(verb, "at most 64 --allow entries");
-				return -1;
-			}
-			a->allow[a->n_allow++] = optarg;
-			break;
 		case OPT_EGRESS_CONFIG:
 			a->egress_config = optarg;
 			break;
 		case OPT_EVENTS:
 			a->events = optarg;
 			break;
-		case OPT_TIMEOUT: {
-			char *end = NULL;
-			a->timeout = strtod(optarg, &end);
-			if (!end || *end || !(a->timeout > 0)) {
-				cli_usage(verb, "--timeout wants a positive number of seconds");
+		case OPT_MAX_OUTPUT:
+		case OPT_MEMORY:
+		case OPT_PIDS:
+		case OPT_CPU:
+		case OPT_OUTPUT:
+		case OPT_SINK:
+		case OPT_REPLACE:
+		case OPT_ALLOW:
+		case OPT_TIMEOUT:
+			if (parse_checked_opt(verb, c, a) < 0)
 				return -1;
-			}
 			break;
-		}
 		default:
 			cli_usage(verb, "unknown option `%s`", argv[optind - 1]);
 			return -1;

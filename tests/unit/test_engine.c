@@ -664,11 +664,11 @@ static bool no_children(void)
 
 Test(engine, runner_timeout_kills_and_reaps_21_12)
 {
-	char *argv[] = {"sh", "-c", "sleep 30 & sleep 30", NULL};
+	const char *argv[] = {"sh", "-c", "sleep 30 & sleep 30", NULL};
 	wslc_io io = {.max_out = 100, .max_err = 100, .timeout = 0.3};
 	wslc_outcome o;
 	int64_t t0 = msb__now_ns();
-	cr_assert_eq(msb_wslc__spawn(NULL, argv, &io, &o, NULL), 0);
+	cr_assert_eq(msb_wslc__spawn(NULL, (char *const *)argv, &io, &o, NULL), 0);
 	cr_assert(o.timed_out);
 	cr_assert_lt(msb__now_ns() - t0, 3000000000LL);
 	cr_assert(no_children(), "the child was reaped before the call returned");
@@ -684,12 +684,12 @@ static int stop_after_512(void *ud, const uint8_t *p, size_t n, msb_error **err)
 
 Test(engine, runner_bounded_read_kills_after_the_header_21_12)
 {
-	char *argv[] = {"yes", NULL};
+	const char *argv[] = {"yes", NULL};
 	size_t seen = 0;
 	wslc_io io = {.sink = stop_after_512, .sink_ud = &seen, .max_err = 100, .timeout = 10};
 	wslc_outcome o;
 	int64_t t0 = msb__now_ns();
-	cr_assert_eq(msb_wslc__spawn(NULL, argv, &io, &o, NULL), 0);
+	cr_assert_eq(msb_wslc__spawn(NULL, (char *const *)argv, &io, &o, NULL), 0);
 	cr_assert(o.stopped);
 	cr_assert_eq(o.exit_code, 128 + SIGKILL);
 	cr_assert_lt(msb__now_ns() - t0, 3000000000LL);
@@ -699,7 +699,7 @@ Test(engine, runner_bounded_read_kills_after_the_header_21_12)
 
 Test(engine, runner_stdin_and_exit_code)
 {
-	char *argv[] = {"sh", "-c", "cat; exit 7", NULL};
+	const char *argv[] = {"sh", "-c", "cat; exit 7", NULL};
 	static const uint8_t head[] = "he", data[] = "llo";
 	wslc_io io = {.has_stdin = true,
 		      .in_head = head,
@@ -711,7 +711,7 @@ Test(engine, runner_stdin_and_exit_code)
 		      .max_err = 100,
 		      .timeout = 10};
 	wslc_outcome o;
-	cr_assert_eq(msb_wslc__spawn(NULL, argv, &io, &o, NULL), 0);
+	cr_assert_eq(msb_wslc__spawn(NULL, (char *const *)argv, &io, &o, NULL), 0);
 	cr_assert_eq(o.exit_code, 7);
 	cr_assert_eq(o.out.len, 7);
 	cr_assert_eq(memcmp(o.out.data, "hello\0\0", 7), 0);
@@ -720,11 +720,11 @@ Test(engine, runner_stdin_and_exit_code)
 
 Test(engine, runner_missing_program_is_named)
 {
-	char *argv[] = {"/nonexistent/wslc", "--version", NULL};
+	const char *argv[] = {"/nonexistent/wslc", "--version", NULL};
 	wslc_io io = {.max_out = 100, .max_err = 100, .timeout = 10};
 	wslc_outcome o;
 	msb_error *e = NULL;
-	int r = msb_wslc__spawn(NULL, argv, &io, &o, &e);
+	int r = msb_wslc__spawn(NULL, (char *const *)argv, &io, &o, &e);
 	cr_assert_lt(r, 0);
 	cr_assert(strstr(msb_error_message(e), "/nonexistent/wslc"));
 	msb_error_free(e);

@@ -157,10 +157,12 @@ static int start_shim(const ns_backend *b, const char *dir, bool egress, double 
 	_cleanup_free_ char *ecfg = msb__asprintf("%s/%s", dir, MSB_NS_EGRESS_CONFIG);
 	if (!cfg || !ecfg)
 		return msb__error_nomem(err);
-	char *argv[] = {
-		b->shim_path, "--state", (char *)dir,  "--agent", b->agent_path,
-		"--config",   cfg,	 "--ready-fd", "3",	  egress ? "--egress" : NULL,
-		ecfg,	      NULL};
+	char *argv[] = {b->shim_path,  (char *)"--state",
+			(char *)dir,   (char *)"--agent",
+			b->agent_path, (char *)"--config",
+			cfg,	       (char *)"--ready-fd",
+			(char *)"3",   egress ? (char *)"--egress" : NULL,
+			ecfg,	       NULL};
 	int pipefd[2];
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return msb__error_errno(err, errno, "cannot start the shim");

@@ -283,9 +283,10 @@ static const char *entry_phrase(msb_entry_kind kind)
 		return "a link";
 	case MSB_ENTRY_FILE:
 		return "a regular file";
-	default:
-		return "a device, socket or fifo";
+	case MSB_ENTRY_OTHER:
+		break;
 	}
+	return "a device, socket or fifo";
 }
 
 /* Phase 2: stat and cap every declared output, CONSUME too (12.12-12.16). */
