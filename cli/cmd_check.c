@@ -16,7 +16,9 @@ const cli_verb verb_check = {
 	"\n"
 	"Build the router and run every check acquire would run, without acquiring.\n"
 	"Prints the backend that would serve the spec, or the refusal's name and\n"
-	"message; the exit status follows the refusal's class (3 for a policy refusal).\n"
+	"message; then why: which backend selection picked and why every other one\n"
+	"was passed over. The exit status follows the refusal's class (3 for a policy\n"
+	"refusal).\n"
 	"\n"
 	"  --spec FILE     the SandboxSpec as JSON (docs/spec.md); - for stdin\n"
 	"  --router FILE   the router as JSON (docs/policy.md); default: the shipped\n"
@@ -29,8 +31,24 @@ const cli_verb verb_check = {
  * production floor (microvm). */
 static const char default_router_json[] = "{\"backends\": [{\"type\": \"fake\"}]}";
 
+/* Why that backend (msb_router_explain): the pick and every backend passed
+ * over, one line each. */
+static void print_why(const msb_route_explanation *why)
+{
+	printf("why: %s\n", why->summary);
+	for (size_t i = 0; i < why->n_steps; i++) {
+		const msb_route_step *s = &why->steps[i];
+		printf("  %-16s %s: %s\n", s->backend,
+		       s->serves  ? "serves"
+		       : s->tried ? "refused"
+				  : "passed over",
+		       s->reason);
+	}
+}
+
 static int print_result(bool as_json, const msb_spec *spec, msb_backend *backend,
-			msb_isolation_scope scope, msb_error *refusal)
+			msb_isolation_scope scope, const msb_route_explanation *why,
+			msb_error *refusal)
 {
 	if (as_json) {
 		json_t *o;
@@ -43,6 +61,10 @@ static int print_result(bool as_json, const msb_spec *spec, msb_backend *backend
 				      msb_spec_kind(spec), "backend", msb_backend_name(backend),
 				      "isolation", msb_backend_isolation(backend),
 				      "isolation_scope", msb_isolation_scope_name(scope));
+		char *route = NULL;
+		if (o && why && msb_route_explanation_to_json(why, &route, NULL) == 0)
+			json_object_set_new(o, "route", json_loads(route, 0, NULL));
+		free(route);
 		char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
 		json_decref(o);
 		if (text)
@@ -55,6 +77,8 @@ static int print_result(bool as_json, const msb_spec *spec, msb_backend *backend
 		       msb_spec_kind(spec), msb_backend_name(backend),
 		       msb_backend_isolation(backend), msb_isolation_scope_name(scope));
 	}
+	if (!as_json && why)
+		print_why(why);
 	int status = refusal ? msb_code_exit_status(msb_error_code(refusal)) : 0;
 	msb_error_free(refusal);
 	return status;
@@ -123,14 +147,20 @@ int cmd_check(int argc, char **argv)
 	if (r < 0) {
 		/* A router that cannot be built is itself the answer to the wiring
 		 * test (e.g. the floor refuses the backend at construction). */
-		int status = print_result(as_json, spec, NULL, MSB_SCOPE_CONVERSATION, err);
+		int status = print_result(as_json, spec, NULL, MSB_SCOPE_CONVERSATION, NULL, err);
 		msb_spec_unref(spec);
 		return status;
 	}
 	msb_backend *backend = NULL;
 	msb_isolation_scope scope = MSB_SCOPE_CONVERSATION;
 	r = msb_router_resolve(router, spec, &backend, &scope, &err);
-	int status = print_result(as_json, spec, backend, scope, r < 0 ? err : NULL);
+	msb_route_explanation why = {0};
+	msb_error *werr = NULL;
+	if (msb_router_explain(router, spec, &why, &werr) < 0)
+		msb_error_free(werr); /* memory only: the verdict stands without its why */
+	int status = print_result(as_json, spec, backend, scope, why.summary ? &why : NULL,
+				  r < 0 ? err : NULL);
+	msb_route_explanation_clear(&why);
 	msb_router_free(router);
 	msb_spec_unref(spec);
 	return status;

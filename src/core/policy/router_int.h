@@ -99,7 +99,7 @@ int msb_router__route(const struct msb_router *r, const msb_spec *spec, size_t *
 		      msb_isolation_scope *effective_scope, msb_error **err);
 /* The message a backend below the floor (or off the ladder) is refused with. */
 char *msb_router__floor_message(const struct msb_router_entry *e, msb_isolation floor,
-				const char *kind);
+				const char *kind, bool spec_asked);
 
 /* router_json.c: options from an already-parsed object. `extra_key` (may be
  * NULL) is one more key the caller reads itself ("backends"). */
