@@ -9,27 +9,32 @@
 
 #include "cli.h"
 
-const cli_verb verb_check = {
-	"check",
-	"the wiring test: which backend would serve a spec, or the refusal",
-	"usage: msb check --spec SPEC.json [--router ROUTER.json] [--json]\n"
-	"\n"
-	"Build the router and run every check acquire would run, without acquiring.\n"
-	"Prints the backend that would serve the spec, or the refusal's name and\n"
-	"message; then why: which backend selection picked and why every other one\n"
-	"was passed over. The exit status follows the refusal's class (3 for a policy\n"
-	"refusal).\n"
-	"\n"
-	"  --spec FILE     the SandboxSpec as JSON (docs/spec.md); - for stdin\n"
-	"  --router FILE   the router as JSON (docs/policy.md); default: the shipped\n"
-	"                  default router (default floor microvm)\n"
-	"  --json          print one JSON object instead of text\n",
-	cmd_check,
+enum { OPT_SPEC = CLI_OPT_VERB, OPT_ROUTER, OPT_JSON };
+
+static const cli_option check_options[] = {
+	{"spec", "FILE", "the SandboxSpec as JSON (docs/spec.md); - for stdin", OPT_SPEC,
+	 CLI_VALUE_FILE, NULL},
+	{"router", "FILE",
+	 "the router as JSON (docs/policy.md); default: the\n"
+	 "configuration's router and backend (msb config show)",
+	 OPT_ROUTER, CLI_VALUE_FILE, NULL},
+	{"json", NULL, "print one JSON object instead of text", OPT_JSON, CLI_VALUE_NONE, NULL},
+	CLI_OPTION_END,
 };
 
-/* With no --router, the shipped default: every built-in backend at the
- * production floor (microvm). */
-static const char default_router_json[] = "{\"backends\": [{\"type\": \"fake\"}]}";
+const cli_verb verb_check = {
+	.name = "check",
+	.summary = "the wiring test: which backend would serve a spec, or the refusal",
+	.synopsis = "msb check --spec SPEC.json [--router ROUTER.json] [--json]",
+	.description =
+		"Build the router and run every check acquire would run, without acquiring.\n"
+		"Prints the backend that would serve the spec, or the refusal's name and\n"
+		"message; then why: which backend selection picked and why every other one\n"
+		"was passed over. The exit status follows the refusal's class (3 for a policy\n"
+		"refusal).\n",
+	.options = check_options,
+	.run = cmd_check,
+};
 
 /* Why that backend (msb_router_explain): the pick and every backend passed
  * over, one line each. */
@@ -86,12 +91,9 @@ static int print_result(bool as_json, const msb_spec *spec, msb_backend *backend
 
 int cmd_check(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"spec", required_argument, NULL, 's'},
-		{"router", required_argument, NULL, 'r'},
-		{"json", no_argument, NULL, 'j'},
-		{NULL, 0, NULL, 0},
-	};
+	struct option opts[8];
+	if (!cli_getopt_table(&verb_check, opts, 8))
+		return 1;
 	const char *spec_path = NULL, *router_path = NULL;
 	bool as_json = false;
 	int c;
@@ -99,13 +101,13 @@ int cmd_check(int argc, char **argv)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
-		case 's':
+		case OPT_SPEC:
 			spec_path = optarg;
 			break;
-		case 'r':
+		case OPT_ROUTER:
 			router_path = optarg;
 			break;
-		case 'j':
+		case OPT_JSON:
 			as_json = true;
 			break;
 		default:
@@ -130,19 +132,23 @@ int cmd_check(int argc, char **argv)
 		return cli_fail(err);
 	}
 
+	/* --router, else what `msb run` would use: the configuration's router
+	 * and backend (cli/backend_json.c). */
 	char *router_text = NULL;
-	size_t router_len = sizeof(default_router_json) - 1;
-	if (router_path) {
-		if (cli_read_file(router_path, &router_text, &router_len, &err) < 0) {
-			msb_spec_unref(spec);
-			return cli_fail(err);
-		}
+	size_t router_len = 0;
+	cli_backend_flags bf = {0};
+	r = router_path ? cli_read_file(router_path, &router_text, &router_len, &err)
+			: cli_router_json(&bf, NULL, &router_text, &err);
+	if (r < 0) {
+		msb_spec_unref(spec);
+		return cli_fail(err);
 	}
+	if (!router_path)
+		router_len = strlen(router_text);
 	msb_router_options extra = MSB_ROUTER_OPTIONS_INIT;
 	extra.log = cli_log;
 	msb_router *router = NULL;
-	r = msb_router_from_json(router_text ? router_text : default_router_json, router_len,
-				 &extra, &router, &err);
+	r = msb_router_from_json(router_text, router_len, &extra, &router, &err);
 	free(router_text);
 	if (r < 0) {
 		/* A router that cannot be built is itself the answer to the wiring
