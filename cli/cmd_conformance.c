@@ -24,35 +24,64 @@
 
 static int cmd_conformance(int argc, char **argv);
 
+enum {
+	OPT_CONFIG = CLI_OPT_VERB,
+	OPT_SUITE,
+	OPT_JSON,
+	OPT_ALLOWED,
+	OPT_DENIED,
+	OPT_STATE,
+	OPT_IMAGE,
+	OPT_ESCAPE,
+};
+
+static const cli_option conformance_options[] = {
+	{"config", "FILE",
+	 "the backend as backend JSON, the same object a router's\n"
+	 "`backends` list takes (docs/policy.md); `type` defaults\n"
+	 "to BACKEND. E.g. {\"type\": \"ns\", \"state_dir\": ...,\n"
+	 "\"egress\": {...}} or {\"type\": \"fake\", \"declarations\": {...}}",
+	 OPT_CONFIG, CLI_VALUE_FILE, NULL},
+	{"suite", "NAME", "run only this suite (repeatable; case-insensitive)", OPT_SUITE,
+	 CLI_VALUE_WORDS,
+	 "files_in files_out exec files_delete egress call_scope reclaim nothing_left_behind"},
+	{"allowed-url", "URL", "EGRESS: a URL on the allowlist that answers 2xx", OPT_ALLOWED,
+	 CLI_VALUE_TEXT, NULL},
+	{"denied-url", "URL", "EGRESS: a URL off the allowlist that would answer 2xx", OPT_DENIED,
+	 CLI_VALUE_TEXT, NULL},
+	{"state-dir", "DIR", "the backend JSON's `state_dir` (ns: its state root)", OPT_STATE,
+	 CLI_VALUE_DIR, NULL},
+	{"image", "IMAGE", "the backend JSON's `image` (ns: `host`, `dir:PATH`, `oci:PATH`)",
+	 OPT_IMAGE, CLI_VALUE_TEXT, NULL},
+	{"escape", NULL, "run the in-sandbox escape suite instead (docs/security.md)", OPT_ESCAPE,
+	 CLI_VALUE_NONE, NULL},
+	{"json", NULL, "print one JSON object instead of the table", OPT_JSON, CLI_VALUE_NONE,
+	 NULL},
+	CLI_OPTION_END,
+};
+
 const cli_verb verb_conformance = {
-	"conformance",
-	"run the conformance suites (or --escape, the escape suite) against a backend",
-	"usage: msb conformance BACKEND [--config FILE] [--suite NAME]... [--json]\n"
-	"                       [--state-dir DIR] [--image IMAGE]\n"
-	"                       [--allowed-url URL --denied-url URL]\n"
-	"       msb conformance --escape BACKEND [--config FILE] [--json] [--state-dir DIR]\n"
-	"\n"
-	"BACKEND is a backend type (`msb doctor` lists them): `fake` (the in-process fake,\n"
-	"with its emulated POSIX guest) or `ns`; it may be left out when --config names it.\n"
-	"Runs every suite the backend declares - FILES_IN, FILES_OUT, EXEC, FILES_DELETE,\n"
-	"EGRESS, CALL_SCOPE, RECLAIM, NOTHING_LEFT_BEHIND - each against a fresh sandbox,\n"
-	"and prints one row per probe: suite, probe, outcome, and the reason the probe\n"
-	"exists (docs/conformance.md). A suite the backend does not declare is listed as\n"
-	"such and runs nothing. Exit status 0 when no probe failed, 9 when one did.\n"
-	"\n"
-	"  --config FILE       the backend as backend JSON, the same object a router's\n"
-	"                      `backends` list takes (docs/policy.md); `type` defaults\n"
-	"                      to BACKEND. E.g. {\"type\": \"ns\", \"state_dir\": ...,\n"
-	"                      \"egress\": {...}} or {\"type\": \"fake\", \"declarations\": "
-	"{...}}\n"
-	"  --suite NAME        run only this suite (repeatable; case-insensitive)\n"
-	"  --allowed-url URL   EGRESS: a URL on the allowlist that answers 2xx\n"
-	"  --denied-url URL    EGRESS: a URL off the allowlist that would answer 2xx\n"
-	"  --state-dir DIR     the backend JSON's `state_dir` (ns: its state root)\n"
-	"  --image IMAGE       the backend JSON's `image` (ns: `host`, `dir:PATH`, `oci:PATH`)\n"
-	"  --escape            run the in-sandbox escape suite instead (docs/security.md)\n"
-	"  --json              print one JSON object instead of the table\n",
-	cmd_conformance,
+	.name = "conformance",
+	.summary = "run the conformance suites (or --escape, the escape suite) against a backend",
+	.synopsis = "msb conformance BACKEND [--config FILE] [--suite NAME]... [--json]\n"
+		    "                       [--state-dir DIR] [--image IMAGE]\n"
+		    "                       [--allowed-url URL --denied-url URL]\n"
+		    "       msb conformance --escape BACKEND [--config FILE] [--json] [--state-dir "
+		    "DIR]",
+	.description =
+		"BACKEND is a backend type (`msb doctor` lists them): `fake` (the in-process "
+		"fake,\n"
+		"with its emulated POSIX guest) or `ns`; it may be left out when --config names "
+		"it.\n"
+		"Runs every suite the backend declares - FILES_IN, FILES_OUT, EXEC, "
+		"FILES_DELETE,\n"
+		"EGRESS, CALL_SCOPE, RECLAIM, NOTHING_LEFT_BEHIND - each against a fresh "
+		"sandbox,\n"
+		"and prints one row per probe: suite, probe, outcome, and the reason the probe\n"
+		"exists (docs/conformance.md). A suite the backend does not declare is listed as\n"
+		"such and runs nothing. Exit status 0 when no probe failed, 9 when one did.\n",
+	.options = conformance_options,
+	.run = cmd_conformance,
 };
 
 /* ---- backends ----------------------------------------------------------------- */
@@ -385,17 +414,6 @@ static int run_suite(struct run *rn, msb_conformance_suite s)
 
 /* ---- the verb ----------------------------------------------------------------------- */
 
-enum {
-	OPT_CONFIG = 1000,
-	OPT_SUITE,
-	OPT_JSON,
-	OPT_ALLOWED,
-	OPT_DENIED,
-	OPT_STATE,
-	OPT_IMAGE,
-	OPT_ESCAPE,
-};
-
 /* The host of an http(s) URL, for the allowlist. */
 static bool url_host(const char *url, char *out, size_t size)
 {
@@ -435,17 +453,9 @@ static void run_summary(struct run *rn)
 
 static int cmd_conformance(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"config", required_argument, NULL, OPT_CONFIG},
-		{"suite", required_argument, NULL, OPT_SUITE},
-		{"json", no_argument, NULL, OPT_JSON},
-		{"allowed-url", required_argument, NULL, OPT_ALLOWED},
-		{"denied-url", required_argument, NULL, OPT_DENIED},
-		{"state-dir", required_argument, NULL, OPT_STATE},
-		{"image", required_argument, NULL, OPT_IMAGE},
-		{"escape", no_argument, NULL, OPT_ESCAPE},
-		{NULL, 0, NULL, 0},
-	};
+	struct option opts[16];
+	if (!cli_getopt_table(&verb_conformance, opts, 16))
+		return 1;
 	cli_conformance_args a = {0};
 	bool want[MSB_SUITE_COUNT] = {0};
 	bool any_suite = false, escape = false;

@@ -12,32 +12,50 @@
 #include "cli.h"
 #include "rpc/mcp.h"
 
+static const cli_option mcp_options[] = {
+	{"config", "FILE",
+	 "{\"router\": <router JSON>, \"spec\": <spec JSON>}\n"
+	 "(docs/policy.md, docs/spec.md); without it the router is the\n"
+	 "configuration's router and backend (msb config show)",
+	 'c', CLI_VALUE_FILE, NULL},
+	CLI_OPTION_FLOOR('f'),
+	{"state-dir", "DIR", "without --config: the backend's `state_dir`", 's', CLI_VALUE_DIR,
+	 NULL},
+	{"image", "IMAGE",
+	 "without --config: the backend's `image` (`host`, `dir:PATH`,\n`oci:PATH[:TAG]`)", 'i',
+	 CLI_VALUE_TEXT, NULL},
+	{"memory", "BYTES",
+	 "without --config: the sandbox's memory limit (K, M, G: powers\nof 1024)", 'M',
+	 CLI_VALUE_TEXT, NULL},
+	{"pids", "N", "without --config: at most N processes and threads", 'P', CLI_VALUE_TEXT,
+	 NULL},
+	{"cpu", "MILLIS", "without --config: CPU time in thousandths of a core", 'C',
+	 CLI_VALUE_TEXT, NULL},
+	{"max-output", "BYTES", "execute's output budget, stdout+stderr (default 1 MiB)", 'o',
+	 CLI_VALUE_TEXT, NULL},
+	{"events", "FILE", "append observer events to FILE as JSON lines", 'e', CLI_VALUE_FILE,
+	 NULL},
+	{"sink", "DIR",
+	 "collect_outputs lands artifacts in DIR (an existing directory;\n"
+	 "an existing file is never replaced); also the config's `sink`",
+	 'k', CLI_VALUE_DIR, NULL},
+	CLI_OPTION_END,
+};
+
 const cli_verb verb_mcp = {
-	"mcp",
-	"serve sandbox tools to an agent over the Model Context Protocol (stdio)",
-	"usage: msb mcp [--config FILE | --min-isolation RUNG [--state-dir DIR] [--image IMAGE]\n"
-	"               [--memory BYTES] [--pids N] [--cpu MILLIS]]\n"
-	"               [--max-output BYTES] [--events FILE]\n"
-	"\n"
-	"Speak MCP on stdin/stdout, offering the tools execute, write_file, read_file,\n"
-	"list_files and dispose over one sandbox per MCP session, acquired through the\n"
-	"router so its policy applies to every call (docs/mcp.md).\n"
-	"\n"
-	"  --config FILE         {\"router\": <router JSON>, \"spec\": <spec JSON>}\n"
-	"                        (docs/policy.md, docs/spec.md)\n"
-	"  --min-isolation RUNG  without --config: the router's floor over the `ns` backend\n"
-	"                        (default microvm, which refuses `ns`: pass container)\n"
-	"  --state-dir DIR       without --config: the ns state root\n"
-	"  --image IMAGE         without --config: `host`, `dir:PATH` or `oci:PATH[:TAG]`\n"
-	"  --memory BYTES        without --config: the sandbox's memory limit (K, M, G: powers\n"
-	"                        of 1024)\n"
-	"  --pids N              without --config: at most N processes and threads\n"
-	"  --cpu MILLIS          without --config: CPU time in thousandths of a core\n"
-	"  --max-output BYTES    execute's output budget, stdout+stderr (default 1 MiB)\n"
-	"  --events FILE         append observer events to FILE as JSON lines\n"
-	"  --sink DIR            collect_outputs lands artifacts in DIR (an existing directory;\n"
-	"                        an existing file is never replaced); also the config's `sink`\n",
-	cmd_mcp,
+	.name = "mcp",
+	.summary = "serve sandbox tools to an agent over the Model Context Protocol (stdio)",
+	.synopsis = "msb mcp [--config FILE | --min-isolation RUNG [--state-dir DIR] [--image "
+		    "IMAGE]\n"
+		    "               [--memory BYTES] [--pids N] [--cpu MILLIS]]\n"
+		    "               [--max-output BYTES] [--events FILE]",
+	.description = "Speak MCP on stdin/stdout, offering the tools execute, write_file, "
+		       "read_file,\n"
+		       "list_files and dispose over one sandbox per MCP session, acquired through "
+		       "the\n"
+		       "router so its policy applies to every call (docs/mcp.md).\n",
+	.options = mcp_options,
+	.run = cmd_mcp,
 };
 
 static const char default_spec[] = "{\"kind\": \"mcp\", \"requires\": [\"exec\", \"files_in\", "
@@ -119,19 +137,9 @@ static bool parse_memory(const char *arg, uint64_t *memory)
 /* The options: 0, or a usage error's exit status. */
 static int parse_args(int argc, char **argv, struct mcp_args *a)
 {
-	static const struct option opts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"min-isolation", required_argument, NULL, 'f'},
-		{"state-dir", required_argument, NULL, 's'},
-		{"image", required_argument, NULL, 'i'},
-		{"max-output", required_argument, NULL, 'o'},
-		{"events", required_argument, NULL, 'e'},
-		{"memory", required_argument, NULL, 'M'},
-		{"pids", required_argument, NULL, 'P'},
-		{"cpu", required_argument, NULL, 'C'},
-		{"sink", required_argument, NULL, 'k'},
-		{NULL, 0, NULL, 0},
-	};
+	struct option opts[16];
+	if (!cli_getopt_table(&verb_mcp, opts, 16))
+		return 1;
 	int c;
 	optind = 1;
 	opterr = 0;
@@ -188,29 +196,25 @@ static int parse_args(int argc, char **argv, struct mcp_args *a)
 	return 0;
 }
 
-/* Without --config: a router over `ns` and the default spec, from the
- * options; the ns backend as backend JSON with the flags over its keys
- * (cli/backend_json.c), in a router of its own. */
+/* Without --config: the configuration's router and backend with the flags
+ * over them (cli/backend_json.c), and the default spec with the
+ * configuration's resources under the flags'. */
 static int flags_config(const struct mcp_args *a, char **router_json, char **spec_json,
 			msb_error **err)
 {
-	cli_backend_flags bf = {.type = "ns", .state_dir = a->state_dir, .image = a->image};
-	json_t *ns = NULL;
-	if (cli_backend_object(&bf, &ns, err) < 0)
+	cli_backend_flags bf = {.state_dir = a->state_dir, .image = a->image};
+	if (cli_router_json(&bf, a->floor, router_json, err) < 0)
 		return -1;
-	json_t *ro = json_pack("{s:[o]}", "backends", ns);
-	if (ro && a->floor)
-		json_object_set_new(ro, "min_isolation", json_string(a->floor));
-	*router_json = ro ? json_dumps(ro, JSON_COMPACT) : NULL;
-	json_decref(ro);
 	json_error_t jerr;
 	json_t *so = json_loads(default_spec, 0, &jerr);
-	if (so && (a->memory || a->pids || a->cpu))
+	uint64_t res[CLI_RESOURCES] = {a->memory, a->pids, a->cpu, 0};
+	cli_spec_resources(res);
+	if (so && (res[0] || res[1] || res[2] || res[3]))
 		json_object_set_new(so, "resources",
-				    json_pack("{s:I, s:I, s:I}", "memory_bytes",
-					      (json_int_t)a->memory, "pids_max",
-					      (json_int_t)a->pids, "cpu_millis",
-					      (json_int_t)a->cpu));
+				    json_pack("{s:I, s:I, s:I, s:I}", "memory_bytes",
+					      (json_int_t)res[0], "pids_max", (json_int_t)res[1],
+					      "cpu_millis", (json_int_t)res[2], "writable_bytes",
+					      (json_int_t)res[3]));
 	*spec_json = so ? json_dumps(so, JSON_COMPACT) : NULL;
 	json_decref(so);
 	if (!*router_json || !*spec_json) {

@@ -14,6 +14,10 @@ class Msb:
         self.path = path
 
     def __call__(self, *args, input=None, timeout=60, env=None):
+        # No configuration file unless the test gives one: the host's own
+        # ~/.config/msb or /etc/msb must not decide a test (docs/cli.md).
+        if env is None:
+            env = dict(os.environ, MSB_CONFIG="")
         return subprocess.run([self.path, *args], input=input, capture_output=True,
                               timeout=timeout, env=env)
 

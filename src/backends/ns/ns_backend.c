@@ -61,10 +61,15 @@ int msb_ns__backend_init(ns_backend *b, const msb_ns_options *opts, msb_error **
 	msb_ns_options defaults = MSB_NS_OPTIONS_INIT;
 	if (!opts)
 		opts = &defaults;
-	if (opts->version != MSB_NS_OPTIONS_VERSION)
+	/* Version 1 is the same struct without the progress fields. */
+	if (opts->version != 1 && opts->version != MSB_NS_OPTIONS_VERSION)
 		return msb_error_set(err, MSB_E_VALUE, "ns options: unsupported version %u",
 				     opts->version);
 	memset(b, 0, sizeof(*b));
+	if (opts->version >= 2) {
+		b->progress = opts->progress;
+		b->progress_userdata = opts->progress_userdata;
+	}
 	b->name = strdup(opts->name ? opts->name : "ns");
 	b->shim_path = pick_path(opts->shim_path, "MSB_SHIM", "msb-shim");
 	b->agent_path = pick_path(opts->agent_path, "MSB_AGENT", "msb-agent");
@@ -322,6 +327,7 @@ static int create_sandbox(ns_backend *b, const msb_key *key, const msb_spec *spe
 		.instance_id = instance,
 		.work_dir = (char *)work_dir,
 		.created_ns = msb__realtime_ns(),
+		.image = b->image,
 	};
 	/* Labels first, so a purge finds the sandbox even if setup fails (4.20). */
 	r = msb_ns__labels_write(dfd, &nl, err);
@@ -665,6 +671,18 @@ const char *msb_ns_backend_state_root(const msb_backend *b)
 	return nb ? nb->state_root : NULL;
 }
 
+int msb_ns_backend_set_progress(msb_backend *b, msb_ns_progress_fn fn, void *userdata,
+				msb_error **err)
+{
+	ns_backend *nb = msb_backend_impl(b, &ns_ops);
+	if (!nb)
+		return msb_error_set(err, MSB_E_VALUE, "backend `%s` is not an ns backend",
+				     b ? msb_backend_name(b) : "(null)");
+	nb->progress = fn;
+	nb->progress_userdata = userdata;
+	return 0;
+}
+
 int msb_ns_list(const msb_ns_options *opts, msb_ns_entry **entries, size_t *n, msb_error **err)
 {
 	ns_backend b;
@@ -715,6 +733,8 @@ int msb_ns_list(const msb_ns_options *opts, msb_ns_entry **entries, size_t *n, m
 		e->kind = TAKE_PTR(l.kind);
 		e->call_id = TAKE_PTR(l.call_id);
 		e->instance_id = TAKE_PTR(l.instance_id);
+		e->image = TAKE_PTR(l.image);
+		e->created_ns = l.created_ns;
 		msb_ns__labels_clear(&l);
 		msb_ns_liveness live = msb_ns__liveness(dfd, &e->shim_pid, &e->reason);
 		e->alive = live == MSB_NS_RUNNING;
@@ -742,6 +762,7 @@ void msb_ns_entries_free(msb_ns_entry *entries, size_t n)
 		free(entries[i].call_id);
 		free(entries[i].instance_id);
 		free(entries[i].reason);
+		free(entries[i].image);
 	}
 	free(entries);
 }

@@ -20,6 +20,7 @@ void msb_ns__labels_clear(msb_ns_labels *l)
 	free(l->call_id);
 	free(l->instance_id);
 	free(l->work_dir);
+	free(l->image);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -98,11 +99,12 @@ static json_t *jstr(const char *s)
 
 int msb_ns__labels_write(int dirfd, const msb_ns_labels *l, msb_error **err)
 {
-	json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I}", "scope", jstr(l->scope),
-			      "thread_id", jstr(l->thread_id), "agent_dir", jstr(l->agent_dir),
-			      "kind", jstr(l->kind), "call_id", jstr(l->call_id), "instance_id",
-			      jstr(l->instance_id), "work_dir", jstr(l->work_dir), "created_ns",
-			      (json_int_t)l->created_ns);
+	json_t *o =
+		json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:o}", "scope", jstr(l->scope),
+			  "thread_id", jstr(l->thread_id), "agent_dir", jstr(l->agent_dir), "kind",
+			  jstr(l->kind), "call_id", jstr(l->call_id), "instance_id",
+			  jstr(l->instance_id), "work_dir", jstr(l->work_dir), "created_ns",
+			  (json_int_t)l->created_ns, "image", jstr(l->image));
 	if (!o)
 		return msb__error_nomem(err);
 	_cleanup_free_ char *text = msb__json_dump(o);
@@ -149,7 +151,8 @@ int msb_ns__labels_read(int dirfd, msb_ns_labels *out, msb_error **err)
 	    dup_field(o, "kind", true, &l.kind, err) < 0 ||
 	    dup_field(o, "call_id", false, &l.call_id, err) < 0 ||
 	    dup_field(o, "instance_id", true, &l.instance_id, err) < 0 ||
-	    dup_field(o, "work_dir", false, &l.work_dir, err) < 0)
+	    dup_field(o, "work_dir", false, &l.work_dir, err) < 0 ||
+	    dup_field(o, "image", false, &l.image, err) < 0)
 		q = MSB_E_VALUE;
 	json_t *c = json_object_get(o, "created_ns");
 	if (json_is_integer(c))

@@ -30,6 +30,7 @@ typedef struct msb_ns_labels {
 	char *instance_id;
 	char *work_dir; /* the guest path of the storage base */
 	int64_t created_ns;
+	char *image; /* the backend's image spelling; NULL in labels written before it */
 } msb_ns_labels;
 
 void msb_ns__labels_clear(msb_ns_labels *l);

@@ -87,6 +87,6 @@ int msb_router__route(const struct msb_router *r, const msb_spec *spec, size_t *
 		      msb_isolation_scope *effective_scope, msb_error **err);
 /* The message a backend below the floor (or off the ladder) is refused with. */
 char *msb_router__floor_message(const struct msb_router_entry *e, msb_isolation floor,
-				const char *kind);
+				const char *kind, bool spec_asked);
 
 #endif

@@ -593,7 +593,8 @@ static int validate_fields(const struct spec_fields *f, msb_error **err)
 				     (int)f->egress);
 	if (f->has_min_isolation && msb_isolation_rank(f->min_isolation) < 0)
 		return msb_error_set(err, MSB_E_VALUE,
-				     "min_isolation: %d is not a rung: the ladder is %s",
+				     "min_isolation: %d is not a rung, not a valid Isolation: the "
+				     "ladder is %s",
 				     (int)f->min_isolation, msb_isolation_ladder());
 	if (f->requires & ~(msb_capset)MSB_CAP_ALL)
 		return msb_error_set(err, MSB_E_VALUE, "requires: bits 0x%x name no capability",
