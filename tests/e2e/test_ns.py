@@ -45,7 +45,7 @@ def table_names(msb, write_json):
 
 def test_doctor_lists_exactly_the_backend_types(msb, write_json):
     names = table_names(msb, write_json)
-    assert names == ["declared", "fake", "ns"]
+    assert names == ["declared", "fake", "ns", "oci"]
     p, doc = msb.json("doctor", "--json")
     assert p.returncode == 0, p.stderr
     assert [b["name"] for b in doc["backends"]] == names

@@ -43,9 +43,9 @@ Test(backend_types, one_row_per_built_in_backend)
 {
 	size_t n = 0;
 	const msb_backend_type *const *t = msb_backend_types(&n);
-	cr_assert_eq(n, 3);
+	cr_assert_eq(n, 4);
 	cr_assert_null(t[n], "the table is NULL-terminated");
-	const char *want[] = {"declared", "fake", "ns"};
+	const char *want[] = {"declared", "fake", "ns", "oci"};
 	for (size_t i = 0; i < n; i++) {
 		cr_assert_str_eq(t[i]->name, want[i]);
 		cr_assert_eq(t[i]->version, MSB_BACKEND_TYPE_VERSION);
