@@ -28,6 +28,7 @@
 
 #include <jansson.h>
 #include <msb/ns.h>
+#include <msb/oci_backend.h>
 
 #include "cli.h"
 #include "conformance_cli.h"
@@ -130,6 +131,37 @@ static const struct expectation {
 	{"link-swap-storage-base", "blocked"},
 };
 #define N_EXPECT (sizeof(expectations) / sizeof(expectations[0]))
+
+/*
+ * Where a backend's own kernel answers for the host's, a probe reads the
+ * wrong thing: the oci backend with runsc runs the guest on gVisor's
+ * user-space kernel. There the host accepts exactly the answer below
+ * (outcome and detail) and says why; every other answer fails as usual.
+ * docs/security.md lists these per runtime.
+ */
+static const struct difference {
+	const char *runtime; /* msb_oci_backend_runtime() */
+	const char *probe;
+	const char *outcome;
+	const char *detail; /* the probe's detail, exactly */
+	const char *why;
+} differences[] = {
+	{"runsc", "uid-not-host-root", "escaped", "guest uid 0 is host uid 0 (root)",
+	 "gVisor's /proc/self/uid_map is its own kernel's identity map; what the host's kernel "
+	 "sees is host:guest-root-unprivileged"},
+	{"runsc", "host-device-nodes", "escaped", "opened `/dev/fuse`, `/dev/net/tun`",
+	 "both are gVisor's own devices (the sentry's FUSE server and its netstack's tun), not "
+	 "the host's; using either needs CAP_SYS_ADMIN or CAP_NET_ADMIN, which workloads lack"},
+};
+
+static const struct difference *difference_of(const char *runtime, const char *probe)
+{
+	for (size_t i = 0; runtime && i < sizeof(differences) / sizeof(differences[0]); i++)
+		if (strcmp(differences[i].runtime, runtime) == 0 &&
+		    strcmp(differences[i].probe, probe) == 0)
+			return &differences[i];
+	return NULL;
+}
 
 struct host {
 	char dir[64];	    /* the canary directory */
@@ -279,24 +311,33 @@ static int acquire(msb_backend *b, const msb_key *key, const char *kind, bool li
 	return r < 0 ? msb_error_wrap(err, "acquiring the `%s` sandbox", kind) : 0;
 }
 
-/* The state directory name of the sandbox (key's thread, kind). */
+/* The state directory name of the sandbox (key's thread, kind): the
+ * labels.json under <root>/<sub>/ that names them (ns, oci). */
 static bool sandbox_name(cli_conformance_args *a, const char *thread, const char *kind, char *out,
 			 size_t size)
 {
-	msb_ns_options o = MSB_NS_OPTIONS_INIT;
-	o.state_root = a->state_root;
-	msb_ns_entry *e = NULL;
-	size_t n = 0;
-	if (msb_ns_list(&o, &e, &n, NULL) < 0)
+	char dir[4200];
+	snprintf(dir, sizeof(dir), "%.4000s/%s", a->state_root, a->state_sub);
+	DIR *d = opendir(dir);
+	if (!d)
 		return false;
 	bool found = false;
-	for (size_t i = 0; i < n && !found; i++) {
-		if (strcmp(e[i].thread_id, thread) == 0 && strcmp(e[i].kind, kind) == 0) {
-			snprintf(out, size, "%s", e[i].name);
+	struct dirent *de;
+	while (!found && (de = readdir(d))) {
+		if (strncmp(de->d_name, "msb-", 4) != 0)
+			continue;
+		char path[4400];
+		snprintf(path, sizeof(path), "%s/%.64s/labels.json", dir, de->d_name);
+		json_t *l = json_load_file(path, 0, NULL);
+		const char *t = json_string_value(json_object_get(l, "thread_id"));
+		const char *k = json_string_value(json_object_get(l, "kind"));
+		if (t && k && strcmp(t, thread) == 0 && strcmp(k, kind) == 0) {
+			snprintf(out, size, "%.63s", de->d_name);
 			found = true;
 		}
+		json_decref(l);
 	}
-	msb_ns_entries_free(e, n);
+	closedir(d);
 	return found;
 }
 
@@ -345,7 +386,7 @@ static bool contains(const uint8_t *hay, size_t n, const char *needle)
 	return false;
 }
 
-static void judge(struct verdicts *v, const msb_exec_result *res)
+static void judge(struct verdicts *v, const msb_exec_result *res, const char *runtime)
 {
 	json_t *seen[N_EXPECT] = {0};
 	const char *p = (const char *)res->stdout_bytes, *end = p + res->stdout_len;
@@ -379,10 +420,44 @@ static void judge(struct verdicts *v, const msb_exec_result *res)
 		const char *detail = json_string_value(json_object_get(seen[i], "detail"));
 		const char *why = json_string_value(json_object_get(seen[i], "why"));
 		outcome = outcome ? outcome : "?";
-		verdict(v, e->probe, outcome, e->expected, strcmp(outcome, e->expected) == 0,
-			detail, why);
+		const struct difference *d = difference_of(runtime, e->probe);
+		if (d && strcmp(outcome, d->outcome) == 0 && detail &&
+		    strcmp(detail, d->detail) == 0) {
+			char note[768];
+			snprintf(note, sizeof(note), "%s (%s: %s)", detail, d->runtime, d->why);
+			verdict(v, e->probe, outcome, d->outcome, true, note, why);
+		} else {
+			verdict(v, e->probe, outcome, e->expected,
+				strcmp(outcome, e->expected) == 0, detail, why);
+		}
 		json_decref(seen[i]);
 	}
+}
+
+/* The owner, on the host, of a file the guest's root makes in the storage
+ * base: never host root (the sandbox's user namespace maps it elsewhere). */
+static void owner_check(struct verdicts *v, msb_sandbox *sb, const char *work)
+{
+	const char *mk[] = {"/bin/sh", "-c", ": > msb-owner-check", NULL};
+	msb_exec_result r;
+	msb_error *err = NULL;
+	char path[PATH_MAX], detail[PATH_MAX + 96];
+	snprintf(path, sizeof(path), "%.4000s/msb-owner-check", work);
+	struct stat st;
+	if (exec_in(sb, mk, 30, &r, &err) < 0 || r.exit_code != 0 || lstat(path, &st) < 0) {
+		snprintf(detail, sizeof(detail), "no file to look at: %s",
+			 err ? msb_error_message(err) : strerror(errno));
+		verdict(v, "host:guest-root-unprivileged", "error", "blocked", false, detail, NULL);
+	} else {
+		snprintf(detail, sizeof(detail), "the guest's root makes files as host uid %u",
+			 (unsigned)st.st_uid);
+		verdict(v, "host:guest-root-unprivileged", st.st_uid ? "blocked" : "escaped",
+			"blocked", st.st_uid != 0, detail,
+			"guest root must not be host root: its files say whose it is");
+	}
+	if (err == NULL)
+		msb_exec_result_clear(&r);
+	msb_error_free(err);
 }
 
 static void host_checks(struct verdicts *v, struct host *h, const msb_exec_result *res,
@@ -698,9 +773,10 @@ int cli_escape(cli_conformance_args *a)
 		status = cli_fail(err);
 		goto out;
 	}
-	snprintf(shim, sizeof(shim), "%.3900s/ns/%.64s/shim.sock", a->state_root, name);
-	snprintf(nfile, sizeof(nfile), "%.3900s/ns/%.64s/work/neighbour-secret.txt", a->state_root,
-		 nname);
+	snprintf(shim, sizeof(shim), "%.3900s/%s/%.64s/shim.sock", a->state_root, a->state_sub,
+		 name);
+	snprintf(nfile, sizeof(nfile), "%.3900s/%s/%.64s/work/neighbour-secret.txt", a->state_root,
+		 a->state_sub, nname);
 
 	const char *chmod_argv[] = {"chmod", "0755", "msb-escape-probe", NULL};
 	if (exec_in(sb, chmod_argv, 30, &res, &err) < 0 || res.exit_code != 0) {
@@ -776,8 +852,11 @@ int cli_escape(cli_conformance_args *a)
 		status = cli_fail(err);
 		goto out;
 	}
-	judge(&v, &all);
+	judge(&v, &all, msb_oci_backend_runtime(b));
 	host_checks(&v, &h, &all, sb);
+	char base[PATH_MAX];
+	snprintf(base, sizeof(base), "%.3900s/%s/%.64s/work", a->state_root, a->state_sub, name);
+	owner_check(&v, sb, base);
 	msb_exec_result_clear(&all);
 	if (run_rc == 0 && res.exit_code != 0)
 		verdict(&v, "probe-exit-status", "error", "0", false, "the probe binary failed",

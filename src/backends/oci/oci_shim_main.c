@@ -22,6 +22,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -42,6 +43,12 @@
 #define START_TIMEOUT_MS 60000
 #define RUNTIME_EXIT_MS 3000
 #define TAIL_MAX 600
+/* runsc: the host's cgroup limits for guest limits of N processes and M bytes:
+ * gVisor's own threads (about 80 at rest, about 10 per guest process) and
+ * memory (its sentry, gofer and runsc run: about 50 MiB) come on top. */
+#define RUNSC_PIDS_BASE 256u
+#define RUNSC_PIDS_PER_TASK 16u
+#define RUNSC_MEMORY_OVERHEAD (128ull << 20)
 
 struct shim {
 	char *state_dir;
@@ -365,6 +372,21 @@ static void load_config(struct shim *s)
 	msb_error *e = NULL;
 	if (msb_oci__shim_config_parse(&s->cfg, buf, len, &e) < 0)
 		die_err(s, e);
+	/*
+	 * Under gVisor the guest's processes are no host processes: the host's
+	 * cgroup holds gVisor's own sentry, gofer and ptrace stubs, and the
+	 * kernel's OOM killer (or a thread the sentry cannot make) takes the
+	 * whole sandbox. So gVisor bounds each guest process itself, with the
+	 * limits it enforces - RLIMIT_AS (one process maps at most the memory
+	 * limit) and RLIMIT_NPROC (the pids limit counts guest processes) - and
+	 * the cgroup (make_cgroup) leaves room for gVisor above them.
+	 */
+	if (s->cfg.runtime == OCI_RUNSC &&
+	    ((s->cfg.ns.memory_max &&
+	      msb_ns__config_set_rlimit(&s->cfg.ns, RLIMIT_AS, s->cfg.ns.memory_max) < 0) ||
+	     (s->cfg.ns.pids_max &&
+	      msb_ns__config_set_rlimit(&s->cfg.ns, RLIMIT_NPROC, s->cfg.ns.pids_max) < 0)))
+		die(s, "out of memory");
 }
 
 static void detach(struct shim *s)
@@ -516,7 +538,18 @@ static void make_cgroup(struct shim *s)
 		msb__asprintf("%s-%02x%02x%02x%02x", s->name, d[0], d[1], d[2], d[3]);
 	if (!leaf)
 		die(s, "out of memory");
-	if (msb_ns__cgroup_plan(&s->cfg.ns, leaf, &s->cg, &e) < 0)
+	/* runsc: the host's limits hold gVisor as well as the guest (load_config). */
+	msb_ns_config host = s->cfg.ns;
+	if (s->cfg.runtime == OCI_RUNSC) {
+		if (host.memory_max)
+			host.memory_max += RUNSC_MEMORY_OVERHEAD;
+		if (host.pids_max)
+			host.pids_max =
+				host.pids_max > (4194304 - RUNSC_PIDS_BASE) / RUNSC_PIDS_PER_TASK
+					? 4194304
+					: RUNSC_PIDS_BASE + RUNSC_PIDS_PER_TASK * host.pids_max;
+	}
+	if (msb_ns__cgroup_plan(&host, leaf, &s->cg, &e) < 0)
 		die_err(s, e);
 	if (!s->cg)
 		return;
@@ -692,18 +725,23 @@ static void record_init(struct shim *s)
 	/* crun writes it once the container runs, which may be after the
 	 * agent's HELLO: wait for it a little. */
 	int r;
+	long pid = 0;
 	int64_t deadline = msb__now_ns() + 5000000000LL;
-	while ((r = msb__read_file_at(s->dfd, OCI_STATE_CONTAINER_PID, 64, &text, NULL)) ==
-		       -ENOENT &&
-	       msb__now_ns() < deadline && !wait_pidfd(s->rt_pidfd, 1))
-		;
-	if (r < 0)
-		die(s, "the runtime wrote no %s: %s", OCI_STATE_CONTAINER_PID, strerror(-r));
-	char *end;
-	errno = 0;
-	long pid = strtol(text, &end, 10);
-	if (errno || end == text || pid <= 0 || pid > INT32_MAX)
-		die(s, "%s: not a pid", OCI_STATE_CONTAINER_PID);
+	for (;;) {
+		free(text);
+		text = NULL;
+		r = msb__read_file_at(s->dfd, OCI_STATE_CONTAINER_PID, 64, &text, NULL);
+		char *end = NULL;
+		errno = 0;
+		pid = r == 0 ? strtol(text, &end, 10) : 0;
+		if (r == 0 && !errno && end != text && pid > 0 && pid <= INT32_MAX)
+			break;
+		/* Absent, or not whole yet (it is not written atomically). */
+		if ((r < 0 && r != -ENOENT) || msb__now_ns() >= deadline ||
+		    wait_pidfd(s->rt_pidfd, 1))
+			die(s, "the runtime wrote no pid to %s: %s", OCI_STATE_CONTAINER_PID,
+			    r < 0 ? strerror(-r) : "not a pid");
+	}
 	uint64_t start;
 	r = msb_ns__proc_start_time((pid_t)pid, &start);
 	if (r == 0)
