@@ -31,9 +31,6 @@ static const char *const masked[] = {
 	"/proc/scsi",
 	"/sys/firmware",
 	"/sys/devices/virtual/powercap",
-	/* gVisor's own /dev has a fuse device: of no use to workloads without
-	 * CAP_SYS_ADMIN, and one more sentry interface to reach. */
-	"/dev/fuse",
 	NULL,
 };
 static const char *const readonly[] = {
