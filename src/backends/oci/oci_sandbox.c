@@ -76,6 +76,7 @@ static void drop_clients(oci_sandbox *s)
  */
 static bool layer_full(const oci_sandbox *s)
 {
+	/* guest-names: ok - the sandbox's state dir, host-private */
 	_cleanup_close_ int dfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	pid_t pid;
 	uint64_t start, now;
