@@ -462,6 +462,30 @@ int oci_rootfs_build(oci_rootfs *rf)
 	return 0;
 }
 
+int oci_rootfs_private_tmpfs(int dfd, const char *name, int *fd, char *err, size_t size)
+{
+	oci_rootfs rf = OCI_ROOTFS_INIT(NULL, dfd);
+	if (mkdirat(dfd, name, 0711) < 0 && errno != EEXIST) {
+		int r = -errno;
+		snprintf(err, size, "mkdir %s: %s", name, strerror(errno));
+		return r;
+	}
+	static const struct fs_opt opts[] = {
+		{"size", "1m"}, {"nr_inodes", "4096"}, {"mode", "0711"}, {NULL, NULL}};
+	int r = new_mount(&rf, "tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, dfd, name, fd);
+	if (r < 0)
+		snprintf(err, size, "%s", rf.err);
+	return r;
+}
+
+void oci_rootfs_private_release(int dfd, const char *name)
+{
+	char path[96];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", dfd, name);
+	while (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
+		;
+}
+
 void oci_rootfs_teardown(oci_rootfs *rf)
 {
 	if (rf->layer_fd >= 0)

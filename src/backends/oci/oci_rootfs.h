@@ -4,10 +4,12 @@
  * shim's own private mount namespace (nothing reaches the host's, and
  * everything goes when the shim and the runtime's processes are gone):
  *
- *   <state>/layer   tmpfs (writable_bytes): upper/, work/ (overlay), skel/
- *   <state>/rootfs  overlay: lower = the image's layers (`dir:` PATH or the
- *                   unpacked `oci` layers) over skel/; upper = layer/upper
- *   <state>/shm     tmpfs (shm_bytes): bound at the guest's /dev/shm
+ *   <state>/run/layer   tmpfs (writable_bytes): upper/, work/ (overlay), skel/
+ *   <state>/run/rootfs  overlay: lower = the image's layers (`dir:` PATH or
+ *                       the unpacked `oci` layers) over skel/; upper =
+ *                       layer/upper
+ *   <state>/run/shm     tmpfs (shm_bytes): bound at the guest's /dev/shm
+ * (<state>/run itself a small tmpfs of the shim's: oci_shim.h)
  *
  * skel/ holds the mount points the bundle's mounts need and, for `host`,
  * the synthesized /etc, so that nothing the runtime does writes into
@@ -42,8 +44,14 @@ int oci_rootfs_private(char *err, size_t size);
  * sandbox needs lives there (limits are the shim's, in v1). */
 void oci_rootfs_hide_hybrid_cgroup2(void);
 
-/* Build the three mounts. On failure rf->err says what failed; what was
- * mounted stays for oci_rootfs_teardown. */
+/* The private tmpfs at dfd/name (OCI_STATE_PRIVATE): *fd gets its root.
+ * 0 or -errno with the reason in err. */
+int oci_rootfs_private_tmpfs(int dfd, const char *name, int *fd, char *err, size_t size);
+/* Unmount it (lazily). */
+void oci_rootfs_private_release(int dfd, const char *name);
+
+/* Build the three mounts, below rf->dfd (the private tmpfs). On failure
+ * rf->err says what failed; what was mounted stays for oci_rootfs_teardown. */
 int oci_rootfs_build(oci_rootfs *rf);
 
 /* Unmount the three (lazily: a runtime still holding them lets go when it

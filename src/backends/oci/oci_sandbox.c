@@ -82,8 +82,8 @@ static bool layer_full(const oci_sandbox *s)
 	uint64_t start, now;
 	if (dfd < 0 || msb_ns__read_pid_file(dfd, MSB_NS_STATE_SHIM_PID, &pid, &start) < 0)
 		return false;
-	_cleanup_free_ char *path =
-		msb__asprintf("/proc/%d/root%s/%s/", (int)pid, s->dir, OCI_STATE_LAYER);
+	_cleanup_free_ char *path = msb__asprintf("/proc/%d/root%s/%s/%s/", (int)pid, s->dir,
+						  OCI_STATE_PRIVATE, OCI_STATE_LAYER);
 	struct statfs st;
 	if (!path || statfs(path, &st) < 0 || msb_ns__proc_start_time(pid, &now) < 0 ||
 	    now != start)

@@ -9,12 +9,14 @@
  *     agent.sock     the relay's socket: hosts connect here (oci_relay.h)
  *     shim.sock      the control socket: "fds", "reset" (as on ns)
  *     work/          the storage base, bound at the guest's work_dir
- *     bundle/        the OCI bundle: config.json (root.path = rootfs/)
- *     runtime/       the runtime's private --root (its state)
- *     rootfs/ layer/ shm/   mount points, used only inside the shim's
- *                    private mount namespace: the overlay root, the tmpfs
- *                    of its writable layer, the tmpfs of /dev/shm
- *     container.pid  the runtime's --pid-file
+ *     run/           a mount point: in the shim's private mount namespace a
+ *                    small tmpfs holding what only the shim and the runtime
+ *                    use, gone with them (no file on the host's disk):
+ *       bundle/        the OCI bundle: config.json (root.path = rootfs/)
+ *       runtime/       the runtime's private --root (its state)
+ *       rootfs/ layer/ shm/   mount points: the overlay root, the tmpfs of
+ *                      its writable layer, the tmpfs of /dev/shm
+ *       container.pid  the runtime's --pid-file
  */
 #ifndef MSB_BACKENDS_OCI_SHIM_H
 #define MSB_BACKENDS_OCI_SHIM_H
@@ -36,6 +38,7 @@ const char *msb_oci__runtime_name(oci_runtime rt);
 /* -1 when `name` is none of them. */
 int msb_oci__runtime_from_name(const char *name);
 
+#define OCI_STATE_PRIVATE "run"
 #define OCI_STATE_BUNDLE "bundle"
 #define OCI_STATE_RUNTIME "runtime"
 #define OCI_STATE_ROOTFS "rootfs"
@@ -69,9 +72,9 @@ typedef struct oci_shim_config {
 int msb_oci__shim_config_parse(oci_shim_config *c, const char *json, size_t len, msb_error **err);
 void msb_oci__shim_config_clear(oci_shim_config *c);
 
-/* Remove the oci files of a state directory (bundle/, runtime/, the mount
- * points, container.pid); the ns ones are msb_ns__state_remove_files'. Never
- * crosses a mount (msb__rm_rf_at). 0 or the first -errno. */
+/* Remove the oci files of a state directory (run/, empty on the host); the
+ * ns ones are msb_ns__state_remove_files'. Never crosses a mount
+ * (msb__rm_rf_at). 0 or the first -errno. */
 int msb_oci__state_remove_files(int dirfd);
 
 /*

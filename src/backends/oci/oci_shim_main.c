@@ -60,6 +60,8 @@ struct shim {
 	bool remove_dir;
 	int ready_fd;
 	int dfd;
+	int pfd;	   /* the private tmpfs, <state>/run, while the sandbox is up */
+	char *private_dir; /* its path */
 	int work_fd;
 	int agent_log_fd;
 	int ctl_fd;
@@ -178,17 +180,22 @@ static bool wait_pidfd(int pidfd, int timeout_ms)
 	return r > 0;
 }
 
-/* Stop the sandbox: the agent's connection first (it then kills every
- * workload and exits, the container ends, the runtime exits), then
- * whatever is left, by the cgroup, then the mounts. Files stay. */
+/* Stop the sandbox: nothing in it is worth a graceful end, so the agent's
+ * connection goes, the runtime is killed, and the cgroup kills everything
+ * else it started (a sentry, a gofer, the container's processes); then the
+ * mounts go. Without a cgroup the agent's own exit on the connection's end
+ * takes the container down, and the runtime gets the time to see it. Files
+ * stay. */
 static int stop_sandbox(struct shim *s)
 {
 	int ret = 0;
 	oci_relay_free(s->relay);
 	s->relay = NULL;
 	if (s->rt_pidfd >= 0) {
-		if (!wait_pidfd(s->rt_pidfd, RUNTIME_EXIT_MS)) {
-			shim_log("msb-oci-shim: the runtime did not exit: killing the sandbox");
+		if (s->cg)
+			msb__sys_pidfd_send_signal(s->rt_pidfd, SIGKILL, 0);
+		else if (!wait_pidfd(s->rt_pidfd, RUNTIME_EXIT_MS)) {
+			shim_log("msb-oci-shim: the runtime did not exit: killing it");
 			msb__sys_pidfd_send_signal(s->rt_pidfd, SIGKILL, 0);
 		}
 		close(s->rt_pidfd);
@@ -218,6 +225,11 @@ static int stop_sandbox(struct shim *s)
 		s->cg = NULL;
 	}
 	oci_rootfs_teardown(&s->rf);
+	if (s->pfd >= 0) {
+		close(s->pfd);
+		s->pfd = -1;
+		oci_rootfs_private_release(s->dfd, OCI_STATE_PRIVATE);
+	}
 	if (s->work_fd >= 0) {
 		close(s->work_fd);
 		s->work_fd = -1;
@@ -341,6 +353,8 @@ static void resolve_paths(struct shim *s)
 	if (!dir)
 		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
 	s->state_dir = dir;
+	if (!(s->private_dir = msb__asprintf("%s/%s", dir, OCI_STATE_PRIVATE)))
+		die(s, "out of memory");
 	const char *base = strrchr(dir, '/');
 	s->name = strdup(s->name ? s->name : base && base[1] ? base + 1 : "sandbox");
 	if (!s->name)
@@ -599,6 +613,7 @@ static void write_bundle(struct shim *s)
 	oci_spec_input in = {
 		.cfg = &s->cfg,
 		.state_dir = s->state_dir,
+		.private_dir = s->private_dir,
 		.agent_path = s->agent,
 		.host_binds = s->host_binds,
 		.cgroup_path = cg_path,
@@ -606,16 +621,16 @@ static void write_bundle(struct shim *s)
 	_cleanup_free_ char *text = NULL;
 	if (oci_spec_write(&in, &text) < 0)
 		die(s, "out of memory");
-	if (mkdirat(s->dfd, OCI_STATE_BUNDLE, 0700) < 0 && errno != EEXIST)
+	if (mkdirat(s->pfd, OCI_STATE_BUNDLE, 0700) < 0 && errno != EEXIST)
 		die(s, "create bundle/: %s", strerror(errno));
 	_cleanup_close_ int bfd =
-		openat(s->dfd, OCI_STATE_BUNDLE, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		openat(s->pfd, OCI_STATE_BUNDLE, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (bfd < 0)
 		die(s, "open bundle/: %s", strerror(errno));
 	int r = msb__write_file_atomic_at(bfd, "config.json", text, strlen(text), 0600);
 	if (r < 0)
 		die(s, "write bundle/config.json: %s", strerror(-r));
-	if (mkdirat(s->dfd, OCI_STATE_RUNTIME, 0700) < 0 && errno != EEXIST)
+	if (mkdirat(s->pfd, OCI_STATE_RUNTIME, 0700) < 0 && errno != EEXIST)
 		die(s, "create runtime/: %s", strerror(errno));
 }
 
@@ -668,10 +683,10 @@ static void runtime_argv(struct shim *s, char **v, char *root, char *bundle, cha
  * dies with the shim. */
 static void spawn_runtime(struct shim *s, int sock)
 {
-	_cleanup_free_ char *root = msb__asprintf("%s/%s", s->state_dir, OCI_STATE_RUNTIME);
-	_cleanup_free_ char *bundle = msb__asprintf("%s/%s", s->state_dir, OCI_STATE_BUNDLE);
+	_cleanup_free_ char *root = msb__asprintf("%s/%s", s->private_dir, OCI_STATE_RUNTIME);
+	_cleanup_free_ char *bundle = msb__asprintf("%s/%s", s->private_dir, OCI_STATE_BUNDLE);
 	_cleanup_free_ char *pidfile =
-		msb__asprintf("%s/%s", s->state_dir, OCI_STATE_CONTAINER_PID);
+		msb__asprintf("%s/%s", s->private_dir, OCI_STATE_CONTAINER_PID);
 	if (!root || !bundle || !pidfile)
 		die(s, "out of memory");
 	char *argv[32];
@@ -730,7 +745,7 @@ static void record_init(struct shim *s)
 	for (;;) {
 		free(text);
 		text = NULL;
-		r = msb__read_file_at(s->dfd, OCI_STATE_CONTAINER_PID, 64, &text, NULL);
+		r = msb__read_file_at(s->pfd, OCI_STATE_CONTAINER_PID, 64, &text, NULL);
 		char *end = NULL;
 		errno = 0;
 		pid = r == 0 ? strtol(text, &end, 10) : 0;
@@ -755,7 +770,10 @@ static void start_sandbox(struct shim *s)
 	int64_t t0 = msb__now_ns();
 	make_work(s);
 	make_cgroup(s);
-	s->rf = (oci_rootfs)OCI_ROOTFS_INIT(&s->cfg.ns, s->dfd);
+	char why_[300];
+	if (oci_rootfs_private_tmpfs(s->dfd, OCI_STATE_PRIVATE, &s->pfd, why_, sizeof(why_)) < 0)
+		die(s, "%s", why_);
+	s->rf = (oci_rootfs)OCI_ROOTFS_INIT(&s->cfg.ns, s->pfd);
 	if (oci_rootfs_build(&s->rf) < 0)
 		die(s, "root filesystem: %s", s->rf.err);
 	write_bundle(s);
@@ -791,9 +809,8 @@ static void reset_sandbox(struct shim *s)
 	if (stop_sandbox(s) < 0)
 		die(s, "reset: the old sandbox did not go");
 	unlinkat(s->dfd, MSB_NS_STATE_INIT_PID, 0);
-	int r = msb_oci__state_remove_files(s->dfd);
-	if (r == 0)
-		r = msb__rm_rf_at(s->dfd, MSB_NS_STATE_WORK);
+	/* The private tmpfs went with the old sandbox; work/ goes here. */
+	int r = msb__rm_rf_at(s->dfd, MSB_NS_STATE_WORK);
 	if (r < 0)
 		die(s, "reset: remove the old files: %s", strerror(-r));
 	start_sandbox(s);
@@ -935,6 +952,7 @@ int main(int argc, char **argv)
 {
 	struct shim s = {.ready_fd = -1,
 			 .dfd = -1,
+			 .pfd = -1,
 			 .work_fd = -1,
 			 .agent_log_fd = -1,
 			 .ctl_fd = -1,
@@ -984,6 +1002,7 @@ int main(int argc, char **argv)
 	msb_strv_free(s.host_binds);
 	close(s.dfd);
 	free(s.state_dir);
+	free(s.private_dir);
 	free(s.agent);
 	free(s.config_path);
 	free(s.name);

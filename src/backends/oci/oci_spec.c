@@ -194,9 +194,10 @@ static json_t *mounts(const oci_spec_input *in)
 	const char *const agent[] = {"bind", "ro", "nosuid", "nodev", NULL};
 	const char *const host[] = {"rbind", "ro", "nosuid", "nodev", NULL};
 	const char *const tmp[] = {"rbind", "nosuid", "nodev", "rw", NULL};
-	_cleanup_free_ char *shm_src = msb__asprintf("%s/%s", in->state_dir, OCI_STATE_SHM);
+	_cleanup_free_ char *shm_src = msb__asprintf("%s/%s", in->private_dir, OCI_STATE_SHM);
 	_cleanup_free_ char *work_src = msb__asprintf("%s/%s", in->state_dir, MSB_NS_STATE_WORK);
-	_cleanup_free_ char *tmp_src = msb__asprintf("%s/%s/tmp", in->state_dir, OCI_STATE_ROOTFS);
+	_cleanup_free_ char *tmp_src =
+		msb__asprintf("%s/%s/tmp", in->private_dir, OCI_STATE_ROOTFS);
 	if (!shm_src || !work_src || !tmp_src || add_mount(m, "/proc", "proc", "proc", proc) < 0 ||
 	    add_mount(m, "/dev", "tmpfs", "tmpfs", dev) < 0 ||
 	    add_mount(m, "/dev/pts", "devpts", "devpts", pts) < 0 ||
@@ -282,7 +283,7 @@ static json_t *linux_section(const oci_spec_input *in)
 
 int oci_spec_write(const oci_spec_input *in, char **out)
 {
-	_cleanup_free_ char *root = msb__asprintf("%s/%s", in->state_dir, OCI_STATE_ROOTFS);
+	_cleanup_free_ char *root = msb__asprintf("%s/%s", in->private_dir, OCI_STATE_ROOTFS);
 	if (!root)
 		return -ENOMEM;
 	json_t *doc =

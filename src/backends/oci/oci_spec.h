@@ -7,7 +7,8 @@
 
 typedef struct oci_spec_input {
 	const oci_shim_config *cfg;
-	const char *state_dir;	 /* absolute: root, work, shm are found below it */
+	const char *state_dir;	 /* absolute: work/ is found below it */
+	const char *private_dir; /* absolute: rootfs/, shm/ (OCI_STATE_PRIVATE) */
 	const char *agent_path;	 /* the host's msb-agent, bound read-only */
 	char *const *host_binds; /* `host` image: host paths bound read-only (or NULL) */
 	const char *cgroup_path; /* runc: the cgroup to join (its path in each hierarchy) */

@@ -116,17 +116,7 @@ fail:
 
 int msb_oci__state_remove_files(int dirfd)
 {
-	static const char *const trees[] = {OCI_STATE_BUNDLE, OCI_STATE_RUNTIME, OCI_STATE_ROOTFS,
-					    OCI_STATE_LAYER,  OCI_STATE_SHM,	 NULL};
-	int r = 0;
-	for (size_t i = 0; trees[i]; i++) {
-		int k = msb__rm_rf_at(dirfd, trees[i]);
-		if (k < 0 && r == 0)
-			r = k;
-	}
-	if (unlinkat(dirfd, OCI_STATE_CONTAINER_PID, 0) < 0 && errno != ENOENT && r == 0)
-		r = -errno;
-	return r;
+	return msb__rm_rf_at(dirfd, OCI_STATE_PRIVATE);
 }
 
 int msb_oci__state_purge(const char *state_dir, bool remove_dir, int timeout_ms, msb_error **err)
