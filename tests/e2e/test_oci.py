@@ -124,6 +124,7 @@ def sandbox(state, request):
     """msb serve with an oci router and one acquired sandbox (runtime: the param)."""
     s = Serve()
     s.state = state
+    s.rt = request.param
     s.router = s.call("router.new", config=router(state, request.param))["router"]
     s.sandbox = s.call("router.acquire", router=s.router, key=KEY, spec=SPEC)["sandbox"]
     yield s
@@ -430,3 +431,25 @@ def test_the_escape_suite_blocks_every_attempt(state, rt):
     differs = {n for n, r in rows.items() if r["expected"] != "blocked" and
                r["expected"] != "contained"}
     assert differs == ({"uid-not-host-root", "host-device-nodes"} if rt == "runsc" else set())
+
+
+@pytest.mark.parametrize("sandbox", runtimes(), indirect=True)
+def test_the_fingerprint_is_read_on_the_host_where_it_can_be(sandbox):
+    """crun: the ns fingerprint (layer, /dev/shm, storage base, processes, all on the host);
+    runsc: unsupported - gVisor's processes are not in the host's /proc."""
+    s = sandbox
+    before = s.call("sandbox.fingerprint", sandbox=s.sandbox)
+    if s.rt == "runsc":
+        assert before["supported"] is False
+        return
+    assert before["supported"] and before["changed_paths"] == [], before
+    s.call("sandbox.exec", sandbox=s.sandbox,
+           shell="echo a > /root/r; echo b > w.txt; echo c > /dev/shm/s; "
+                 "sleep 60 >/dev/null 2>&1 & true")
+    after = s.call("sandbox.fingerprint", sandbox=s.sandbox)
+    for p in ("/root/r", "/maf-sandbox/work/w.txt", "/dev/shm/s"):
+        assert p in after["changed_paths"], after
+    assert any("sleep 60" in p for p in after["running_programs"]), after
+    # /dev is read-only: nothing can hide there.
+    r = s.call("sandbox.exec", sandbox=s.sandbox, shell="echo x > /dev/hidden")
+    assert r["exit_code"] != 0

@@ -23,6 +23,7 @@ typedef struct oci_sandbox {
 	char *sock_path;
 	char *instance_id;
 	char *runtime;
+	bool gvisor;
 	ns_files files;
 	char *dir;	  /* <state>/oci/<name> */
 	char *host_base;  /* <dir>/work */
@@ -181,12 +182,21 @@ static int oci_reset(void *impl, double timeout, msb_error **err)
 	return r;
 }
 
+/*
+ * Under crun and runc the container is the host kernel's, exactly as an ns
+ * sandbox is: the ns fingerprint reads it on the host (the writable layer
+ * and /dev/shm from the shim, the storage base, the init's mount table and
+ * pid namespace). Under gVisor the guest's processes and mounts are the
+ * sentry's, invisible to the host's /proc: not supported (docs/oci.md).
+ */
 static int oci_fingerprint(void *impl, bool *supported, msb_fingerprint *out, msb_error **err)
 {
-	/* Not yet: the host reads the writable layer, but the processes of a
-	 * gVisor sandbox are not in the host's /proc (docs/oci.md). */
-	*supported = false;
-	return 0;
+	oci_sandbox *s = impl;
+	if (s->gvisor) {
+		*supported = false;
+		return 0;
+	}
+	return msb_ns__snapshot_fingerprint(s->sock_path, s->guest_base, supported, out, err);
 }
 
 static const char *oci_instance_id(void *impl)
@@ -238,6 +248,7 @@ int msb_oci__sandbox_new(const oci_backend *b, const char *name, const msb_ns_la
 	s->sock_path = msb__asprintf("%s/%s/%s", b->ns.state_dir, name, MSB_NS_STATE_SOCKET);
 	s->instance_id = strdup(labels->instance_id);
 	s->runtime = strdup(msb_oci__runtime_name(b->runtime));
+	s->gvisor = b->runtime == OCI_RUNSC;
 	s->dir = msb__asprintf("%s/%s", b->ns.state_dir, name);
 	s->host_base = msb__asprintf("%s/%s/%s", b->ns.state_dir, name, MSB_NS_STATE_WORK);
 	s->guest_base = strdup(labels->work_dir ? labels->work_dir : MSB_DEFAULT_WORK_DIR);

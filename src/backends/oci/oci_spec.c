@@ -185,7 +185,9 @@ static json_t *mounts(const oci_spec_input *in)
 	snprintf(devpts_gid, sizeof(devpts_gid), "gid=5");
 	snprintf(dev_size, sizeof(dev_size), "size=65536k");
 	const char *const proc[] = {"nosuid", "noexec", "nodev", NULL};
-	const char *const dev[] = {"nosuid", "strictatime", "mode=755", dev_size, NULL};
+	/* Read-only once the runtime has made its nodes: the only writable
+	 * storage is what the host can see (the layer, /dev/shm, the work dir). */
+	const char *const dev[] = {"nosuid", "strictatime", "mode=755", dev_size, "ro", NULL};
 	const char *const pts[] = {"nosuid",	"noexec",   "newinstance", "ptmxmode=0666",
 				   "mode=0620", devpts_gid, NULL};
 	const char *const sys[] = {"nosuid", "noexec", "nodev", "ro", NULL};
