@@ -5,13 +5,15 @@
  *
  * The runtime decides the isolation rung the backend declares, and nothing
  * else can raise it: `runsc` (gVisor: the guest's system calls are served by
- * a user-space kernel) declares `hardened_container`; `crun` and `runc`
- * (the host kernel's namespaces) declare `container`. Each sandbox is held
+ * a user-space kernel) declares `hardened_container`; `crun` (the host
+ * kernel's namespaces) declares `container`. `runc` is refused for now
+ * (MSB_E_NOT_IMPLEMENTED: it relays stdio through pipes of its own and
+ * moves the container out of the sandbox's cgroup). Each sandbox is held
  * by a per-sandbox `msb-oci-shim`, which outlives the process that acquired
  * it, builds the root from the same images as `ns` (`host`, `dir:PATH`,
  * `oci:PATH[:TAG]`) below a size-capped writable layer, runs the runtime
  * with a strict bundle (no network but lo, no capabilities for workloads,
- * no_new_privs, masked paths, a user namespace, seccomp under crun/runc) in
+ * no_new_privs, masked paths, a user namespace, seccomp under crun) in
  * the sandbox's cgroup, and relays host connections onto the agent's
  * stdio. State lives in `<state root>/oci/<name>/`, named from the key as on
  * `ns`, so any process can find, reuse and dispose a sandbox another made.
@@ -36,7 +38,7 @@ MSB_BEGIN_DECLS
 typedef struct msb_oci_options {
 	unsigned version;
 	const char *name;	  /* NULL = "oci" */
-	const char *runtime;	  /* "runsc" (default), "crun" or "runc" */
+	const char *runtime;	  /* "runsc" (default) or "crun" ("runc": refused) */
 	const char *runtime_path; /* NULL = the runtime's name searched in PATH */
 	const char *platform;	  /* runsc: the gVisor platform; NULL = "ptrace" */
 	const char *state_root;	  /* NULL = $MSB_STATE_DIR, else /run/msb; it and every
@@ -60,8 +62,9 @@ typedef struct msb_oci_options {
 	}
 
 /* Make the backend. Refused with MSB_E_VALUE: an unknown runtime, a
- * platform for a runtime other than runsc, a runtime not found in PATH, a
- * bad image; MSB_E_PERMISSION when not root. Nothing starts until acquire. */
+ * platform for a runtime other than runsc, a bad image; MSB_E_NOT_FOUND: a
+ * runtime not in PATH; MSB_E_NOT_IMPLEMENTED: runc; MSB_E_PERMISSION: not
+ * root. Nothing starts until acquire. */
 MSB_EXTERN int msb_oci_backend_new(const msb_oci_options *opts, msb_backend **out, msb_error **err);
 
 /* The state root this oci backend resolved (it holds oci/<name>/ per

@@ -231,6 +231,10 @@ def test_the_rung_is_the_runtimes_and_config_cannot_raise_it(state):
                                                                        platform="kvm"), "b.json"),
                         "--min-isolation", "container", "--", "true"], capture_output=True)
     assert p.returncode != 0 and b"platform" in p.stderr, p.stderr
+    # runc is refused until it can keep the agent's socket and the sandbox's cgroup.
+    p = subprocess.run([MSB, "run", "--config", _write(state, backend(state, "runc"), "r.json"),
+                        "--min-isolation", "container", "--", "true"], capture_output=True)
+    assert p.returncode != 0 and b"NotImplementedError" in p.stderr, p.stderr
 
 
 # ---- exec ------------------------------------------------------------------------------------

@@ -114,6 +114,14 @@ static int backend_init(oci_backend *b, const msb_oci_options *opts, msb_error *
 		return msb_error_set(err, MSB_E_VALUE,
 				     "oci: runtime `%s`: expected `runsc`, `crun` or `runc`", rt);
 	b->runtime = (oci_runtime)k;
+	if (b->runtime == OCI_RUNC)
+		/* runc proxies a foreground container's stdio through pipes of its
+		 * own (the agent needs the socket itself), and moves the container
+		 * into cgroups of its own, out of the sandbox's limits. */
+		return msb_error_set(err, MSB_E_NOT_IMPLEMENTED,
+				     "oci: runtime `runc` is not served yet: it relays stdio "
+				     "through pipes and moves the container out of the sandbox's "
+				     "cgroup; use `crun` for the container rung");
 	if (opts->platform && b->runtime != OCI_RUNSC)
 		return msb_error_set(err, MSB_E_VALUE,
 				     "oci: `platform` is gVisor's: it applies to runsc, not `%s`",

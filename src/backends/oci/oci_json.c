@@ -41,8 +41,8 @@ static int oci_from_json(const msb_backend_json *in, msb_backend **out, msb_erro
 const msb_backend_type msb_oci__type = {
 	.version = MSB_BACKEND_TYPE_VERSION,
 	.name = "oci",
-	.summary = "an OCI runtime around msb-agent: runsc (gVisor, hardened_container) or crun, "
-		   "runc (container), held by a per-sandbox msb-oci-shim",
+	.summary = "an OCI runtime around msb-agent: runsc (gVisor, hardened_container) or crun "
+		   "(container), held by a per-sandbox msb-oci-shim",
 	.keys = oci_keys,
 	.from_json = oci_from_json,
 	.doctor = msb_oci__doctor,

@@ -607,16 +607,12 @@ static void write_bundle(struct shim *s)
 	if (s->cfg.ns.image == MSB_NS_IMAGE_HOST && !s->host_binds &&
 	    oci_rootfs_host_binds(&s->host_binds) < 0)
 		die(s, "list the host's directories: %s", strerror(errno));
-	const char *cg_path = NULL;
-	if (s->cg)
-		cg_path = msb_ns__cgroup_path(s->cg, "memory");
 	oci_spec_input in = {
 		.cfg = &s->cfg,
 		.state_dir = s->state_dir,
 		.private_dir = s->private_dir,
 		.agent_path = s->agent,
 		.host_binds = s->host_binds,
-		.cgroup_path = cg_path,
 	};
 	_cleanup_free_ char *text = NULL;
 	if (oci_spec_write(&in, &text) < 0)

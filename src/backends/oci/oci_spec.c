@@ -5,8 +5,8 @@
  * the bounding set of every workload, which needs it; workloads get none),
  * no_new_privs and rlimits; new pid, network (only lo: egress `closed`),
  * ipc, uts, mount and user namespaces (guest ids 0..65535 onto uid_base..),
- * plus cgroup for crun/runc; the usual masked and read-only paths; for
- * crun/runc a seccomp profile denying what the agent's workload filter
+ * plus cgroup for crun; the usual masked and read-only paths; for
+ * crun a seccomp profile denying what the agent's workload filter
  * denies (gVisor's sentry is its own system call boundary); no resources
  * (the shim's cgroup holds the runtime and everything it starts).
  * docs/internals/oci-backend.md lists every field.
@@ -37,7 +37,7 @@ static const char *const readonly[] = {
 	"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger", NULL,
 };
 
-/* Denied with EPERM for the agent and everything below it (crun, runc). */
+/* Denied with EPERM for the agent and everything below it (crun). */
 static const char *const denied[] = {
 	"acct",
 	"add_key",
@@ -271,12 +271,6 @@ static json_t *linux_section(const oci_spec_input *in)
 			  (json_int_t)ns->gid_base, "size", (int)MSB_NS_ID_COUNT, "maskedPaths",
 			  strings(masked), "readonlyPaths", strings(readonly));
 	if (l && kernel && json_object_set_new(l, "seccomp", seccomp()) < 0) {
-		json_decref(l);
-		return NULL;
-	}
-	/* runc cannot be kept out of cgroups: it joins the shim's. */
-	if (l && in->cfg->runtime == OCI_RUNC && in->cgroup_path &&
-	    json_object_set_new(l, "cgroupsPath", json_string(in->cgroup_path)) < 0) {
 		json_decref(l);
 		return NULL;
 	}

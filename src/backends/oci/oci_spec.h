@@ -11,7 +11,6 @@ typedef struct oci_spec_input {
 	const char *private_dir; /* absolute: rootfs/, shm/ (OCI_STATE_PRIVATE) */
 	const char *agent_path;	 /* the host's msb-agent, bound read-only */
 	char *const *host_binds; /* `host` image: host paths bound read-only (or NULL) */
-	const char *cgroup_path; /* runc: the cgroup to join (its path in each hierarchy) */
 } oci_spec_input;
 
 /* The document as text (malloc'd). 0 or -ENOMEM. */
