@@ -457,3 +457,22 @@ def test_the_fingerprint_is_read_on_the_host_where_it_can_be(sandbox):
     # /dev is read-only: nothing can hide there.
     r = s.call("sandbox.exec", sandbox=s.sandbox, shell="echo x > /dev/hidden")
     assert r["exit_code"] != 0
+
+
+@pytest.mark.skipif(not have("crun"), reason="root and crun")
+def test_racing_acquires_of_one_key_get_one_sandbox_named_from_the_key(state):
+    cfg = _write(state, backend(state, "crun"))
+    args = [MSB, "acquire", "--config", cfg, "--min-isolation", "container", "--scope", "app",
+            "--thread", "t1", "--agent", "agent"]
+    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(4)]
+    ids = {p.communicate()[0].strip() for p in procs}
+    assert all(p.returncode == 0 for p in procs) and len(ids) == 1, ids
+    names = os.listdir(os.path.join(state, "oci"))
+    assert len(names) == 1 and names[0].startswith("msb-") and len(names[0]) == 36, names
+    # Another process finds it by the key alone, and disposes it by its labels.
+    again = subprocess.run(args, capture_output=True)
+    assert again.stdout.strip() in ids
+    p = subprocess.run([MSB, "dispose", "--config", cfg, "--scope", "app", "--thread", "t1",
+                        "--agent", "agent"], capture_output=True)
+    assert p.returncode == 0, p.stderr
