@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import BUILD
+from conftest import BUILD, ROOT
 from test_serve import Serve, b64, unb64
 
 MSB = os.path.join(BUILD, "cli", "msb")
@@ -476,3 +476,23 @@ def test_racing_acquires_of_one_key_get_one_sandbox_named_from_the_key(state):
     p = subprocess.run([MSB, "dispose", "--config", cfg, "--scope", "app", "--thread", "t1",
                         "--agent", "agent"], capture_output=True)
     assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.parametrize("rt", runtimes())
+@pytest.mark.skipif(not shutil.which("busybox"), reason="busybox (scripts/make-oci-image)")
+def test_dir_and_oci_images_are_the_ns_ones(state, rt):
+    layout = os.path.join(state, "layout")
+    subprocess.run([os.path.join(ROOT, "scripts", "make-oci-image"), layout], check=True,
+                   capture_output=True)
+    root = os.path.join(state, "dirroot", "bin")
+    os.makedirs(root)
+    shutil.copy(shutil.which("busybox"), os.path.join(root, "busybox"))
+    for c in ("sh", "cat", "ls"):
+        os.symlink("busybox", os.path.join(root, c))
+    for image, marker in ((f"dir:{os.path.dirname(root)}", "bin"), (f"oci:{layout}", "linuxrc")):
+        cfg = _write(state, backend(state, rt, image=image), "img.json")
+        p = subprocess.run([MSB, "run", "--config", cfg, "--min-isolation", "container", "--",
+                            "/bin/sh", "-c", "echo w > /tmp/x && cat /tmp/x && ls /"],
+                           capture_output=True, timeout=60)
+        assert p.returncode == 0, (image, p.stderr)
+        assert p.stdout.startswith(b"w\n") and marker.encode() in p.stdout.split(), p.stdout
