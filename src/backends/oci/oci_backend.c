@@ -357,7 +357,8 @@ static int clear_dir(int dfd)
 }
 
 /* <root> and <root>/oci exist, others may traverse them (0711 when made
- * here), and so may every directory above. */
+ * here), and so may every directory above. (The shim makes the sandbox's own
+ * directory 0711 whatever the umask made it.) */
 static int prepare_root(const oci_backend *b, msb_error **err)
 {
 	/* guest-names: ok - the state root is the host's (its owner picks it) */
@@ -412,8 +413,6 @@ static int oci_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb
 			return msb__error_errno(err, errno, "oci: cannot stat `%s`", name);
 		if (st.st_nlink == 0)
 			continue;
-		if (fchmod(dfd, 0711) < 0)
-			return msb__error_errno(err, errno, "oci: cannot open `%s` up", name);
 
 		int64_t pid = 0;
 		msb_ns__shim_alive(dfd, &pid, NULL);
