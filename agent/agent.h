@@ -123,7 +123,11 @@ struct egress {
 };
 
 struct agent {
-	int listen_fd;
+	int listen_fd; /* -1 with --stdio */
+	/* --stdio: the one connection is the agent's own stdin (a stream
+	 * socket, e.g. an OCI runtime's init stdio); when it ends, the agent
+	 * shuts down as on SIGTERM - nobody can reach it any more. */
+	bool stdio;
 	struct egress *egress; /* NULL until a host asks for EGRESS_LISTEN */
 	int sig_fd;
 	char *work; /* the guest storage base, absolute */
@@ -149,6 +153,9 @@ void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- conn.c -------------------------------------------------------------- */
 void conn_accept(struct agent *a);
+/* Serve `fd` (a connected, nonblocking, close-on-exec stream socket) as a
+ * host connection; takes it (closed on failure). 0 or -ENOMEM. */
+int conn_add(struct agent *a, int fd);
 /* Read and dispatch what the host sent; may mark the connection dead. */
 void conn_on_readable(struct agent *a, struct conn *c);
 void conn_flush(struct conn *c);

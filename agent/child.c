@@ -96,13 +96,21 @@ static void setup_stdio(const int stdio[3])
 			_exit(126);
 }
 
+/* Set a limit to 0 unless it is 0 already: gVisor refuses setrlimit of
+ * RLIMIT_RTPRIO whatever the value (EPERM), and has it at 0. */
+static void zero_rlimit(int resource, const char *what)
+{
+	struct rlimit zero = {0, 0}, now;
+	if (getrlimit(resource, &now) == 0 && now.rlim_cur == 0 && now.rlim_max == 0)
+		return;
+	if (setrlimit(resource, &zero) < 0)
+		die(what, errno);
+}
+
 static void lower_rlimits(void)
 {
-	struct rlimit zero = {0, 0};
-	if (setrlimit(RLIMIT_CORE, &zero) < 0)
-		die("setrlimit(RLIMIT_CORE)", errno);
-	if (setrlimit(RLIMIT_RTPRIO, &zero) < 0)
-		die("setrlimit(RLIMIT_RTPRIO)", errno);
+	zero_rlimit(RLIMIT_CORE, "setrlimit(RLIMIT_CORE)");
+	zero_rlimit(RLIMIT_RTPRIO, "setrlimit(RLIMIT_RTPRIO)");
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max > NOFILE_MAX) {
 		rl.rlim_max = NOFILE_MAX;

@@ -110,6 +110,27 @@ void conn_free(struct conn *c)
 	free(c);
 }
 
+int conn_add(struct agent *a, int fd)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+	msb_proto_reader *rd = malloc(sizeof(*rd));
+	if (!c || !rd) {
+		free(c);
+		free(rd);
+		close(fd);
+		return -ENOMEM;
+	}
+	msb_proto_reader_init(rd, MSB_PROTO_MAX_PAYLOAD);
+	(void)msb_proto_outq_init(&c->out, AGENT_OUTQ_INITIAL, AGENT_OUTQ_MAX);
+	c->fd = fd;
+	c->rd = rd;
+	c->peer_max_payload = MSB_PROTO_MIN_PAYLOAD;
+	c->next = a->conns;
+	a->conns = c;
+	a->nconns++;
+	return 0;
+}
+
 void conn_accept(struct agent *a)
 {
 	while (a->nconns < AGENT_MAX_CONNS) {
@@ -119,22 +140,8 @@ void conn_accept(struct agent *a)
 				continue;
 			return; /* EAGAIN, or EMFILE and friends: retry on the next event */
 		}
-		struct conn *c = calloc(1, sizeof(*c));
-		msb_proto_reader *rd = malloc(sizeof(*rd));
-		if (!c || !rd) {
-			free(c);
-			free(rd);
-			close(fd);
+		if (conn_add(a, fd) < 0)
 			return;
-		}
-		msb_proto_reader_init(rd, MSB_PROTO_MAX_PAYLOAD);
-		(void)msb_proto_outq_init(&c->out, AGENT_OUTQ_INITIAL, AGENT_OUTQ_MAX);
-		c->fd = fd;
-		c->rd = rd;
-		c->peer_max_payload = MSB_PROTO_MIN_PAYLOAD;
-		c->next = a->conns;
-		a->conns = c;
-		a->nconns++;
 	}
 }
 

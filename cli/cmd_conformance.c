@@ -18,6 +18,7 @@
 #include <jansson.h>
 #include <msb/conformance.h>
 #include <msb/ns.h>
+#include <msb/oci_backend.h>
 
 #include "cli.h"
 #include "conformance_cli.h"
@@ -134,9 +135,13 @@ int cli_conformance_backend(cli_conformance_args *a, msb_backend **out, msb_erro
 	int r = msb_backend_from_json(a->backend_json, strlen(a->backend_json), out, err);
 	if (r < 0)
 		return a->config ? msb_error_wrap(err, "--config `%s`", a->config) : r;
-	/* One state-root rule: the one the ns backend resolved (ns_state.c). */
+	/* One state-root rule: the one the ns (or oci) backend resolved. */
 	const char *root = msb_ns_backend_state_root(*out);
+	const char *sub = "ns";
+	if (!root && (root = msb_oci_backend_state_root(*out)))
+		sub = "oci";
 	snprintf(a->state_root, sizeof(a->state_root), "%s", root ? root : "");
+	snprintf(a->state_sub, sizeof(a->state_sub), "%s", root ? sub : "");
 	return 0;
 }
 

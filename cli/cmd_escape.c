@@ -29,9 +29,11 @@
 
 #include <jansson.h>
 #include <msb/ns.h>
+#include <msb/oci_backend.h>
 
 #include "cli.h"
 #include "conformance_cli.h"
+#include "escape_expect.h"
 
 #ifndef MSB_LIBEXECDIR
 #define MSB_LIBEXECDIR "/usr/local/libexec"
@@ -48,94 +50,6 @@
 #define ESC_MEMORY (64ull << 20)
 #define ESC_PIDS 64ull
 #define ESC_WRITABLE (16ull << 20)
-
-/* What each probe must come back as on a backend with a boundary. The list
- * is the host's: a probe missing from the guest's report fails. */
-static const struct expectation {
-	const char *probe;
-	const char *expected; /* "blocked" or "contained" */
-} expectations[] = {
-	{"read-host-canary", "blocked"},
-	{"write-host-canary", "blocked"},
-	{"read-other-sandbox", "blocked"},
-	{"read-via-proc-root", "blocked"},
-	{"list-host-homes", "blocked"},
-	{"read-etc-shadow", "blocked"},
-	{"open-by-handle", "blocked"},
-	{"chroot-out", "blocked"},
-	{"write-agent-binary", "blocked"},
-	{"inherited-fds", "blocked"},
-	{"pid1-is-own-agent", "blocked"},
-	{"host-pids-hidden", "blocked"},
-	{"kallsyms-addresses", "blocked"},
-	{"add-key", "blocked"},
-	{"keyctl-session", "blocked"},
-	{"proc-keys", "blocked"},
-	{"sysrq-trigger", "blocked"},
-	{"core-pattern", "blocked"},
-	{"proc-kcore", "blocked"},
-	{"sys-uevent-helper", "blocked"},
-	{"cgroup-write", "blocked"},
-	{"dmesg", "blocked"},
-	{"uid-not-host-root", "blocked"},
-	{"mount-tmpfs", "blocked"},
-	{"remount-usr-rw", "blocked"},
-	{"unmount-proc-mask", "blocked"},
-	{"unshare-user-ns", "blocked"},
-	{"clone-user-ns", "blocked"},
-	{"setns-pid1", "blocked"},
-	{"pivot-root", "blocked"},
-	{"ptrace-pid1", "blocked"},
-	{"process-vm-pid1", "blocked"},
-	{"proc-pid1-mem", "blocked"},
-	{"kill-pid1", "blocked"},
-	{"pid1-oom-score-adj", "blocked"},
-	{"pid1-environ", "blocked"},
-	{"pid1-maps", "blocked"},
-	{"signal-pid1", "blocked"},
-	{"init-module", "blocked"},
-	{"finit-module", "blocked"},
-	{"kexec-load", "blocked"},
-	{"bpf", "blocked"},
-	{"perf-event-open", "blocked"},
-	{"userfaultfd", "blocked"},
-	{"io-uring", "blocked"},
-	{"reboot", "blocked"},
-	{"swapon", "blocked"},
-	{"iopl", "blocked"},
-	{"raw-socket", "blocked"},
-	{"packet-socket", "blocked"},
-	{"outbound-tcp", "blocked"},
-	{"metadata-address", "blocked"},
-	{"host-loopback-tcp", "blocked"},
-	{"host-abstract-socket", "blocked"},
-	{"shim-socket", "blocked"},
-	{"proxy-port", "blocked"},
-	{"signal-host-process", "blocked"},
-	{"pidfd-host-process", "blocked"},
-	{"raise-rlimit-nofile", "blocked"},
-	{"raise-rlimit-nproc", "blocked"},
-	{"raise-rlimit-memlock", "blocked"},
-	{"mknod-block-device", "blocked"},
-	{"host-device-nodes", "blocked"},
-	{"capabilities-empty", "blocked"},
-	{"no-new-privs", "blocked"},
-	{"setuid-binary", "blocked"},
-	{"seccomp-filter", "blocked"},
-	{"settimeofday", "blocked"},
-	{"clock-settime", "blocked"},
-	{"adjtimex", "blocked"},
-	{"sethostname", "blocked"},
-	{"setdomainname", "blocked"},
-	{"listing-bomb", "contained"},
-	{"fill-memory", "contained"},
-	{"fork-bomb", "contained"},
-	{"fill-writable-layer", "contained"},
-	{"fill-dev-shm", "contained"},
-	/* Run alone, while the host works on the storage base (issue 15). */
-	{"link-swap-storage-base", "blocked"},
-};
-#define N_EXPECT (sizeof(expectations) / sizeof(expectations[0]))
 
 struct host {
 	char dir[64];	    /* the canary directory */
@@ -285,24 +199,33 @@ static int acquire(msb_backend *b, const msb_key *key, const char *kind, bool li
 	return r < 0 ? msb_error_wrap(err, "acquiring the `%s` sandbox", kind) : 0;
 }
 
-/* The state directory name of the sandbox (key's thread, kind). */
+/* The state directory name of the sandbox (key's thread, kind): the
+ * labels.json under <root>/<sub>/ that names them (ns, oci). */
 static bool sandbox_name(cli_conformance_args *a, const char *thread, const char *kind, char *out,
 			 size_t size)
 {
-	msb_ns_options o = MSB_NS_OPTIONS_INIT;
-	o.state_root = a->state_root;
-	msb_ns_entry *e = NULL;
-	size_t n = 0;
-	if (msb_ns_list(&o, &e, &n, NULL) < 0)
+	char dir[4200];
+	snprintf(dir, sizeof(dir), "%.4000s/%s", a->state_root, a->state_sub);
+	DIR *d = opendir(dir);
+	if (!d)
 		return false;
 	bool found = false;
-	for (size_t i = 0; i < n && !found; i++) {
-		if (strcmp(e[i].thread_id, thread) == 0 && strcmp(e[i].kind, kind) == 0) {
-			snprintf(out, size, "%s", e[i].name);
+	struct dirent *de;
+	while (!found && (de = readdir(d))) {
+		if (strncmp(de->d_name, "msb-", 4) != 0)
+			continue;
+		char path[4400];
+		snprintf(path, sizeof(path), "%s/%.64s/labels.json", dir, de->d_name);
+		json_t *l = json_load_file(path, 0, NULL);
+		const char *t = json_string_value(json_object_get(l, "thread_id"));
+		const char *k = json_string_value(json_object_get(l, "kind"));
+		if (t && k && strcmp(t, thread) == 0 && strcmp(k, kind) == 0) {
+			snprintf(out, size, "%.63s", de->d_name);
 			found = true;
 		}
+		json_decref(l);
 	}
-	msb_ns_entries_free(e, n);
+	closedir(d);
 	return found;
 }
 
@@ -351,9 +274,13 @@ static bool contains(const uint8_t *hay, size_t n, const char *needle)
 	return false;
 }
 
-static void judge(struct verdicts *v, const msb_exec_result *res)
+static void judge(struct verdicts *v, const msb_exec_result *res, const char *runtime)
 {
-	json_t *seen[N_EXPECT] = {0};
+	json_t **seen = calloc(cli_escape_n_expectations, sizeof(*seen));
+	if (!seen) {
+		verdict(v, "probe-report", "error", "-", false, "out of memory", NULL);
+		return;
+	}
 	const char *p = (const char *)res->stdout_bytes, *end = p + res->stdout_len;
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -362,9 +289,10 @@ static void judge(struct verdicts *v, const msb_exec_result *res)
 		p += len + 1;
 		const char *name = o ? json_string_value(json_object_get(o, "probe")) : NULL;
 		size_t i = 0;
-		while (name && i < N_EXPECT && strcmp(expectations[i].probe, name) != 0)
+		while (name && i < cli_escape_n_expectations &&
+		       strcmp(cli_escape_expectations[i].probe, name) != 0)
 			i++;
-		if (!name || i == N_EXPECT || seen[i]) {
+		if (!name || i == cli_escape_n_expectations || seen[i]) {
 			verdict(v, name ? name : "(unreadable line)", "?", "-", false,
 				name ? "a probe the host does not expect, or reported twice"
 				     : "the guest printed a line that is not a probe report",
@@ -374,8 +302,8 @@ static void judge(struct verdicts *v, const msb_exec_result *res)
 		}
 		seen[i] = o;
 	}
-	for (size_t i = 0; i < N_EXPECT; i++) {
-		const struct expectation *e = &expectations[i];
+	for (size_t i = 0; i < cli_escape_n_expectations; i++) {
+		const struct cli_expectation *e = &cli_escape_expectations[i];
 		if (!seen[i]) {
 			verdict(v, e->probe, "missing", e->expected, false,
 				"the guest did not report this probe", NULL);
@@ -385,10 +313,19 @@ static void judge(struct verdicts *v, const msb_exec_result *res)
 		const char *detail = json_string_value(json_object_get(seen[i], "detail"));
 		const char *why = json_string_value(json_object_get(seen[i], "why"));
 		outcome = outcome ? outcome : "?";
-		verdict(v, e->probe, outcome, e->expected, strcmp(outcome, e->expected) == 0,
-			detail, why);
+		const struct cli_difference *d = cli_escape_difference_of(runtime, e->probe);
+		if (d && strcmp(outcome, d->outcome) == 0 && detail &&
+		    strcmp(detail, d->detail) == 0) {
+			char note[768];
+			snprintf(note, sizeof(note), "%s (%s: %s)", detail, d->runtime, d->why);
+			verdict(v, e->probe, outcome, d->outcome, true, note, why);
+		} else {
+			verdict(v, e->probe, outcome, e->expected,
+				strcmp(outcome, e->expected) == 0, detail, why);
+		}
 		json_decref(seen[i]);
 	}
+	free(seen);
 }
 
 /* ---- the listing bomb: the host's budgets on guest bytes ------------------------------ */
@@ -453,6 +390,32 @@ static void listing_check(struct verdicts *v, msb_sandbox *sb)
 		"memory");
 	msb_error_free(fe);
 	msb_error_free(le);
+}
+
+/* The owner, on the host, of a file the guest's root makes in the storage
+ * base: never host root (the sandbox's user namespace maps it elsewhere). */
+static void owner_check(struct verdicts *v, msb_sandbox *sb, const char *work)
+{
+	const char *mk[] = {"/bin/sh", "-c", ": > msb-owner-check", NULL};
+	msb_exec_result r;
+	msb_error *err = NULL;
+	char path[PATH_MAX], detail[PATH_MAX + 96];
+	snprintf(path, sizeof(path), "%.4000s/msb-owner-check", work);
+	struct stat st;
+	if (exec_in(sb, mk, 30, &r, &err) < 0 || r.exit_code != 0 || lstat(path, &st) < 0) {
+		snprintf(detail, sizeof(detail), "no file to look at: %s",
+			 err ? msb_error_message(err) : strerror(errno));
+		verdict(v, "host:guest-root-unprivileged", "error", "blocked", false, detail, NULL);
+	} else {
+		snprintf(detail, sizeof(detail), "the guest's root makes files as host uid %u",
+			 (unsigned)st.st_uid);
+		verdict(v, "host:guest-root-unprivileged", st.st_uid ? "blocked" : "escaped",
+			"blocked", st.st_uid != 0, detail,
+			"guest root must not be host root: its files say whose it is");
+	}
+	if (err == NULL)
+		msb_exec_result_clear(&r);
+	msb_error_free(err);
 }
 
 static void host_checks(struct verdicts *v, struct host *h, const msb_exec_result *res,
@@ -824,10 +787,11 @@ static void dispose_both(msb_backend *b, const msb_key *key)
 	}
 }
 
-/* The probed sandbox's shim socket and the neighbour's file by their host
- * paths (PATH_MAX each), and the probe made executable. */
+/* The probed sandbox's shim socket, the neighbour's file and the probed
+ * sandbox's storage base by their host paths (PATH_MAX each), and the probe
+ * made executable. */
 static int locate_and_chmod(cli_conformance_args *a, const char *thread, msb_sandbox *sb,
-			    char *shim, char *nfile, msb_error **err)
+			    char *shim, char *nfile, char *work, msb_error **err)
 {
 	char name[64] = "", nname[64] = "";
 	if (!sandbox_name(a, thread, "escape", name, sizeof(name)) ||
@@ -835,9 +799,10 @@ static int locate_and_chmod(cli_conformance_args *a, const char *thread, msb_san
 		return msb_error_set(err, MSB_E_RUNTIME,
 				     "the sandboxes are not recorded under the state root `%s`",
 				     a->state_root);
-	snprintf(shim, PATH_MAX, "%.3900s/ns/%.64s/shim.sock", a->state_root, name);
-	snprintf(nfile, PATH_MAX, "%.3900s/ns/%.64s/work/neighbour-secret.txt", a->state_root,
-		 nname);
+	snprintf(shim, PATH_MAX, "%.3900s/%s/%.64s/shim.sock", a->state_root, a->state_sub, name);
+	snprintf(nfile, PATH_MAX, "%.3900s/%s/%.64s/work/neighbour-secret.txt", a->state_root,
+		 a->state_sub, nname);
+	snprintf(work, PATH_MAX, "%.3900s/%s/%.64s/work", a->state_root, a->state_sub, name);
 	const char *chmod_argv[] = {"chmod", "0755", "msb-escape-probe", NULL};
 	msb_exec_result res = {0};
 	int rc = exec_in(sb, chmod_argv, 30, &res, err);
@@ -893,8 +858,8 @@ int cli_escape(cli_conformance_args *a)
 		status = cli_fail(err);
 		goto out;
 	}
-	char shim[PATH_MAX] = "", nfile[PATH_MAX] = "";
-	if (locate_and_chmod(a, thread, sb, shim, nfile, &err) < 0) {
+	char shim[PATH_MAX] = "", nfile[PATH_MAX] = "", base[PATH_MAX] = "";
+	if (locate_and_chmod(a, thread, sb, shim, nfile, base, &err) < 0) {
 		status = cli_fail(err);
 		goto out;
 	}
@@ -917,7 +882,8 @@ int cli_escape(cli_conformance_args *a)
 			"the link-swap probe must run while the host works");
 	char when[160];
 	snprintf(when, sizeof(when),
-		 "through %u native starts, %u writes, %u reads and %u removals under the swaps",
+		 "through %u native starts, %u writes, %u reads and %u removals under the "
+		 "swaps",
 		 work.starts, work.writes, work.reads, work.removals);
 
 	/* A run the sandbox did not survive is itself the finding: every probe
@@ -936,8 +902,9 @@ int cli_escape(cli_conformance_args *a)
 		status = cli_fail(err);
 		goto out;
 	}
-	judge(&v, &all);
+	judge(&v, &all, msb_oci_backend_runtime(b));
 	host_checks(&v, &h, &all, sb);
+	owner_check(&v, sb, base);
 	msb_exec_result_clear(&all);
 	listing_check(&v, sb);
 	if (run_rc == 0 && res.exit_code != 0)

@@ -46,7 +46,7 @@ def table_names(msb, write_json):
 
 def test_doctor_lists_exactly_the_backend_types(msb, write_json):
     names = table_names(msb, write_json)
-    assert names[:3] == ["declared", "fake", "ns"] and {"docker", "wslc"} <= set(names), names
+    assert names[:3] == ["declared", "fake", "ns"] and {"oci", "docker", "wslc"} <= set(names), names
     p, doc = msb.json("doctor", "--json")
     assert p.returncode == 0, p.stderr
     assert [b["name"] for b in doc["backends"]] == names

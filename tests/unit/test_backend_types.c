@@ -43,7 +43,7 @@ Test(backend_types, one_row_per_built_in_backend)
 {
 	size_t n = 0;
 	const msb_backend_type *const *t = msb_backend_types(&n);
-	const char *want[] = {"declared", "fake", "ns", "docker", "wslc"};
+	const char *want[] = {"declared", "fake", "ns", "oci", "docker", "wslc"};
 	cr_assert_eq(n, sizeof(want) / sizeof(want[0]));
 	cr_assert_null(t[n], "the table is NULL-terminated");
 	for (size_t i = 0; i < n; i++) {
