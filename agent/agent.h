@@ -139,6 +139,10 @@ struct agent {
 	int proc_fd;
 	/* PID 1: workloads run in a pid namespace of their own (pidns.c). */
 	bool nested;
+	/* --no-nest: workloads share the agent's pid namespace. Only for a
+	 * runtime whose own kernel is the boundary and gives the agent no way
+	 * to nest (the oci backend under gVisor); pidns.c says what it costs. */
+	bool no_nest;
 	int pidns_fd;	      /* the agent's own pid namespace */
 	pid_t reaper;	      /* the workloads' namespace's init; 0: none */
 	char nest_error[256]; /* why there is none, for the exec refusal */

@@ -417,6 +417,8 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--stdio") == 0) {
 			a->stdio = true;
+		} else if (strcmp(argv[i], "--no-nest") == 0) {
+			a->no_nest = true;
 		} else if (strcmp(argv[i], "--work") == 0 && i + 1 < argc) {
 			work = argv[++i];
 		} else if (strncmp(argv[i], "--work=", 7) == 0) {

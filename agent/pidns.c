@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -408,6 +409,23 @@ int pidns_init(struct agent *a)
 	a->pidns_fd = -1;
 	if (!a->is_init)
 		return 0; /* an ordinary process (tests): workloads are its children */
+	/* --no-nest (oci under gVisor, whose sentry lets no init make a pid
+	 * namespace without CAP_SYS_ADMIN, which it refuses to run with): the
+	 * workloads share PID 1's namespace. The workload filter still refuses
+	 * every signal, pidfd and ptrace aimed at pid 1; what stays reachable is
+	 * PID 1's own /proc entries, inside gVisor's kernel, where an OOM score
+	 * moves nothing on the host (docs/security.md, the oci section). */
+	if (a->no_nest) {
+		/* Not dumpable: PID 1's environ, maps and mem then want
+		 * CAP_SYS_PTRACE, which no workload has (a workload's execve
+		 * makes it dumpable again; only the agent stays so). */
+		if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
+			snprintf(a->nest_error, sizeof(a->nest_error), "PR_SET_DUMPABLE: %s",
+				 strerror(errno));
+			return -errno;
+		}
+		return 0;
+	}
 	a->nested = true;
 	if (!proc_is_ours(a)) {
 		snprintf(a->nest_error, sizeof(a->nest_error),

@@ -427,8 +427,14 @@ def test_the_escape_suite_blocks_every_attempt(state, rt):
                         _write(state, backend(state, rt)), "--json"], capture_output=True,
                        timeout=300)
     doc = json.loads(p.stdout)
-    bad = [r for r in doc["probes"] if not r["ok"]]
-    assert p.returncode == 0 and not bad, bad
+    bad = {r["probe"]: r for r in doc["probes"] if not r["ok"]}
+    # A known residual under gVisor, not a pass (docs/security.md, "The agent
+    # under gVisor"): the agent cannot nest the workloads' pid namespace
+    # there, so PID 1's own /proc entries - in gVisor's kernel - stay
+    # readable and its OOM score writable. Exactly these three, no other.
+    residual = {"pid1-oom-score-adj", "pid1-environ", "pid1-maps"} if rt == "runsc" else set()
+    assert set(bad) == residual, bad
+    assert p.returncode == (9 if residual else 0), p.stderr
     rows = {r["probe"]: r for r in doc["probes"]}
     assert "uid 1000000000" in rows["host:guest-root-unprivileged"]["detail"]
     # gVisor answers two probes with its own kernel's view; accepted only as stated.

@@ -37,7 +37,10 @@ static const char *const readonly[] = {
 	"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger", NULL,
 };
 
-/* Denied with EPERM for the agent and everything below it (crun). */
+/* Denied with EPERM for the agent and everything below it (crun). The
+ * mount family, unshare and setns are not here: the agent needs them once, to run
+ * workloads in a pid namespace of their own with a procfs that hides it
+ * (agent/pidns.c); its own workload filter denies them to every workload. */
 static const char *const denied[] = {
 	"acct",
 	"add_key",
@@ -52,15 +55,7 @@ static const char *const denied[] = {
 	"kexec_load",
 	"keyctl",
 	"lookup_dcookie",
-	"mount",
-	"umount2",
-	"move_mount",
-	"open_tree",
-	"fsopen",
-	"fsconfig",
-	"fsmount",
 	"fspick",
-	"mount_setattr",
 	"name_to_handle_at",
 	"open_by_handle_at",
 	"perf_event_open",
@@ -72,11 +67,9 @@ static const char *const denied[] = {
 	"quotactl_fd",
 	"reboot",
 	"request_key",
-	"setns",
 	"swapon",
 	"swapoff",
 	"syslog",
-	"unshare",
 	"userfaultfd",
 	"vhangup",
 	"io_uring_setup",
@@ -242,12 +235,23 @@ static json_t *process(const oci_spec_input *in)
 	}
 	if (!rl)
 		return NULL;
-	json_t *caps = json_pack("{s:[s], s:[s], s:[s], s:[], s:[]}", "bounding", "CAP_SETPCAP",
-				 "effective", "CAP_SETPCAP", "permitted", "CAP_SETPCAP",
-				 "inheritable", "ambient");
-	return json_pack("{s:b, s:{s:i, s:i}, s:[s,s,s,s], s:[s,s], s:s, s:o, s:o, s:b}",
-			 "terminal", 0, "user", "uid", 0, "gid", 0, "args", OCI_AGENT_GUEST_PATH,
-			 "--stdio", "--work", ns->work_dir, "env",
+	/* CAP_SYS_ADMIN in the container's user namespace only, where the
+	 * container runs on the host's kernel (crun): the agent's nesting
+	 * needs it (a pid namespace, a procfs); workloads get none. gVisor's
+	 * sentry runs workloads in a pid namespace of its own making. */
+	bool gvisor = in->cfg->runtime == OCI_RUNSC;
+	const char *admin = gvisor ? "CAP_SETPCAP" : "CAP_SYS_ADMIN";
+	json_t *caps = json_pack("{s:[s,s], s:[s,s], s:[s,s], s:[], s:[]}", "bounding",
+				 "CAP_SETPCAP", admin, "effective", "CAP_SETPCAP", admin,
+				 "permitted", "CAP_SETPCAP", admin, "inheritable", "ambient");
+	/* --no-nest under gVisor: see docs/internals/oci-backend.md ("The agent
+	 * under gVisor"). */
+	json_t *args =
+		json_pack("[s,s,s,s]", OCI_AGENT_GUEST_PATH, "--stdio", "--work", ns->work_dir);
+	if (args && gvisor)
+		json_array_append_new(args, json_string("--no-nest"));
+	return json_pack("{s:b, s:{s:i, s:i}, s:o, s:[s,s], s:s, s:o, s:o, s:b}", "terminal", 0,
+			 "user", "uid", 0, "gid", 0, "args", args, "env",
 			 "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 			 "HOME=/root", "cwd", "/", "capabilities", caps, "rlimits", rl,
 			 "noNewPrivileges", 1);
