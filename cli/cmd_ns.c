@@ -22,6 +22,7 @@
 #include <msb/outputs.h>
 
 #include "cli.h"
+#include "exec_io.h"
 
 struct ns_args {
 	const char *config; /* --config FILE: backend JSON */
@@ -35,6 +36,7 @@ struct ns_args {
 	const char *call;
 	const char *workdir;
 	double timeout;
+	bool timeout_set;
 	uint64_t max_output;
 	uint64_t memory, pids, cpu; /* the spec's resource limits; 0 = backend default */
 	bool json;
@@ -52,6 +54,8 @@ struct ns_args {
 	const char *events;	   /* --events FILE: observer events as JSON lines */
 	int events_fd;
 	msb_jsonl_recorder *recorder;
+	/* run and exec: stdin, output, env, terminal (cli/exec_io.c) */
+	cli_exec_io io;
 };
 
 #define COMMON_HELP                                                                                \
@@ -77,6 +81,15 @@ struct ns_args {
 	"  --egress-config FILE  the backend's egress settings (JSON, docs/egress.md)\n"           \
 	"  --events FILE         append observer events (EgressObserved, ...) as JSON lines\n"
 
+#define EXEC_IO_HELP                                                                               \
+	"  --env NAME=VALUE      set a variable for CMD (repeatable; wins over --env-file)\n"      \
+	"  --env-file FILE       NAME=VALUE lines ('#' comments and blank lines skipped)\n"        \
+	"  -i, --interactive     attach stdin even when it is a terminal (it is attached\n"        \
+	"                        whenever it is not one: a pipe, a file)\n"                        \
+	"  --no-stdin            never attach stdin (CMD reads end of file)\n"                     \
+	"  -t, --tty             run CMD on a terminal inside the sandbox; stdin attached,\n"      \
+	"                        this terminal in raw mode; no time bound unless --timeout\n"
+
 #define FLOOR_HELP                                                                                 \
 	"  --min-isolation RUNG  the router's floor (default: microvm; `ns` is a container:\n"     \
 	"                        pass --min-isolation container to opt down)\n"
@@ -91,12 +104,15 @@ static int cmd_purge(int argc, char **argv);
 const cli_verb verb_run = {
 	"run",
 	"run a command in a fresh call-scoped sandbox, then dispose it",
-	"usage: msb run [--min-isolation container] [--image IMAGE] [--timeout S] -- CMD [ARG...]\n"
+	"usage: msb run [--min-isolation container] [--image IMAGE] [--timeout S] [-i|-t]\n"
+	"               [--env NAME=VALUE] -- CMD [ARG...]\n"
 	"\n"
 	"Acquire a call-scoped sandbox through the router, run CMD in it (argv, never\n"
-	"shell-split), print its output, dispose the sandbox, and exit with CMD's status.\n"
-	"\n" FLOOR_HELP COMMON_HELP "  --workdir DIR         working directory relative to the "
-	"storage base\n"
+	"shell-split) with msb's stdin when that is not a terminal, stream its output,\n"
+	"dispose the sandbox, and exit with CMD's status (docs/cli-exec.md).\n"
+	"\n" FLOOR_HELP COMMON_HELP
+	"  --workdir DIR         working directory: absolute, or relative to the "
+	"storage base\n" EXEC_IO_HELP
 	"  --timeout S           the command's bound in seconds (default 300)\n"
 	"  --max-output BYTES    stop the output at this many bytes (stdout+stderr)\n"
 	"  --output PATH[:TYPE]  collect PATH (relative to the storage base) after CMD; TYPE is\n"
@@ -121,12 +137,13 @@ const cli_verb verb_exec = {
 	"exec",
 	"run a command in the (warm) sandbox of a key and kind",
 	"usage: msb exec --thread T [--scope S] [--agent A] [--kind K] [--min-isolation RUNG]\n"
-	"                [--timeout S] [--workdir DIR] -- CMD [ARG...]\n"
+	"                [--timeout S] [--workdir DIR] [-i|-t] [--env NAME=VALUE] -- CMD [ARG...]\n"
 	"\n"
-	"Acquire (reusing a warm sandbox) and run CMD; exits with CMD's status.\n"
+	"Acquire (reusing a warm sandbox) and run CMD, with msb's stdin when that is not\n"
+	"a terminal; exits with CMD's status (docs/cli-exec.md).\n"
 	"\n" KEY_HELP FLOOR_HELP COMMON_HELP
-	"  --workdir DIR         working directory relative to the "
-	"storage base\n"
+	"  --workdir DIR         working directory: absolute, or relative to the "
+	"storage base\n" EXEC_IO_HELP
 	"  --timeout S           the command's bound in seconds (default 300)\n"
 	"  --max-output BYTES    stop the output at this many bytes (stdout+stderr)\n" LIMITS_HELP
 		EGRESS_HELP,
@@ -192,6 +209,9 @@ enum {
 	OPT_EGRESS_CONFIG,
 	OPT_EVENTS,
 	OPT_CONFIG,
+	OPT_ENV,
+	OPT_ENV_FILE,
+	OPT_NO_STDIN,
 };
 
 static const struct option ns_opts[] = {
@@ -216,6 +236,11 @@ static const struct option ns_opts[] = {
 	{"egress-config", required_argument, NULL, OPT_EGRESS_CONFIG},
 	{"events", required_argument, NULL, OPT_EVENTS},
 	{"config", required_argument, NULL, OPT_CONFIG},
+	{"env", required_argument, NULL, OPT_ENV},
+	{"env-file", required_argument, NULL, OPT_ENV_FILE},
+	{"interactive", no_argument, NULL, 'i'},
+	{"no-stdin", no_argument, NULL, OPT_NO_STDIN},
+	{"tty", no_argument, NULL, 't'},
 	{NULL, 0, NULL, 0},
 };
 
@@ -296,8 +321,37 @@ static int parse_opts(const cli_verb *verb, int argc, char **argv, struct ns_arg
 	optind = 1;
 	opterr = 0;
 	int c;
-	while ((c = getopt_long(argc, argv, "+", ns_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+it", ns_opts, NULL)) != -1) {
+		if ((c == OPT_ENV || c == OPT_ENV_FILE || c == OPT_NO_STDIN || c == 'i' ||
+		     c == 't') &&
+		    verb != &verb_run && verb != &verb_exec) {
+			cli_usage(verb, "--env, --env-file, -i, -t and --no-stdin are options of "
+					"`msb run` and `msb exec`");
+			return -1;
+		}
+		const char *why = NULL;
 		switch (c) {
+		case OPT_ENV:
+			if (!cli_exec_io_env(&a->io, optarg, &why)) {
+				cli_usage(verb, "%s", why);
+				return -1;
+			}
+			break;
+		case OPT_ENV_FILE:
+			if (!cli_exec_io_env_file(&a->io, optarg, &why)) {
+				cli_usage(verb, "%s", why);
+				return -1;
+			}
+			break;
+		case 'i':
+			a->io.interactive = true;
+			break;
+		case 't':
+			a->io.tty = true;
+			break;
+		case OPT_NO_STDIN:
+			a->io.no_stdin = true;
+			break;
 		case OPT_CONFIG:
 			a->config = optarg;
 			break;
@@ -401,6 +455,7 @@ static int parse_opts(const cli_verb *verb, int argc, char **argv, struct ns_arg
 				cli_usage(verb, "--timeout wants a positive number of seconds");
 				return -1;
 			}
+			a->timeout_set = true;
 			break;
 		}
 		default:
@@ -408,13 +463,22 @@ static int parse_opts(const cli_verb *verb, int argc, char **argv, struct ns_arg
 			return -1;
 		}
 	}
+	if (a->io.tty && a->io.no_stdin) {
+		cli_usage(verb,
+			  "-t attaches stdin to the terminal: it does not go with --no-stdin");
+		return -1;
+	}
+	/* a terminal session is not bounded unless asked */
+	if (a->io.tty && !a->timeout_set)
+		a->timeout = CLI_TERMINAL_TIMEOUT;
 	cli_locate_helpers();
 	return optind;
 }
 
-/* What make_router() and parse() allocated for egress. */
+/* What make_router() and parse() allocated for egress and the env. */
 static void args_clear(struct ns_args *a)
 {
+	cli_exec_io_clear(&a->io);
 	msb_jsonl_recorder_free(a->recorder);
 	a->recorder = NULL;
 	if (a->events_fd >= 0)
@@ -425,6 +489,14 @@ static void args_clear(struct ns_args *a)
 static int parse(const cli_verb *verb, int argc, char **argv, struct ns_args *a)
 {
 	int r = parse_opts(verb, argc, argv, a);
+	if (r >= 0 && (verb == &verb_run || verb == &verb_exec)) {
+		/* --env-file read and every entry checked before anything runs */
+		msb_error *err = NULL;
+		if (cli_exec_io_finish(&a->io, &err) < 0) {
+			cli_fail(err);
+			r = -1;
+		}
+	}
 	if (r < 0) {
 		free_outputs(a);
 		args_clear(a);
@@ -503,18 +575,8 @@ static int make_spec(struct ns_args *a, bool call_scoped, msb_spec **out, msb_er
 	return r;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
+/* Run CMD with the verb's stdin, env and terminal (cli/exec_io.c); the
+ * output is written as it comes. Returns the exit status, or < 0 with err. */
 static int run_in(msb_sandbox *sb, struct ns_args *a, char **cmd, msb_error **err)
 {
 	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
@@ -523,12 +585,12 @@ static int run_in(msb_sandbox *sb, struct ns_args *a, char **cmd, msb_error **er
 	req.working_directory = a->workdir;
 	req.max_output_bytes = a->max_output;
 	msb_exec_result res = {0};
-	int r = a->max_output ? msb_sandbox_exec_bounded(sb, &req, &res, err)
-			      : msb_sandbox_exec(sb, &req, &res, err);
+	int status = 0;
+	int r = cli_exec_io_run(sb, &req, a->max_output > 0, &a->io, &res, &status, err);
 	if (r < 0)
 		return r;
-	write_all(STDOUT_FILENO, res.stdout_bytes, res.stdout_len);
-	write_all(STDERR_FILENO, res.stderr_bytes, res.stderr_len);
+	if (r > 0)
+		return status; /* a signal or a closed stdout ended it */
 	if (res.truncated)
 		fprintf(stderr, "msb: output truncated at the %llu-byte budget\n",
 			(unsigned long long)a->max_output);
@@ -540,7 +602,6 @@ static int run_in(msb_sandbox *sb, struct ns_args *a, char **cmd, msb_error **er
 		fprintf(stderr, "msb: pids_exhausted: the pids limit refused a fork\n");
 	if (res.no_space)
 		fprintf(stderr, "msb: no_space: the writable layer or the storage base is full\n");
-	int status = res.exit_code;
 	msb_exec_result_clear(&res);
 	return status;
 }

@@ -129,15 +129,12 @@ typedef struct msb_sandbox_ops {
 	/* Drop the handle's reference to impl. */
 	void (*release)(void *impl);
 	/* version 2: what exec and exec_bounded serve of msb_exec_io
-	 * (MSB_EXEC_CAN_*). The library refuses an exec asking for more, with
+	 * (MSB_EXEC_CAN_*, msb/sandbox.h). The library refuses an exec asking for more, with
 	 * MSB_E_NOT_IMPLEMENTED naming the backend, before the backend sees it;
 	 * a version 1 vtable serves none of it. */
 	unsigned exec_io;
 } msb_sandbox_ops;
 #define MSB_SANDBOX_OPS_VERSION 2
-#define MSB_EXEC_CAN_STDIN_FD 0x1u /* msb_exec_io.stdin_fd */
-#define MSB_EXEC_CAN_OUTPUT 0x2u   /* msb_exec_io.output */
-#define MSB_EXEC_CAN_TTY 0x4u	   /* msb_exec_io.tty */
 
 /* Wrap a backend's sandbox. Takes ownership of impl (released via ops->release
  * on failure too, except when ops or ops->release is NULL). Refuses with

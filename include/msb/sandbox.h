@@ -112,6 +112,11 @@ typedef struct msb_exec_io {
 		MSB_EXEC_IO_VERSION, -1, NULL, NULL, NULL                                          \
 	}
 
+/* What a sandbox's exec serves of msb_exec_io (msb_sandbox_exec_io). */
+#define MSB_EXEC_CAN_STDIN_FD 0x1u /* msb_exec_io.stdin_fd */
+#define MSB_EXEC_CAN_OUTPUT 0x2u   /* msb_exec_io.output */
+#define MSB_EXEC_CAN_TTY 0x4u	   /* msb_exec_io.tty */
+
 /* Bounds on an exec's environment (msb_exec_env_check). */
 #define MSB_EXEC_ENV_MAX 1024u		    /* entries */
 #define MSB_EXEC_ENV_MAX_NAME 256u	    /* bytes of one name */
@@ -246,6 +251,10 @@ MSB_EXTERN int msb_sandbox_reset(msb_sandbox *sb, double timeout, msb_error **er
 MSB_EXTERN const char *msb_sandbox_instance_id(const msb_sandbox *sb);
 /* The serving backend's name. */
 MSB_EXTERN const char *msb_sandbox_backend_name(const msb_sandbox *sb);
+/* What exec and exec_bounded serve of msb_exec_io on this sandbox
+ * (MSB_EXEC_CAN_* bits; 0 for NULL): a caller can fall back (take output
+ * whole, pass stdin as bytes) rather than be refused. */
+MSB_EXTERN unsigned msb_sandbox_exec_io(const msb_sandbox *sb);
 
 /* SandboxFingerprint (18.12, 18.13): changed paths since creation and running
  * program identities. */

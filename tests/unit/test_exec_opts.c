@@ -238,6 +238,8 @@ Test(exec_opts, io_a_backend_does_not_serve_is_refused_by_name)
 {
 	struct seen s = {0};
 	msb_sandbox *sb = make(&plain_ops, &s);
+	cr_assert_eq(msb_sandbox_exec_io(sb), 0);
+	cr_assert_eq(msb_sandbox_exec_io(NULL), 0);
 	int p[2];
 	cr_assert_eq(pipe(p), 0);
 	msb_tty *t = NULL;
@@ -292,6 +294,7 @@ Test(exec_opts, io_is_checked_where_it_is_served)
 	ops.exec_io = MSB_EXEC_CAN_STDIN_FD | MSB_EXEC_CAN_OUTPUT | MSB_EXEC_CAN_TTY;
 	struct seen s = {0};
 	msb_sandbox *sb = make(&ops, &s);
+	cr_assert_eq(msb_sandbox_exec_io(sb), ops.exec_io);
 	int p[2];
 	cr_assert_eq(pipe(p), 0);
 	msb_exec_io io = MSB_EXEC_IO_INIT;
@@ -363,6 +366,7 @@ Test(exec_opts, version_1_requests_and_vtables)
 	cr_assert(ops1);
 	memcpy(ops1, &full_ops, offsetof(msb_sandbox_ops, exec_io));
 	sb = make(ops1, &s);
+	cr_assert_eq(msb_sandbox_exec_io(sb), 0, "a version-1 vtable serves no io");
 	msb_tty *t = NULL;
 	cr_assert_eq(msb_tty_new(24, 80, &t, NULL), 0);
 	msb_exec_io io = MSB_EXEC_IO_INIT;

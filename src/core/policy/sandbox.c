@@ -310,6 +310,11 @@ const char *msb_sandbox_backend_name(const msb_sandbox *sb)
 	return sb ? sb->backend_name : "";
 }
 
+unsigned msb_sandbox_exec_io(const msb_sandbox *sb)
+{
+	return sb ? sb->ops.exec_io : 0;
+}
+
 /* ---- argument checks ------------------------------------------------------- */
 
 static int check_handle(const msb_sandbox *sb, const char *op, msb_error **err)
