@@ -68,8 +68,8 @@ bool cli_exec_io_env_file(cli_exec_io *o, const char *path, const char **why)
 
 /*
  * An env file: one NAME=VALUE a line, the value taken literally to the end
- * of the line (no quotes, no expansion; one trailing CR dropped); blank
- * lines and lines starting with '#' skipped. Anything else is refused with
+ * of the line (no quotes, no expansion; leading blanks and one trailing CR
+ * dropped); blank lines and lines starting with '#' skipped. Anything else is refused with
  * its line number, never skipped.
  */
 static int read_env_file(cli_exec_io *o, const char *path, msb_error **err)
@@ -114,6 +114,9 @@ static int read_env_file(cli_exec_io *o, const char *path, msb_error **err)
 			lead++;
 		if (lead == len || s[lead] == '#')
 			continue;
+		/* leading blanks are not part of the name */
+		s += lead;
+		len -= lead;
 		const char *eq = memchr(s, '=', len);
 		if (!eq || eq == s)
 			rc = msb_error_set(err, MSB_E_VALUE,

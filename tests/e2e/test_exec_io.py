@@ -156,7 +156,7 @@ def test_a_closed_stdout_ends_the_command_and_disposes(msb, state):
 
 def test_env_and_env_file(msb, state, tmp_path):
     f = tmp_path / "vars.env"
-    f.write_bytes(b"# a comment\n\nA=from the file\nB=two  words = kept\r\nC=\n")
+    f.write_bytes(b"# a comment\n\n  A=from the file\nB=two  words = kept\r\n\tC=\n")
     p = msb("run", "--state-dir", state, *FLOOR, "--env-file", str(f), "--env", "A=from-flag",
             "--env", "D=x=y", "--", "sh", "-c", 'printf "%s|%s|%s|%s|" "$A" "$B" "${C-unset}" "$D"')
     assert p.returncode == 0, p.stderr
