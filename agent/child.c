@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -236,8 +237,18 @@ _Noreturn void child_run(const struct spawn *sp)
 	if (setsid() < 0)
 		_exit(126);
 	setup_stdio(sp->stdio);
-	if (fchdir(sp->cwd_fd) < 0)
-		die("working directory", errno);
+	/* a terminal: the session's controlling one, this group in front */
+	if (sp->ctty && ioctl(STDIN_FILENO, TIOCSCTTY, 0) < 0)
+		die("controlling terminal", errno);
+	/* 126 with the reason, like an engine's `exec -w` (path.c) */
+	if (sp->cwd_fd < 0) {
+		say("working directory", sp->cwd, sp->cwd_error);
+		_exit(126);
+	}
+	if (fchdir(sp->cwd_fd) < 0) {
+		say("working directory", sp->cwd, errno);
+		_exit(126);
+	}
 	lower_rlimits();
 	prefer_for_oom(sp->proc_fd);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)

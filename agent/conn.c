@@ -170,6 +170,7 @@ static void on_hello(struct conn *c, const msb_proto_hello *h)
 		return;
 	}
 	c->hello_done = true;
+	c->version = version;
 	c->peer_max_payload = h->max_payload;
 }
 
@@ -267,6 +268,13 @@ static void on_frame(struct agent *a, struct conn *c, const msb_proto_frame *f)
 		break;
 	case MSB_PROTO_CREDIT:
 		exec_on_credit(e, m.u.credit);
+		break;
+	case MSB_PROTO_WINSIZE:
+		if (c->version < MSB_PROTO_VERSION_TTY)
+			conn_fail(c, MSB_PROTO_ERR_PROTOCOL,
+				  "WINSIZE is not in protocol version 1");
+		else
+			exec_on_winsize(e, &m.u.winsize);
 		break;
 	case MSB_PROTO_CANCEL:
 		exec_start_kill(a, e,

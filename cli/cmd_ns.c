@@ -23,6 +23,7 @@
 #include <msb/outputs.h>
 
 #include "cli.h"
+#include "exec_io.h"
 
 struct ns_args {
 	const char *config; /* --config FILE: backend JSON */
@@ -36,6 +37,7 @@ struct ns_args {
 	const char *call;
 	const char *workdir;
 	double timeout;
+	bool timeout_set;
 	uint64_t max_output;
 	uint64_t memory, pids, cpu; /* the spec's resource limits; 0 = backend default */
 	bool json;
@@ -53,6 +55,8 @@ struct ns_args {
 	const char *events;	   /* --events FILE: observer events as JSON lines */
 	int events_fd;
 	msb_jsonl_recorder *recorder;
+	/* run and exec: stdin, output, env, terminal (cli/exec_io.c) */
+	cli_exec_io io;
 };
 
 static int cmd_run(int argc, char **argv);
@@ -84,6 +88,9 @@ enum {
 	OPT_EGRESS_CONFIG,
 	OPT_EVENTS,
 	OPT_CONFIG,
+	OPT_ENV,
+	OPT_ENV_FILE,
+	OPT_NO_STDIN,
 };
 
 /* The rows, grouped the way the verbs share them. */
@@ -95,13 +102,42 @@ enum {
 #define LIMITS_ROWS                                                                                \
 	CLI_OPTION_MEMORY(OPT_MEMORY), CLI_OPTION_PIDS(OPT_PIDS), CLI_OPTION_CPU(OPT_CPU)
 #define EXEC_ROWS                                                                                  \
-	{"workdir",   "DIR",	      "working directory relative to the storage base",            \
-	 OPT_WORKDIR, CLI_VALUE_TEXT, NULL},                                                       \
+	{"workdir",                                                                                \
+	 "DIR",                                                                                    \
+	 "working directory: absolute, or relative to the storage base",                           \
+	 OPT_WORKDIR,                                                                              \
+	 CLI_VALUE_TEXT,                                                                           \
+	 NULL},                                                                                    \
 		{"timeout",	 "S", "the command's bound in seconds (default 300)", OPT_TIMEOUT, \
 		 CLI_VALUE_TEXT, NULL},                                                            \
 	{                                                                                          \
 		"max-output", "BYTES", "stop the output at this many bytes (stdout+stderr)",       \
 			OPT_MAX_OUTPUT, CLI_VALUE_TEXT, NULL                                       \
+	}
+/* stdin, environment and terminal of run and exec (cli/exec_io.c, docs/cli-exec.md) */
+#define EXEC_IO_ROWS                                                                               \
+	{"env",	  "NAME=VALUE",	  "set a variable for CMD (repeatable; wins over --env-file)",     \
+	 OPT_ENV, CLI_VALUE_TEXT, NULL},                                                           \
+		{"env-file",                                                                       \
+		 "FILE",                                                                           \
+		 "NAME=VALUE lines ('#' comments and blank lines skipped)",                        \
+		 OPT_ENV_FILE,                                                                     \
+		 CLI_VALUE_FILE,                                                                   \
+		 NULL},                                                                            \
+		{"interactive",                                                                    \
+		 NULL,                                                                             \
+		 "(-i) attach stdin even when it is a terminal (it is attached\n"                  \
+		 "whenever it is not one: a pipe, a file)",                                        \
+		 'i',                                                                              \
+		 CLI_VALUE_NONE,                                                                   \
+		 NULL},                                                                            \
+		{"no-stdin",   NULL,	       "never attach stdin (CMD reads end of file)",       \
+		 OPT_NO_STDIN, CLI_VALUE_NONE, NULL},                                              \
+	{                                                                                          \
+		"tty", NULL,                                                                       \
+			"(-t) run CMD on a terminal inside the sandbox; stdin attached,\n"         \
+			"this terminal in raw mode; no time bound unless --timeout",               \
+			't', CLI_VALUE_NONE, NULL                                                  \
 	}
 #define EGRESS_ROWS                                                                                \
 	{"allow",                                                                                  \
@@ -121,6 +157,7 @@ static const cli_option run_options[] = {
 	CLI_OPTION_FLOOR(OPT_FLOOR),
 	BACKEND_ROWS,
 	EXEC_ROWS,
+	EXEC_IO_ROWS,
 	{"output", "PATH[:TYPE]",
 	 "collect PATH (relative to the storage base) after CMD; TYPE is\n"
 	 "its media type, e.g. image/png (repeatable, up to 64)",
@@ -137,8 +174,8 @@ static const cli_option run_options[] = {
 const cli_verb verb_run = {
 	.name = "run",
 	.summary = "run a command in a fresh call-scoped sandbox, then dispose it",
-	.synopsis = "msb run [--min-isolation container] [--image IMAGE] [--timeout S] -- CMD "
-		    "[ARG...]",
+	.synopsis = "msb run [--min-isolation container] [--image IMAGE] [--timeout S] [-i|-t]\n"
+		    "[--env NAME=VALUE] -- CMD [ARG...]",
 	.description = "Acquire a call-scoped sandbox through the router, run CMD in it (argv, "
 		       "never\n"
 		       "shell-split), print its output, dispose the sandbox, and exit with CMD's "
@@ -164,10 +201,10 @@ const cli_verb verb_acquire = {
 };
 
 static const cli_option exec_options[] = {
-	KEY_ROWS,	CLI_OPTION_FLOOR(OPT_FLOOR),
-	BACKEND_ROWS,	EXEC_ROWS,
-	LIMITS_ROWS,	EGRESS_ROWS,
-	CLI_OPTION_END,
+	KEY_ROWS,     CLI_OPTION_FLOOR(OPT_FLOOR),
+	BACKEND_ROWS, EXEC_ROWS,
+	EXEC_IO_ROWS, LIMITS_ROWS,
+	EGRESS_ROWS,  CLI_OPTION_END,
 };
 
 const cli_verb verb_exec = {
@@ -370,8 +407,31 @@ static int parse_opts(const cli_verb *verb, int argc, char **argv, struct ns_arg
 	optind = 1;
 	opterr = 0;
 	int c;
-	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, verb == &verb_run || verb == &verb_exec ? "+it" : "+",
+				opts, NULL)) != -1) {
+		const char *why = NULL;
 		switch (c) {
+		case OPT_ENV:
+			if (!cli_exec_io_env(&a->io, optarg, &why)) {
+				cli_usage(verb, "%s", why);
+				return -1;
+			}
+			break;
+		case OPT_ENV_FILE:
+			if (!cli_exec_io_env_file(&a->io, optarg, &why)) {
+				cli_usage(verb, "%s", why);
+				return -1;
+			}
+			break;
+		case 'i':
+			a->io.interactive = true;
+			break;
+		case 't':
+			a->io.tty = true;
+			break;
+		case OPT_NO_STDIN:
+			a->io.no_stdin = true;
+			break;
 		case OPT_CONFIG:
 			a->config = optarg;
 			break;
@@ -430,13 +490,22 @@ static int parse_opts(const cli_verb *verb, int argc, char **argv, struct ns_arg
 			return -1;
 		}
 	}
+	if (a->io.tty && a->io.no_stdin) {
+		cli_usage(verb,
+			  "-t attaches stdin to the terminal: it does not go with --no-stdin");
+		return -1;
+	}
+	/* a terminal session is not bounded unless asked */
+	if (a->io.tty && !a->timeout_set)
+		a->timeout = CLI_TERMINAL_TIMEOUT;
 	cli_locate_helpers();
 	return optind;
 }
 
-/* What make_router() and parse() allocated for egress. */
+/* What make_router() and parse() allocated for egress and the env. */
 static void args_clear(struct ns_args *a)
 {
+	cli_exec_io_clear(&a->io);
 	msb_jsonl_recorder_free(a->recorder);
 	a->recorder = NULL;
 	if (a->events_fd >= 0)
@@ -447,6 +516,14 @@ static void args_clear(struct ns_args *a)
 static int parse(const cli_verb *verb, int argc, char **argv, struct ns_args *a)
 {
 	int r = parse_opts(verb, argc, argv, a);
+	if (r >= 0 && (verb == &verb_run || verb == &verb_exec)) {
+		/* --env-file read and every entry checked before anything runs */
+		msb_error *err = NULL;
+		if (cli_exec_io_finish(&a->io, &err) < 0) {
+			cli_fail(err);
+			r = -1;
+		}
+	}
 	if (r < 0) {
 		free_outputs(a);
 		args_clear(a);
@@ -507,18 +584,8 @@ static int make_spec(struct ns_args *a, bool call_scoped, msb_spec **out, msb_er
 	return r;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
+/* Run CMD with the verb's stdin, env and terminal (cli/exec_io.c); the
+ * output is written as it comes. Returns the exit status, or < 0 with err. */
 static int run_in(msb_sandbox *sb, struct ns_args *a, char **cmd, msb_error **err)
 {
 	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
@@ -527,12 +594,12 @@ static int run_in(msb_sandbox *sb, struct ns_args *a, char **cmd, msb_error **er
 	req.working_directory = a->workdir;
 	req.max_output_bytes = a->max_output;
 	msb_exec_result res = {0};
-	int r = a->max_output ? msb_sandbox_exec_bounded(sb, &req, &res, err)
-			      : msb_sandbox_exec(sb, &req, &res, err);
+	int status = 0;
+	int r = cli_exec_io_run(sb, &req, a->max_output > 0, &a->io, &res, &status, err);
 	if (r < 0)
 		return r;
-	write_all(STDOUT_FILENO, res.stdout_bytes, res.stdout_len);
-	write_all(STDERR_FILENO, res.stderr_bytes, res.stderr_len);
+	if (r > 0)
+		return status; /* a signal or a closed stdout ended it */
 	if (res.truncated)
 		fprintf(stderr, "msb: output truncated at the %llu-byte budget\n",
 			(unsigned long long)a->max_output);
@@ -544,7 +611,6 @@ static int run_in(msb_sandbox *sb, struct ns_args *a, char **cmd, msb_error **er
 		fprintf(stderr, "msb: pids_exhausted: the pids limit refused a fork\n");
 	if (res.no_space)
 		fprintf(stderr, "msb: no_space: the writable layer or the storage base is full\n");
-	int status = res.exit_code;
 	msb_exec_result_clear(&res);
 	return status;
 }

@@ -18,8 +18,11 @@ class Msb:
         # ~/.config/msb or /etc/msb must not decide a test (docs/cli.md).
         if env is None:
             env = dict(os.environ, MSB_CONFIG="")
-        return subprocess.run([self.path, *args], input=input, capture_output=True,
-                              timeout=timeout, env=env)
+        # `run` and `exec` attach a stdin that is not a terminal: give them
+        # an empty one unless the test has input, whatever the runner holds.
+        stdin = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
+        return subprocess.run([self.path, *args], capture_output=True, timeout=timeout,
+                              env=env, **stdin)
 
     def json(self, *args, **kw):
         p = self(*args, **kw)

@@ -367,6 +367,8 @@ static const msb_sandbox_ops ns_sandbox_ops = {
 	.fingerprint = ns_fingerprint,
 	.instance_id = ns_instance_id,
 	.release = ns_release,
+	/* the agent streams both ways and allocates terminals (client_exec.c) */
+	.exec_io = MSB_EXEC_CAN_STDIN_FD | MSB_EXEC_CAN_OUTPUT | MSB_EXEC_CAN_TTY,
 };
 
 int msb_ns__sandbox_new(const ns_backend *b, const char *name, int dfd, const msb_ns_labels *labels,
