@@ -76,19 +76,44 @@
 #define MNT_DETACH 2
 #endif
 
-/* linux/mount.h, spelt out: the agent builds against musl. */
+/* linux/mount.h, spelt out where the libc headers lack it: the agent builds
+ * against musl (a sanitized agent against glibc, which has most of them). */
+#ifndef FSOPEN_CLOEXEC
 #define FSOPEN_CLOEXEC 0x1u
+#endif
+#ifndef FSCONFIG_SET_FLAG
 #define FSCONFIG_SET_FLAG 0u
+#endif
+#ifndef FSCONFIG_SET_STRING
 #define FSCONFIG_SET_STRING 1u
+#endif
+#ifndef FSCONFIG_CMD_CREATE
 #define FSCONFIG_CMD_CREATE 6u
+#endif
+#ifndef FSMOUNT_CLOEXEC
 #define FSMOUNT_CLOEXEC 0x1u
+#endif
+#ifndef MOUNT_ATTR_RDONLY
 #define MOUNT_ATTR_RDONLY 0x1u
+#endif
+#ifndef MOUNT_ATTR_NOSUID
 #define MOUNT_ATTR_NOSUID 0x2u
+#endif
+#ifndef MOUNT_ATTR_NODEV
 #define MOUNT_ATTR_NODEV 0x4u
+#endif
+#ifndef MOUNT_ATTR_NOEXEC
 #define MOUNT_ATTR_NOEXEC 0x8u
+#endif
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
 #define MOVE_MOUNT_F_EMPTY_PATH 0x4u
+#endif
+#ifndef MOVE_MOUNT_T_EMPTY_PATH
 #define MOVE_MOUNT_T_EMPTY_PATH 0x40u
+#endif
+#ifndef OPEN_TREE_CLONE
 #define OPEN_TREE_CLONE 0x1u
+#endif
 
 struct mount_attr_v0 {
 	uint64_t attr_set, attr_clr, propagation, userns_fd;
