@@ -35,6 +35,7 @@
 
 #include "backends/ns/boundary/boundary.h"
 #include "egress_proxy.h"
+#include "util/fault.h"
 #include "util/fs.h"
 #include "util/sha256.h"
 
@@ -719,6 +720,7 @@ int main(int argc, char **argv)
 	s.ctl_fd = listen_at(&s, MSB_NS_STATE_CONTROL, 16);
 	start_sandbox(&s);
 	start_proxy(&s);
+	msb__fault_point("shim.spawned");
 	report(&s, "ok\n");
 
 	for (;;) {

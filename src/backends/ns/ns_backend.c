@@ -21,6 +21,7 @@
 #include "backends/ns/boundary/boundary.h"
 #include "egress/egress.h"
 #include "ns_int.h"
+#include "util/fault.h"
 #include "util/fs.h"
 #include "util/json.h"
 
@@ -206,6 +207,7 @@ static int start_shim(const ns_backend *b, const char *dir, bool egress, double 
 	}
 	while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
 		;
+	msb__fault_point("acquire.shim_started");
 
 	char buf[512];
 	size_t got = 0;
@@ -342,6 +344,7 @@ static int create_sandbox(ns_backend *b, const msb_key *key, const msb_spec *spe
 	_cleanup_free_ char *dir = msb__asprintf("%s/%s", b->state_dir, name);
 	if (!dir)
 		return msb__error_nomem(err);
+	msb__fault_point("acquire.labels_written");
 	r = start_shim(b, dir, egress != NULL, b->start_timeout, err);
 	if (r < 0) {
 		/* Fail closed and leave nothing: stop whatever started. */
@@ -350,6 +353,7 @@ static int create_sandbox(ns_backend *b, const msb_key *key, const msb_spec *spe
 		unlinkat(statefd, name, AT_REMOVEDIR);
 		return r;
 	}
+	msb__fault_point("acquire.ready");
 	return msb_ns__sandbox_new(b, name, dfd, &nl, out, err);
 }
 
@@ -403,6 +407,7 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 			return msb__error_errno(err, errno, "ns: cannot stat `%s`", name);
 		if (st.st_nlink == 0)
 			continue; /* a disposal removed it while we waited: start over */
+		msb__fault_point("acquire.locked");
 
 		_cleanup_free_ char *why = NULL;
 		msb_ns_liveness live = msb_ns__liveness(dfd, NULL, &why);
@@ -496,6 +501,7 @@ static int sweep(ns_backend *b, select_fn select, void *ud, uint64_t *disposed,
 			msb_disposal_code code = MSB_DISPOSAL_UNKNOWN;
 			char *detail = NULL;
 			msb_error *perr = NULL;
+			msb__fault_point("dispose.locked");
 			int r = purge_sandbox(b, de->d_name, &perr);
 			/* The shim is down: the records of the tunnels it closed are
 			 * in; report them before the directory goes. */
@@ -506,10 +512,14 @@ static int sweep(ns_backend *b, select_fn select, void *ud, uint64_t *disposed,
 				detail = msb__asprintf("%s: %s", de->d_name,
 						       msb_error_message(perr));
 				msb_error_free(perr);
-			} else if ((r = msb__rm_rf_at(dirfd(d), de->d_name)) < 0) {
-				code = MSB_DISPOSAL_REFUSED;
-				detail = msb__asprintf("%s: the state directory was kept: %s",
-						       de->d_name, strerror(-r));
+			} else {
+				msb__fault_point("dispose.shim_stopped");
+				if ((r = msb__rm_rf_at(dirfd(d), de->d_name)) < 0) {
+					code = MSB_DISPOSAL_REFUSED;
+					detail = msb__asprintf(
+						"%s: the state directory was kept: %s", de->d_name,
+						strerror(-r));
+				}
 			}
 			if (r < 0 && failures) {
 				msb_disposal_failure *f = NULL;
