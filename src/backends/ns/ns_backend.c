@@ -25,6 +25,9 @@
 #include "util/fs.h"
 #include "util/json.h"
 
+/* How long an acquire waits for a live shim to record how its agent died. */
+#define NS_SETTLE_NS (1000LL * 1000 * 1000)
+
 #ifndef MSB_LIBEXECDIR
 #define MSB_LIBEXECDIR "/usr/local/libexec/msb"
 #endif
@@ -304,6 +307,22 @@ static bool dir_empty(int dfd)
 	return empty;
 }
 
+/* The shim reported the sandbox ready; before a handle goes out it must
+ * still run. An agent or a shim that died since (or an agent that died
+ * before the shim reported) fails the creation, which then leaves nothing:
+ * never a handle to a dead sandbox (issue 15; the fault suite's
+ * acquire.ready, acquire.shim_started and shim.spawned cases). */
+static int check_started(int dfd, msb_error **err)
+{
+	_cleanup_free_ char *why = NULL;
+	msb_ns_liveness live = msb_ns__liveness_settled(dfd, NULL, &why, NS_SETTLE_NS);
+	if (live == MSB_NS_RUNNING)
+		return 0;
+	return msb_error_set(err, MSB_E_RUNTIME,
+			     "ns sandbox not created: it died while starting: %s",
+			     why ? why : "its shim took it down");
+}
+
 /* Create sandbox `name` in its empty, locked directory dfd. */
 static int create_sandbox(ns_backend *b, const msb_key *key, const msb_spec *spec, const char *kind,
 			  const char *work_dir, const char *egress, const char *name, int statefd,
@@ -346,6 +365,10 @@ static int create_sandbox(ns_backend *b, const msb_key *key, const msb_spec *spe
 		return msb__error_nomem(err);
 	msb__fault_point("acquire.labels_written");
 	r = start_shim(b, dir, egress != NULL, b->start_timeout, err);
+	if (r == 0) {
+		msb__fault_point("acquire.ready");
+		r = check_started(dfd, err);
+	}
 	if (r < 0) {
 		/* Fail closed and leave nothing: stop whatever started. */
 		purge_sandbox(b, name, NULL);
@@ -353,7 +376,6 @@ static int create_sandbox(ns_backend *b, const msb_key *key, const msb_spec *spe
 		unlinkat(statefd, name, AT_REMOVEDIR);
 		return r;
 	}
-	msb__fault_point("acquire.ready");
 	return msb_ns__sandbox_new(b, name, dfd, &nl, out, err);
 }
 
@@ -410,7 +432,7 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 		msb__fault_point("acquire.locked");
 
 		_cleanup_free_ char *why = NULL;
-		msb_ns_liveness live = msb_ns__liveness(dfd, NULL, &why);
+		msb_ns_liveness live = msb_ns__liveness_settled(dfd, NULL, &why, NS_SETTLE_NS);
 		msb_ns_labels labels = {0};
 		bool labelled = msb_ns__labels_read(dfd, &labels, NULL) == 0;
 		if (live == MSB_NS_RUNNING && labelled && msb__streq_null(labels.kind, kind)) {
