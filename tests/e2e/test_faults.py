@@ -545,6 +545,12 @@ def test_fault(root, point, victim, sig, tmp_path):
         if c.victim == "client" and c.op == "exec":
             # The agent ends what a vanished client was running.
             wait_for("the workload to end with its client", lambda: not workloads(c.token), 10)
+        if c.op == "outputs" and victim == "client" and sig == signal.SIGTERM:
+            # A call's sandbox is disposed of when the call ends, on a
+            # SIGTERM too; then msb dies of the signal.
+            assert end["rc"] == -signal.SIGTERM, end
+            p = msb("ls", "--state-dir", root, "--json")
+            assert json.loads(p.stdout) == [], p.stdout
         if c.op == "outputs":
             for name in os.listdir(c.sink):
                 with open(os.path.join(c.sink, name), "rb") as f:
@@ -573,3 +579,22 @@ def test_the_agent_and_workloads_never_see_the_fault_variable(root):
     assert b"MSB_FAULT_POINT" not in environ and b"MSB_AGENT_LISTEN_FD" in environ, environ
     assert msb("purge", "--state-dir", root, "--scope", "cli", "--thread",
                "env").returncode == 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+def test_msb_run_ends_its_call_on_a_signal(root, sig):
+    """`msb run` told to stop while its command runs cancels the command,
+    disposes of the call's sandbox and dies of the signal: nothing stays
+    running with nobody to dispose of it."""
+    token = f"{5000 + os.getpid() % 1000}.{time.monotonic_ns() % 10**6}"
+    p = subprocess.Popen([MSB, "run", "--state-dir", root, *FLOOR, "--", "sh", "-c",
+                          f"echo started; exec sleep {token}"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for("the command to run", lambda: workloads(token), 20)
+    os.kill(p.pid, sig)
+    out, err = p.communicate(timeout=20)
+    assert p.returncode == -sig, (p.returncode, err)
+    assert b"CancelledError" in err, err
+    assert not workloads(token)
+    ls = msb("ls", "--state-dir", root, "--json")
+    assert json.loads(ls.stdout) == [], ls.stdout
