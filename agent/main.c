@@ -342,14 +342,20 @@ static int run(struct agent *a)
 				if (t < next)
 					next = t;
 			}
+			/* Flush first: a send that fails marks the connection closing
+			 * with nothing queued, and it must be closed here - a closing
+			 * connection with nothing to send is not polled, so it would
+			 * wait for some other event (issue 15, the fault suite's
+			 * exec.sent-client-KILL: a killed client's workload ran on
+			 * until its own deadline). */
+			if (!c->dead && conn_queued(c) > 0)
+				conn_flush(c);
 			if (c->closing && !c->dead) {
 				if (conn_queued(c) == 0 || now >= c->close_deadline_ns)
 					conn_close(a, c);
 				else if (c->close_deadline_ns < next)
 					next = c->close_deadline_ns;
 			}
-			if (!c->dead && conn_queued(c) > 0)
-				conn_flush(c);
 		}
 		sweep(a);
 		if (a->terminating)

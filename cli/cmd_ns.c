@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -586,9 +587,11 @@ static int make_spec(struct ns_args *a, bool call_scoped, msb_spec **out, msb_er
 
 /* Run CMD with the verb's stdin, env and terminal (cli/exec_io.c); the
  * output is written as it comes. Returns the exit status, or < 0 with err. */
-static int run_in(msb_sandbox *sb, struct ns_args *a, char **cmd, msb_error **err)
+static int run_in(msb_sandbox *sb, struct ns_args *a, char **cmd, msb_cancel *cancel,
+		  msb_error **err)
 {
 	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	req.cancel = cancel;
 	req.argv = (const char *const *)cmd;
 	req.timeout = a->timeout;
 	req.working_directory = a->workdir;
@@ -634,6 +637,32 @@ static int collect(msb_sandbox *sb, const msb_spec *spec, const msb_output_sink 
 			l[i].handle ? l[i].handle : "");
 	msb_landed_artifacts_free(l, n);
 	return status;
+}
+
+/*
+ * `msb run` on SIGTERM, SIGINT or SIGHUP: the call ends as a cancelled one -
+ * its acquire or exec is cancelled, its call-scoped sandbox disposed of -
+ * and then msb dies of the signal, as its parent expects. Before, the
+ * signal's default action left the sandbox running with nobody to dispose
+ * of it (the fault suite's outputs.read-client-TERM; issue 15).
+ */
+static msb_cancel *run_cancel;
+static volatile sig_atomic_t run_signal;
+
+static void on_run_signal(int sig)
+{
+	run_signal = sig;
+	msb_cancel_trigger(run_cancel);
+}
+
+static void run_signals(bool catch)
+{
+	static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+	struct sigaction sa = {.sa_handler = catch ? on_run_signal : SIG_DFL,
+			       .sa_flags = SA_RESTART};
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
 }
 
 static int cmd_run(int argc, char **argv)
@@ -684,11 +713,15 @@ static int cmd_run(int argc, char **argv)
 	msb_sandbox *sb = NULL;
 	msb_acquire_options ao = MSB_ACQUIRE_OPTIONS_INIT;
 	ao.call = call;
+	if (msb_cancel_new(&run_cancel, NULL) == 0) {
+		ao.cancel = run_cancel;
+		run_signals(true);
+	}
 	int status;
 	if (msb_router_acquire(router, &key, spec, &ao, &sb, &err) < 0) {
 		status = cli_fail(err);
 	} else {
-		int r = run_in(sb, &a, argv + first, &err);
+		int r = run_in(sb, &a, argv + first, run_cancel, &err);
 		status = r < 0 ? cli_fail(err) : r;
 		if (r >= 0 && a.n_outputs)
 			status = collect(sb, spec, sink, call, &a, status);
@@ -707,6 +740,13 @@ static int cmd_run(int argc, char **argv)
 	msb_output_sink_free(sink);
 	free_outputs(&a);
 	args_clear(&a);
+	run_signals(false);
+	/* a signal that arrived while the command ran was exec_io's to take */
+	int sig = run_signal ? run_signal : cli_exec_io_signal();
+	if (sig)
+		raise(sig);
+	msb_cancel_free(run_cancel);
+	run_cancel = NULL;
 	return status;
 }
 
@@ -764,7 +804,7 @@ static int cmd_exec(int argc, char **argv)
 		status = cli_usage(&verb_exec, "no command given (put it after --)");
 	if (status == 0) {
 		msb_error *err = NULL;
-		int r = run_in(sb, &a, argv + first, &err);
+		int r = run_in(sb, &a, argv + first, NULL, &err);
 		status = r < 0 ? cli_fail(err) : r;
 	}
 	msb_sandbox_release(sb);

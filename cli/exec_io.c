@@ -425,3 +425,8 @@ out_cancel:
 	free(whole);
 	return r;
 }
+
+int cli_exec_io_signal(void)
+{
+	return (int)g_signal;
+}

@@ -58,4 +58,8 @@ void cli_exec_io_clear(cli_exec_io *o);
 int cli_exec_io_run(msb_sandbox *sb, msb_exec_request *req, bool bounded, cli_exec_io *o,
 		    msb_exec_result *res, int *status, msb_error **err);
 
+/* The signal (SIGINT, SIGTERM, SIGHUP) that stopped the last
+ * cli_exec_io_run, or 0: `msb run` dies of it once its sandbox is disposed. */
+int cli_exec_io_signal(void);
+
 #endif

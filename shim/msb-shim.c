@@ -35,6 +35,7 @@
 
 #include "backends/ns/boundary/boundary.h"
 #include "egress_proxy.h"
+#include "util/fault.h"
 #include "util/fs.h"
 #include "util/sha256.h"
 
@@ -585,11 +586,13 @@ static void reset_sandbox(struct shim *s)
 	shim_log("msb-shim: reset of `%s`", s->name);
 	proxy_stop(s->proxy);
 	s->proxy = NULL;
+	/* init.pid goes first: a host that finds it naming a dead init while
+	 * this shim lives calls the sandbox dead (ns_state.c). */
+	unlinkat(s->dfd, MSB_NS_STATE_INIT_PID, 0);
 	msb_ns__kill(s->sb);
 	msb_ns__wait(s->sb);
 	msb_ns__sandbox_free(s->sb);
 	s->sb = NULL;
-	unlinkat(s->dfd, MSB_NS_STATE_INIT_PID, 0);
 	if (s->cg) {
 		msb_error *e = NULL;
 		if (msb_ns__cgroup_destroy(s->cg, &e) < 0)
@@ -698,6 +701,7 @@ int main(int argc, char **argv)
 	s.ctl_fd = listen_at(&s, MSB_NS_STATE_CONTROL, 16);
 	start_sandbox(&s);
 	start_proxy(&s);
+	msb__fault_point("shim.spawned");
 	report(&s, "ok\n");
 
 	for (;;) {

@@ -13,6 +13,7 @@
 #include <poll.h>
 
 #include "client/client_priv.h"
+#include "util/fault.h"
 
 /* Output window granted to the agent per exec (re-granted as consumed). */
 #define WINDOW (256u * 1024)
@@ -234,6 +235,8 @@ static int on_frame(msb_client *c, struct run *r, const msb_proto_frame *f, msb_
 			msb_client__drop(c);
 			return msb__error_nomem(err);
 		}
+		if (len > 0 && r->received == 0)
+			msb__fault_point("exec.output");
 		r->received += len;
 		r->consumed += len;
 		if (r->consumed >= WINDOW / 4)
@@ -496,6 +499,10 @@ static int exec_locked(msb_client *c, const msb_exec_request *req, int64_t deadl
 	r.out[1] = (msb_buf)MSB_BUF_INIT;
 	if ((rc = open_channel(c, &r, req, deadline, err)) < 0)
 		return rc;
+	/* The request on the wire (the loop below sends what the socket did not
+	 * take and reports a failed send). */
+	if (msb_proto_outq_send(&c->out, c->fd) == 0 && msb_client__queued(c) == 0)
+		msb__fault_point("exec.sent");
 
 	for (;;) {
 		msb_proto_frame f;

@@ -634,6 +634,71 @@ Test(agent, slow_reader_does_not_block_others)
 	cr_assert(agent_alive(&ap));
 }
 
+/* Read fd until a frame of `type` arrives; false at EOF or on a bad frame. */
+static bool read_frame(int fd, uint16_t type)
+{
+	static msb_proto_reader rd;
+	msb_proto_reader_init(&rd, MSB_PROTO_MAX_PAYLOAD);
+	for (;;) {
+		msb_proto_frame f;
+		int rc;
+		while ((rc = msb_proto_reader_next(&rd, &f)) == 1)
+			if (f.type == type)
+				return true;
+		if (rc < 0)
+			return false;
+		uint8_t *dst;
+		size_t room = msb_proto_reader_space(&rd, &dst);
+		ssize_t n = recv(fd, dst, room, 0);
+		if (n <= 0)
+			return false;
+		msb_proto_reader_commit(&rd, (size_t)n);
+	}
+}
+
+Test(agent, a_host_that_stops_reading_ends_its_execs)
+{
+	/* The agent's send of a workload's output fails (the host is gone, or
+	 * stopped reading): the connection ends at once and its workload with
+	 * it. Before, the failed send left the connection out of the poll set
+	 * until the exec's own deadline - a killed `msb exec` left its workload
+	 * running that long (the fault suite's exec.sent-client-KILL). */
+	int fd = agent_dial(&ap);
+	cr_assert_geq(fd, 0);
+	static uint8_t buf[MSB_PROTO_FRAME_MAX];
+	msb_proto_hello h;
+	msb_proto_hello_default(&h, MSB_PROTO_ROLE_HOST);
+	int n = msb_proto_enc_hello(buf, sizeof(buf), &h);
+	cr_assert_eq(write(fd, buf, (size_t)n), n);
+	cr_assert(read_frame(fd, MSB_PROTO_HELLO));
+	static const char *const argv[] = {
+		"sh", "-c", "echo $$ > pid.tmp && mv pid.tmp pid; sleep 0.3; echo x; exec sleep 30",
+		NULL};
+	msb_proto_exec_spec spec = {.initial_credit = 65536, .timeout_ms = 30000, .argv = argv};
+	n = msb_proto_enc_exec_open(buf, sizeof(buf), 1, &spec);
+	cr_assert_eq(write(fd, buf, (size_t)n), n);
+	char path[160];
+	snprintf(path, sizeof(path), "%s/pid", ap.work);
+	pid_t pid = 0;
+	for (double t0 = now_s(); pid <= 0 && now_s() - t0 < 10; usleep(10 * 1000)) {
+		FILE *f = fopen(path, "r");
+		if (f) {
+			if (fscanf(f, "%d", &pid) != 1)
+				pid = 0;
+			fclose(f);
+		}
+	}
+	cr_assert_gt(pid, 1, "the workload did not start");
+	/* The host stops reading before the workload's first output. */
+	cr_assert_eq(shutdown(fd, SHUT_RD), 0);
+	cr_assert(pid_gone(pid, 5.0), "the workload (pid %d) outlived its connection", (int)pid);
+	close(fd);
+	cr_assert(agent_alive(&ap));
+	msb_exec_result res = sh_ok("echo ok", 10);
+	cr_assert_str_eq((const char *)res.stdout_bytes, "ok\n");
+	msb_exec_result_clear(&res);
+}
+
 Test(agent, crashed_workload_leaves_the_agent_serving)
 {
 	msb_exec_result res = sh_ok("kill -SEGV $$", 10);

@@ -114,7 +114,8 @@ static int instance_check(ns_sandbox *s, bool settle, msb_error **err)
 			return 0;
 		free(why);
 		why = NULL;
-		live = msb_ns__liveness(s->dfd, NULL, &why);
+		int64_t left = until - msb__now_ns();
+		live = msb_ns__liveness_settled(s->dfd, NULL, &why, left > 0 ? left : 0);
 		if (live != MSB_NS_RUNNING)
 			return gone(s, live, why, err);
 		if (msb__now_ns() >= until)

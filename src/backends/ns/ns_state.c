@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -204,6 +205,28 @@ int msb_ns__shim_alive(int dirfd, int64_t *pid, int *pidfd)
 	return 0;
 }
 
+msb_ns_liveness msb_ns__liveness_settled(int dirfd, int64_t *shim_pid, char **why,
+					 int64_t settle_ns)
+{
+	int64_t until = msb__now_ns() + settle_ns;
+	for (;;) {
+		int64_t shim = 0;
+		msb_ns_liveness live = msb_ns__liveness(dirfd, &shim, why);
+		if (shim_pid)
+			*shim_pid = shim;
+		/* Dead with its shim alive and no record: the shim is writing it. */
+		if (live != MSB_NS_DEAD || shim == 0 || msb__now_ns() >= until ||
+		    faccessat(dirfd, MSB_NS_STATE_DEAD, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+			return live;
+		if (why) {
+			free(*why);
+			*why = NULL;
+		}
+		struct timespec ts = {0, 5 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+}
+
 bool msb_ns__init_alive(int dirfd)
 {
 	pid_t p = 0;
@@ -239,8 +262,26 @@ msb_ns_liveness msb_ns__liveness(int dirfd, int64_t *shim_pid, char **why)
 			*why = len ? TAKE_PTR(rec) : strdup("its agent died");
 		return MSB_NS_DEAD;
 	}
-	if (pid > 0)
-		return MSB_NS_RUNNING;
+	if (pid > 0) {
+		/* Its shim lives; its agent must too. An agent that died (or is
+		 * exiting) before its shim recorded how is dead already, never
+		 * `running` (the fault suite's acquire.*-agent cases). There is no
+		 * init.pid while a shim starts or resets its sandbox. */
+		pid_t ip = 0;
+		uint64_t istart = 0;
+		if (msb_ns__read_pid_file(dirfd, MSB_NS_STATE_INIT_PID, &ip, &istart) < 0)
+			return MSB_NS_RUNNING;
+		int fd = msb_ns__pidfd_if_same(ip, istart);
+		if (fd >= 0)
+			close(fd);
+		if (fd != -ESRCH)
+			return MSB_NS_RUNNING; /* alive, or not known to be dead */
+		if (why)
+			*why = msb__asprintf("its agent (pid %d) died; its shim (pid %lld) has not "
+					     "recorded how yet",
+					     (int)ip, (long long)pid);
+		return MSB_NS_DEAD;
+	}
 	/* shim.pid is removed last by a shim that took its sandbox down; still
 	 * there, its shim died without doing so (SIGKILL, a crash). */
 	pid_t p = 0;

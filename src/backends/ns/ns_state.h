@@ -69,6 +69,12 @@ typedef enum msb_ns_liveness {
  * for MSB_NS_DEAD, *why (may be NULL; free it) says what happened, one line. */
 msb_ns_liveness msb_ns__liveness(int dirfd, int64_t *shim_pid, char **why);
 
+/* As msb_ns__liveness, but an agent found dead before its live shim recorded
+ * how is given up to settle_ns for that record, so that *why says how it
+ * died (the shim writes it within moments). */
+msb_ns_liveness msb_ns__liveness_settled(int dirfd, int64_t *shim_pid, char **why,
+					 int64_t settle_ns);
+
 /* Is the init recorded in dirfd/init.pid alive (a zombie is not)? */
 bool msb_ns__init_alive(int dirfd);
 

@@ -9,6 +9,7 @@
 #include <msb/outputs.h>
 
 #include "core/core.h"
+#include "util/fault.h"
 #include "util/sha256.h"
 #include "util/util.h"
 
@@ -476,8 +477,10 @@ int msb_collect_outputs(msb_sandbox *sb, const msb_spec *spec, const msb_collect
 		r = phase_stat(&c, err);
 	if (r == 0)
 		r = phase_read(&c, err);
-	if (r == 0)
+	if (r == 0) {
+		msb__fault_point("outputs.read");
 		r = phase_deliver(&c, &out, &n, err);
+	}
 	emit(&c, out, n, r);
 	items_free(c.items, c.n);
 	if (r < 0) {
