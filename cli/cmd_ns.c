@@ -810,6 +810,10 @@ static int cmd_exec(int argc, char **argv)
 	msb_sandbox_release(sb);
 	msb_router_free(router);
 	args_clear(&a);
+	/* stopped by a signal while the command ran: die of it, as a shell
+	 * expects of a command (the sandbox stays: it is the conversation's) */
+	if (cli_exec_io_signal())
+		raise(cli_exec_io_signal());
 	return status;
 }
 

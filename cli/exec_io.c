@@ -399,7 +399,7 @@ int cli_exec_io_run(msb_sandbox *sb, msb_exec_request *req, bool bounded, cli_ex
 		/* ended by us, not by the command: say how, as a shell would */
 		*status = g_signal ? 128 + g_signal : 128 + SIGPIPE;
 		if (g_signal)
-			fprintf(stderr, "msb: %s: the command was cancelled\n",
+			fprintf(stderr, "msb: CancelledError: the command was cancelled (%s)\n",
 				strsignal(g_signal));
 		msb_error_free(*err);
 		*err = NULL;
