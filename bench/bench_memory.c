@@ -188,11 +188,11 @@ void case_idle_memory(struct bench *b)
 	if (acquire(b, &k, &sb, &err) < 0 || exec_true(sb, &err) < 0) {
 		report_error(b, "idle_memory", "acquire+exec", err);
 		msb_error_free(err);
-		msb_sandbox_release(sb);
+		msb_sandbox_free(sb);
 		dispose(b, &k, NULL);
 		return;
 	}
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	sleep_ms(500); /* let the exec's child be reaped and the sandbox go idle */
 	struct mem m;
 	long agent = 0;
@@ -267,7 +267,7 @@ void case_many(struct bench *b)
 	}
 	double t_exec = now_ms() - t1;
 	for (int i = 0; i < m; i++) {
-		msb_sandbox_release(sbs[i]);
+		msb_sandbox_free(sbs[i]);
 		sbs[i] = NULL;
 	}
 	double t2 = now_ms();
@@ -311,7 +311,7 @@ void case_many(struct bench *b)
 out:
 	if (sbs)
 		for (int i = 0; i < m; i++)
-			msb_sandbox_release(sbs[i]);
+			msb_sandbox_free(sbs[i]);
 	free(keys);
 	free(sbs);
 	free(t);

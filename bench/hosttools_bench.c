@@ -271,7 +271,7 @@ int main(int argc, char **argv)
 	bench_over_exec(sb, reg, &key, m, poll);
 
 	msb_host_tool_registry_unref(reg);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_scope_purge p = {0};
 	msb_backend_dispose_scope(b, "bench", "hosttools", &p, NULL);
 	msb_backend_unref(b);

@@ -492,7 +492,7 @@ static void case_cold(struct bench *b, const char *name, int idle_ms)
 			dispose(b, &k, NULL);
 			break;
 		}
-		msb_sandbox_release(sb);
+		msb_sandbox_free(sb);
 		if (dispose(b, &k, &err) < 0) {
 			report_error(b, name, "dispose", err);
 			msb_error_free(err);
@@ -537,10 +537,10 @@ static void case_warm_exec(struct bench *b)
 		struct mark m0 = mark_start();
 		if (acquire(b, &k, &h, &err) < 0 || exec_true(h, &err) < 0) {
 			report_error(b, "warm_acquire_exec", "acquire+exec", err);
-			msb_sandbox_release(h);
+			msb_sandbox_free(h);
 			goto out;
 		}
-		msb_sandbox_release(h);
+		msb_sandbox_free(h);
 		struct mark m1 = mark_end();
 		samples_add(&sw, m0, m1);
 	}
@@ -552,7 +552,7 @@ static void case_warm_exec(struct bench *b)
 out:
 	msb_error_free(err);
 	err = NULL;
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	if (sb && dispose(b, &k, &err) < 0) {
 		report_error(b, "warm_exec", "dispose", err);
 		msb_error_free(err);
@@ -579,7 +579,7 @@ static void case_run(struct bench *b, const char *name, int idle_ms)
 		int r = acquire(b, &k, &sb, &err);
 		if (r == 0)
 			r = exec_true(sb, &err);
-		msb_sandbox_release(sb);
+		msb_sandbox_free(sb);
 		int d = dispose(b, &k, r < 0 ? NULL : &err);
 		struct mark m1 = mark_end();
 		if (r < 0 || d < 0) {
@@ -610,7 +610,7 @@ static void case_dispose(struct bench *b)
 			dispose(b, &k, NULL);
 			break;
 		}
-		msb_sandbox_release(sb);
+		msb_sandbox_free(sb);
 		struct mark m0 = mark_start();
 		int r = dispose(b, &k, &err);
 		struct mark m1 = mark_end();

@@ -401,7 +401,7 @@ static int run_suite(struct run *rn, msb_conformance_suite s)
 	else
 		record(rn, rep);
 	msb_conformance_report_free(rep);
-	msb_sandbox_release(box);
+	msb_sandbox_free(box);
 	msb_disposal_failure *f = NULL;
 	msb_error *derr = NULL;
 	if (msb_backend_dispose(b, &key, kind, NULL, &f, &derr) < 0 || f) {

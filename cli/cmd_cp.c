@@ -607,7 +607,7 @@ static int cmd_cp(int argc, char **argv)
 	}
 	copy_clear(&cp);
 	msb_spec_unref(spec);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_router_free(router);
 	return r < 0 ? cli_fail(err) : 0;
 }

@@ -917,7 +917,7 @@ int cli_escape(cli_conformance_args *a)
 	 * against the sentinel as the swaps left it, so that each check tells
 	 * its own finding. */
 	sentinel_read(&h, &sentinel);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	sb = NULL;
 	disposal_check(&v, b, &key, &sentinel, &h);
 	status = report(&v, a);
@@ -925,8 +925,8 @@ out:
 	json_decref(v.rows);
 	msb_exec_result_clear(&res);
 	msb_exec_result_clear(&swap_res);
-	msb_sandbox_release(sb);
-	msb_sandbox_release(neighbour);
+	msb_sandbox_free(sb);
+	msb_sandbox_free(neighbour);
 	dispose_both(b, &key);
 	host_teardown(&h);
 	free(bin);

@@ -162,7 +162,7 @@ static int cmd_files(int argc, char **argv)
 	int r = ls   ? do_ls(sb, path, as_json, &err)
 		: st ? do_stat(sb, path, as_json, &err)
 		     : msb_sandbox_remove(sb, path, NULL, recursive, &err);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_router_free(router);
 	return r < 0 ? cli_fail(err) : 0;
 }

@@ -725,7 +725,7 @@ static int cmd_run(int argc, char **argv)
 		status = r < 0 ? cli_fail(err) : r;
 		if (r >= 0 && a.n_outputs)
 			status = collect(sb, spec, sink, call, &a, status);
-		msb_sandbox_release(sb);
+		msb_sandbox_free(sb);
 	}
 	/* A call-scoped sandbox is always disposed when the call ends (23.38). */
 	bool gone = false;
@@ -788,7 +788,7 @@ static int cmd_acquire(int argc, char **argv)
 		else
 			printf("%s\n", msb_sandbox_instance_id(sb));
 	}
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_router_free(router);
 	return status;
 }
@@ -807,7 +807,7 @@ static int cmd_exec(int argc, char **argv)
 		int r = run_in(sb, &a, argv + first, NULL, &err);
 		status = r < 0 ? cli_fail(err) : r;
 	}
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_router_free(router);
 	args_clear(&a);
 	/* stopped by a signal while the command ran: die of it, as a shell

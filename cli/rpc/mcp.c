@@ -376,10 +376,10 @@ static json_t *t_execute(mcp_state *st, json_t *args)
 	if (r < 0) {
 		json_t *out = tool_refusal(err);
 		msb_error_free(err);
-		msb_sandbox_release(sb);
+		msb_sandbox_free(sb);
 		return out;
 	}
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	size_t out_len = 0, err_len = 0;
 	char *out_text = msb_text_from_bytes_len(res.stdout_bytes, res.stdout_len, &out_len);
 	char *err_text = msb_text_from_bytes_len(res.stderr_bytes, res.stderr_len, &err_len);
@@ -441,7 +441,7 @@ static json_t *t_write_file(mcp_state *st, json_t *args)
 		snprintf(text, sizeof(text), "wrote %zu bytes", len);
 		out = tool_result(text, false, NULL);
 	}
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	free(decoded);
 	return out;
 }
@@ -473,7 +473,7 @@ static json_t *t_read_file(mcp_state *st, json_t *args)
 		free(text);
 	}
 	free(data);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	return out;
 }
 
@@ -526,7 +526,7 @@ static json_t *t_list_files(mcp_state *st, json_t *args)
 		free(text);
 		msb_entries_free(entries, n);
 	}
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	return out;
 }
 
@@ -605,7 +605,7 @@ static json_t *t_collect_outputs(mcp_state *st, json_t *args)
 		free(text);
 	}
 	msb_landed_artifacts_free(landed, n);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	free((void *)outs);
 	msb_spec_unref(holder);
 	return out;

@@ -268,7 +268,7 @@ MSB_EXTERN int msb_sandbox_fingerprint(msb_sandbox *sb, bool *supported, msb_fin
 				       msb_error **err);
 
 /* Drop this handle. Does not dispose the sandbox (use the router). NULL ok. */
-MSB_EXTERN void msb_sandbox_release(msb_sandbox *sb);
+MSB_EXTERN void msb_sandbox_free(msb_sandbox *sb);
 
 MSB_END_DECLS
 

@@ -537,7 +537,7 @@ Test(ns_images, oci_layout_round_trip)
 	cr_assert_eq(len, 7);
 	cr_assert(memcmp(data, "result\n", 7) == 0);
 	free(data);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 
 	/* Layers went into the cache once, read-only to the guest's other ids. */
 	char cache[160];
@@ -606,7 +606,7 @@ Test(ns_images, unpack_progress_first_time_only)
 	o.progress_userdata = &s;
 	msb_error *err = NULL;
 	cr_assert_eq(msb_ns_backend_new(&o, &backend, &err), 0, "%s", msb_error_message(err));
-	msb_sandbox_release(acquire_ok("/agent"));
+	msb_sandbox_free(acquire_ok("/agent"));
 	cr_assert_eq(s.layers, 2);
 	cr_assert_eq(s.max_layer, 2);
 	cr_assert_eq(s.done, 1, "one final report");
@@ -622,7 +622,7 @@ Test(ns_images, unpack_progress_first_time_only)
 	cr_assert_eq(msb_ns_backend_new(&o, &second, &err), 0);
 	msb_backend *keep = backend;
 	backend = second;
-	msb_sandbox_release(acquire_ok("/agent2"));
+	msb_sandbox_free(acquire_ok("/agent2"));
 	cr_assert_eq(again.calls, 0, "a cached image reports nothing");
 	msb_scope_purge purge = {0};
 	cr_assert_eq(msb_backend_dispose_scope(second, SCOPE, THREAD, &purge, NULL), 0);
@@ -701,7 +701,7 @@ Test(ns_images, whiteouts_honoured)
 	/* The guest can still delete and recreate over whiteouts. */
 	sh(sb, "echo new > /etc/issue && rm /opt/keep");
 	cr_assert_str_eq(sh(sb, "cat /etc/issue; test -e /opt/keep || echo gone"), "new\ngone\n");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 /* ---- hostile layouts ------------------------------------------------------------- */
@@ -889,7 +889,7 @@ static void *race(void *arg)
 		snprintf(rc->msg, sizeof(rc->msg), "%s", msb_error_message(err));
 	msb_error_free(err);
 	msb_exec_result_clear(&res);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	return NULL;
 }
 
@@ -970,7 +970,7 @@ Test(ns_images, fingerprint_of_a_fresh_sandbox_is_empty)
 		cr_assert_eq(strv_len(fp.changed_paths) + strv_len(fp.running_programs), 0,
 			     "%s: %s", images[i], joined(fp.changed_paths));
 		msb_fingerprint_clear(&fp);
-		msb_sandbox_release(sb);
+		msb_sandbox_free(sb);
 	}
 }
 
@@ -1006,7 +1006,7 @@ Test(ns_images, fingerprint_shows_writes_and_deletions)
 			  !has(fp.changed_paths, "/maf-sandbox/work/out"),
 		  "changed: %s", joined(fp.changed_paths));
 	msb_fingerprint_clear(&fp);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 /* 18.13: running programs carry pid, start time and argv, so that a
@@ -1036,7 +1036,7 @@ Test(ns_images, fingerprint_shows_programs_and_replacements)
 	fingerprint(sb, &fp);
 	cr_assert_eq(strv_len(fp.running_programs), 0, "programs: %s", joined(fp.running_programs));
 	msb_fingerprint_clear(&fp);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 /* 18.15: writable storage the fingerprint cannot see is refused, never
@@ -1074,7 +1074,7 @@ Test(ns_images, fingerprint_refuses_an_unseen_writable_mount)
 	expect_refusal(r, err, MSB_E_RUNTIME, "cannot attest", "tmpfs on /tmp");
 	cr_assert(strstr(msb_error_message(err), "`/tmp`"), "%s", msb_error_message(err));
 	msb_error_free(err);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 /* ---- reset (9.28, 9.29, 4.23) ----------------------------------------------------- */
@@ -1111,7 +1111,7 @@ Test(ns_images, reset_returns_a_dirty_sandbox_to_pristine)
 			 "msb test image\n0\nnone\n");
 	msb_sandbox *again = acquire_ok("/agent");
 	cr_assert_str_eq(msb_sandbox_instance_id(again), id);
-	msb_sandbox_release(again);
+	msb_sandbox_free(again);
 
 	/* Reset twice in a row, and on a clean sandbox: still pristine. */
 	cr_assert_eq(msb_sandbox_reset(sb, 30, &err), 0, "%s", msb_error_message(err));
@@ -1120,7 +1120,7 @@ Test(ns_images, reset_returns_a_dirty_sandbox_to_pristine)
 	cr_assert_eq(strv_len(fp.changed_paths) + strv_len(fp.running_programs), 0);
 	msb_fingerprint_clear(&fp);
 	cr_assert_eq(count_sandboxes(), 1);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 /* 9.28: reset is bounded by its timeout; the restart it started still
@@ -1152,7 +1152,7 @@ Test(ns_images, reset_is_bounded_by_its_timeout)
 	}
 	cr_assert(clean, "the restart completed");
 	cr_assert_str_eq(sh(sb, "echo serving"), "serving\n");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 /* Reset of the `host` image too: its root is an overlay like the others. */
@@ -1169,7 +1169,7 @@ Test(ns_images, reset_of_the_host_image)
 	cr_assert_eq(strv_len(fp.changed_paths) + strv_len(fp.running_programs), 0, "%s",
 		     joined(fp.changed_paths));
 	msb_fingerprint_clear(&fp);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 /* ---- the writable layer's cap ------------------------------------------------------ */
@@ -1185,5 +1185,5 @@ Test(ns_images, writable_layer_full_is_enospc_inside)
 	cr_assert(strstr(errout, "No space left on device"), "stderr: %s", errout);
 	/* The sandbox keeps serving; space comes back once the file goes. */
 	cr_assert_str_eq(sh(sb, "rm /tmp/big && echo ok > /tmp/small && cat /tmp/small"), "ok\n");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }

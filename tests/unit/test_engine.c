@@ -425,7 +425,7 @@ Test(engine, wslc_create_argv_21_10_21_20)
 	cr_assert_str_eq(rc.calls[4], "wslc container exec -w /maf-sandbox/work cid123 sh -c "
 				      "echo hi");
 	msb_exec_result_clear(&res);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_spec_unref(spec);
 	msb_backend_unref(b);
 	recorder_free(&rc);
@@ -457,7 +457,7 @@ Test(engine, wslc_write_is_one_tar_entry_21_27)
 	cr_assert_eq(t[156], '0');				       /* a regular file */
 	cr_assert_eq(memcmp(t + 512, "hi", 2), 0);
 	cr_assert_eq(rc.stdin_len[w], 512 * 4);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_spec_unref(spec);
 	msb_backend_unref(b);
 	recorder_free(&rc);
@@ -472,7 +472,7 @@ Test(engine, wslc_stopped_is_started_not_run_21_18)
 	cr_assert_eq(msb_backend_acquire(b, &KEY, spec, &sb, NULL), 0);
 	cr_assert(has_call(&rc, "wslc container start cid123"));
 	cr_assert(!has_call(&rc, "wslc container run"));
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_spec_unref(spec);
 	msb_backend_unref(b);
 	recorder_free(&rc);
@@ -490,7 +490,7 @@ Test(engine, wslc_already_exists_is_adopted_21_18)
 	cr_assert_str_eq(rc.calls[rc.n - 1],
 			 "wslc container list --format json --filter name=" NAME);
 	cr_assert_str_eq(msb_sandbox_instance_id(sb), "cid123");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_spec_unref(spec);
 	msb_backend_unref(b);
 	recorder_free(&rc);
@@ -505,7 +505,7 @@ Test(engine, wslc_exact_name_listing_21_19)
 	msb_sandbox *sb = NULL;
 	cr_assert_eq(msb_backend_acquire(b, &KEY, spec, &sb, NULL), 0);
 	cr_assert(has_call(&rc, "wslc container run -d --name " NAME " "));
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_spec_unref(spec);
 	msb_backend_unref(b);
 	recorder_free(&rc);
@@ -563,7 +563,7 @@ Test(engine, wslc_dispose_falls_back_to_remembered_names_21_30)
 	cr_assert_eq(msb_backend_dispose(b, &KEY, NULL, NULL, &f, NULL), 0);
 	cr_assert_null(f, "the remembered name was removed: %s", f ? f->detail : "");
 	cr_assert_str_eq(rc.calls[rc.n - 1], "wslc container remove -f " NAME);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_spec_unref(spec);
 	msb_backend_unref(b);
 	recorder_free(&rc);
@@ -596,7 +596,7 @@ Test(engine, wslc_exec_timeout_removes_the_container_21_26)
 	cr_assert_eq(msb_sandbox_exec(sb, &req, &res, &e), MSB_E_TIMEOUT);
 	cr_assert_str_eq(rc.calls[rc.n - 1], "wslc container remove -f cid123");
 	msb_error_free(e);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_spec_unref(spec);
 	msb_backend_unref(b);
 	recorder_free(&rc);

@@ -229,7 +229,7 @@ Test(exec_opts, exec_checks_the_env_before_the_backend)
 		"exec: env: `https_proxy` is reserved");
 	cr_assert_eq(s.calls, 0);
 	msb_error_free(err);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 /* ---- streaming and terminals ------------------------------------------------------ */
@@ -285,7 +285,7 @@ Test(exec_opts, io_a_backend_does_not_serve_is_refused_by_name)
 	msb_tty_free(t);
 	close(p[0]);
 	close(p[1]);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 Test(exec_opts, io_is_checked_where_it_is_served)
@@ -331,7 +331,7 @@ Test(exec_opts, io_is_checked_where_it_is_served)
 	msb_exec_result_clear(&res);
 	close(p[0]);
 	close(p[1]);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 /* A caller built against version 1 of the request, and a backend built
@@ -357,7 +357,7 @@ Test(exec_opts, version_1_requests_and_vtables)
 	cr_assert_null(s.io);
 	msb_exec_result_clear(&res);
 	free(v1);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 
 	/* a version-1 vtable: exec_io is not read (it is not there) */
 	msb_sandbox_ops full_ops = plain_ops;
@@ -378,7 +378,7 @@ Test(exec_opts, version_1_requests_and_vtables)
 		"cannot run a command on a terminal");
 	msb_error_free(err);
 	msb_tty_free(t);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	free(ops1);
 
 	err = NULL;
@@ -388,5 +388,5 @@ Test(exec_opts, version_1_requests_and_vtables)
 	sb = make(&plain_ops, &s);
 	REFUSED(msb_sandbox_exec(sb, &bad, &res, &err), err, MSB_E_VALUE, "version 3");
 	msb_error_free(err);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }

@@ -54,9 +54,9 @@ static void setup(void)
 
 static void teardown(void)
 {
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	sb = NULL;
-	msb_sandbox_release(spy.inner);
+	msb_sandbox_free(spy.inner);
 	msb_fake_sandbox_unref(fake);
 	fake = NULL;
 	msb__rm_rf(sink_root);

@@ -288,7 +288,7 @@ release_impl:
 	return r;
 }
 
-void msb_sandbox_release(msb_sandbox *sb)
+void msb_sandbox_free(msb_sandbox *sb)
 {
 	if (!sb)
 		return;
