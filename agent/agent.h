@@ -173,6 +173,17 @@ void egress_conn_closed(struct agent *a, struct conn *c);
 /* HTTP(S)_PROXY and NO_PROXY for workloads, NULL-terminated; NULL when off. */
 const char *const *egress_env(struct agent *a);
 
+/* ---- vm_init.c, vm_pump.c (the guest's init in a `vm` sandbox) ---------- */
+/* The port pump's uid and gid inside the guest: not root, so workloads
+ * (guest root without capabilities) cannot signal it. */
+#define AGENT_VM_PUMP_ID 65533
+/* `/init --vm ...`: set up the guest (mounts, modules, root, port pump) and
+ * return the agent's listening socket; *work may be set from the arguments.
+ * Powers the guest off on any failure. */
+int vm_init(int argc, char **argv, const char **work);
+/* The pump's loop (in its own process): returns its exit status. */
+int vm_pump_run(int port, const char *sock_path);
+
 /* ---- child.c ------------------------------------------------------------- */
 struct spawn {
 	const char *file; /* searched in path_env when it has no '/' */

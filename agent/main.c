@@ -376,7 +376,12 @@ int main(int argc, char **argv)
 	struct agent *a = &agent;
 	const char *work = AGENT_DEFAULT_WORK;
 
-	for (int i = 1; i < argc; i++) {
+	int vm_listen = -1;
+	/* The guest's init in a `vm` sandbox: vm_init.c builds the guest and
+	 * hands over the listening socket. */
+	if (argc > 1 && strcmp(argv[1], "--vm") == 0)
+		vm_listen = vm_init(argc, argv, &work);
+	for (int i = 1; vm_listen < 0 && i < argc; i++) {
 		if (strcmp(argv[i], "--work") == 0 && i + 1 < argc) {
 			work = argv[++i];
 		} else if (strncmp(argv[i], "--work=", 7) == 0) {
@@ -394,7 +399,7 @@ int main(int argc, char **argv)
 	if (!a->work)
 		return 1;
 
-	a->listen_fd = parse_fd(getenv("MSB_AGENT_LISTEN_FD"));
+	a->listen_fd = vm_listen >= 0 ? vm_listen : parse_fd(getenv("MSB_AGENT_LISTEN_FD"));
 	if (a->listen_fd < 0) {
 		agent_log("MSB_AGENT_LISTEN_FD must name the listening socket");
 		return 2;
