@@ -56,7 +56,8 @@ typedef struct msb_vm_options {
 #define MSB_VM_OPTIONS_VERSION 1
 #define MSB_VM_OPTIONS_INIT                                                                        \
 	{                                                                                          \
-		MSB_VM_OPTIONS_VERSION                                                             \
+		MSB_VM_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,      \
+			NULL, NULL, 0, 0, 0, 0, 0, 0, 0                                            \
 	}
 
 /* Make the backend: finds qemu and the kernel, builds (or finds cached) the

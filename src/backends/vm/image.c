@@ -444,8 +444,13 @@ static int stage(const struct image *im, const char *root, msb_error **err)
 			if (r == 0 && (fd < 0 || fchmod(fd, synth[i].mode) < 0))
 				r = -errno;
 		} else {
-			r = msb__write_file_atomic_at(rfd, rel, synth[i].content,
-						      strlen(synth[i].content), synth[i].mode);
+			/* All synthesized files are in etc/. */
+			_cleanup_close_ int efd =
+				openat(rfd, "etc", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			r = efd < 0 ? -errno
+				    : msb__write_file_atomic_at(
+					      efd, strrchr(rel, '/') + 1, synth[i].content,
+					      strlen(synth[i].content), synth[i].mode);
 		}
 		if (r < 0)
 			return msb__error_errno(err, r, "vm: host image: make `%s`", synth[i].path);

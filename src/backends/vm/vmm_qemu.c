@@ -21,7 +21,7 @@ static int qemu_argv(const msb_vmm_config *c, char ***out)
 	char mach[96], mem[32], smp[32], chardev[160];
 	/* ACPI stays on: the guest finds the virtio-mmio devices through it
 	 * (the Debian cloud kernel has no virtio_mmio.device= parameter). */
-	snprintf(mach, sizeof(mach), "microvm,accel=%s", c->kvm ? "kvm" : "tcg");
+	snprintf(mach, sizeof(mach), "microvm");
 	snprintf(mem, sizeof(mem), "%lluM", (unsigned long long)c->memory_mib);
 	snprintf(smp, sizeof(smp), "%u", c->vcpus ? c->vcpus : 1);
 	snprintf(chardev, sizeof(chardev), "socket,path=%s/%s,server=on,wait=off,id=c0",
@@ -30,6 +30,10 @@ static int qemu_argv(const msb_vmm_config *c, char ***out)
 		c->binary,
 		"-M",
 		mach,
+		"-accel",
+		/* TCG's translation cache is 1 GiB unless told: bounded, so the
+		 * VMM's memory stays near the guest's RAM. */
+		c->kvm ? "kvm" : "tcg,tb-size=64",
 		"-cpu",
 		c->kvm ? "host" : "max",
 		"-m",
