@@ -193,8 +193,24 @@ struct spawn {
 	int cwd_fd;
 	int stdio[3];
 	int cap_last;
+	bool file_op; /* MSB_PROTO_EXEC_FILE: files_serve(argv), not execve */
 };
 _Noreturn void child_run(const struct spawn *sp);
+
+/* ---- files.c ------------------------------------------------------------- */
+/* Serve one file-plane request (argv) in the confined child, relative to the
+ * working directory (the storage base); returns the exit status
+ * (AGENT_FILE_*). */
+int files_serve(char **argv);
+#define AGENT_FILE_OK 0
+#define AGENT_FILE_VALUE 2 /* a link on the way or at the leaf; the base itself */
+#define AGENT_FILE_NOT_FOUND 3
+#define AGENT_FILE_NOT_DIR 4
+#define AGENT_FILE_IS_DIR 5
+#define AGENT_FILE_OS 6	 /* another kind of file, or the system refused */
+#define AGENT_FILE_CAP 7 /* read: larger than the cap */
+#define AGENT_FILE_PERMISSION 8
+#define AGENT_FILE_USAGE 9
 
 /* ---- seccomp.c ----------------------------------------------------------- */
 /* Install the workload filter (no_new_privs must already be set). -errno. */

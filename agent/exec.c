@@ -225,6 +225,7 @@ void exec_open(struct agent *a, struct conn *c, uint32_t id, const msb_proto_exe
 		.cwd_fd = cwd_fd,
 		.stdio = {pin[0], pout[1], perr[1]},
 		.cap_last = a->cap_last,
+		.file_op = (m->flags & MSB_PROTO_EXEC_FILE) != 0,
 	};
 	pid_t pid = fork();
 	if (pid < 0) {

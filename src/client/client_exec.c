@@ -293,11 +293,12 @@ static int check_request(const msb_exec_request *req, msb_error **err)
 	return msb__check_timeout(req->timeout, "timeout", err);
 }
 
-static int open_channel(msb_client *c, struct run *r, const msb_exec_request *req, msb_error **err)
+static int open_channel(msb_client *c, struct run *r, const msb_exec_request *req, uint32_t extra,
+			msb_error **err)
 {
 	const char *shell_argv[2] = {req->shell, NULL};
 	msb_proto_exec_spec spec = {
-		.flags = (req->shell ? MSB_PROTO_EXEC_SHELL : 0) |
+		.flags = extra | (req->shell ? MSB_PROTO_EXEC_SHELL : 0) |
 			 (r->stdin_on ? MSB_PROTO_EXEC_STDIN : 0) |
 			 (r->bounded ? MSB_PROTO_EXEC_BOUNDED : 0),
 		.initial_credit = (uint32_t)(r->bounded && r->budget < WINDOW ? r->budget : WINDOW),
@@ -332,8 +333,8 @@ static int open_channel(msb_client *c, struct run *r, const msb_exec_request *re
 	return 0;
 }
 
-static int exec_locked(msb_client *c, const msb_exec_request *req, msb_exec_result *out,
-		       msb_error **err)
+static int exec_locked(msb_client *c, const msb_exec_request *req, uint32_t extra,
+		       msb_exec_result *out, msb_error **err)
 {
 	int64_t deadline = msb_client__deadline(req->timeout);
 	int64_t grace = INT64_MAX;
@@ -360,7 +361,7 @@ static int exec_locked(msb_client *c, const msb_exec_request *req, msb_exec_resu
 	r.in_len = req->stdin_len;
 	r.out[0] = (msb_buf)MSB_BUF_INIT;
 	r.out[1] = (msb_buf)MSB_BUF_INIT;
-	if ((rc = open_channel(c, &r, req, err)) < 0)
+	if ((rc = open_channel(c, &r, req, extra, err)) < 0)
 		return rc;
 
 	for (;;) {
@@ -461,7 +462,21 @@ int msb_client__exec(msb_client *c, const msb_exec_request *req, msb_exec_result
 	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&c->lock);
-	rc = exec_locked(c, req, out, err);
+	rc = exec_locked(c, req, 0, out, err);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int msb_client__exec_file(msb_client *c, const msb_exec_request *req, msb_exec_result *out,
+			  msb_error **err)
+{
+	if (req->shell)
+		return msb_error_set(err, MSB_E_VALUE, "a file request has no shell line");
+	int rc = check_request(req, err);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&c->lock);
+	rc = exec_locked(c, req, MSB_PROTO_EXEC_FILE, out, err);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }

@@ -282,12 +282,18 @@ static int on_record(msb_mux_link *l, const msb_mux_record *m)
 	case MSB_MUX_DATA:
 		if (s->peer_closed)
 			return fail(l, -EPROTO, "DATA after CLOSE");
-		if (s->head + s->len + m->len > MSB_MUX_WINDOW)
+		/* In flight from the peer: what waits here, what was handed on
+		 * but not credited back yet, and this record. */
+		if ((uint64_t)s->len + s->owed + m->len > MSB_MUX_WINDOW)
 			return fail(l, -EPROTO, "DATA beyond the stream's window");
 		if (!s->buf && !(s->buf = malloc(MSB_MUX_WINDOW)))
 			return fail(l, -ENOMEM, "out of memory");
 		if (s->local_eof)
 			return 0; /* nobody reads it; the CLOSE is on its way */
+		if (s->head + s->len + m->len > MSB_MUX_WINDOW) {
+			memmove(s->buf, s->buf + s->head, s->len);
+			s->head = 0;
+		}
 		memcpy(s->buf + s->head + s->len, m->data, m->len);
 		s->len += m->len;
 		flush_local(l, s);

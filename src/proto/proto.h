@@ -224,7 +224,11 @@ typedef struct msb_proto_error {
 #define MSB_PROTO_EXEC_SHELL 0x1u   /* argv has one entry: a /bin/sh -c command line */
 #define MSB_PROTO_EXEC_STDIN 0x2u   /* DATA on stream 0 follows; else stdin is /dev/null */
 #define MSB_PROTO_EXEC_BOUNDED 0x4u /* output_budget (> 0) applies */
-#define MSB_PROTO_EXEC_FLAGS_ALL 0x7u
+/* argv is a file-plane request the agent serves itself, confined like a
+ * workload (agent/files.c; the `vm` backend, whose host cannot see the
+ * guest's files). Never with SHELL. */
+#define MSB_PROTO_EXEC_FILE 0x8u
+#define MSB_PROTO_EXEC_FLAGS_ALL 0xfu
 
 typedef struct msb_proto_exec_open {
 	uint32_t flags;

@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 
 #include <dirent.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -173,6 +174,113 @@ static void fini(void)
 	msb__rm_rf(root);
 }
 
+/* The file plane, served inside the guest: bytes exact, refusals typed,
+ * links never followed, caps counted on the host (checklist 9.11-9.27). */
+static void check_files(msb_sandbox *sb)
+{
+	msb_error *err = NULL;
+	size_t big_len = 1u << 20;
+	uint8_t *big = malloc(big_len);
+	cr_assert(big);
+	for (size_t i = 0; i < big_len; i++)
+		big[i] = (uint8_t)(i * 7 + (i >> 9));
+	cr_assert_eq(msb_sandbox_write_file(sb, "d/e/big.bin", big, big_len, ".", &err), 0, "%s",
+		     msb_error_message(err));
+	cr_assert_eq(msb_sandbox_write_file(sb, "d/empty", (const uint8_t *)"", 0, ".", &err), 0,
+		     "%s", msb_error_message(err));
+	uint8_t *data = NULL;
+	size_t len = 0;
+	cr_assert_eq(msb_sandbox_read_file(sb, "d/e/big.bin", ".", big_len, &data, &len, &err), 0,
+		     "%s", msb_error_message(err));
+	cr_assert_eq(len, big_len);
+	cr_assert_eq(memcmp(data, big, big_len), 0);
+	free(data);
+	/* The guest sees what the host wrote. */
+	msb_exec_result res;
+	cr_assert_eq(run(sb, "sha256sum d/e/big.bin | cut -c1-8; wc -c < d/empty", 60, &res, &err),
+		     0);
+	cr_assert_eq(res.exit_code, 0, "%s", (char *)res.stderr_bytes);
+	msb_exec_result_clear(&res);
+
+	/* Over the cap: refused, never truncated. */
+	cr_assert_eq(msb_sandbox_read_file(sb, "d/e/big.bin", ".", 1000, &data, &len, &err),
+		     MSB_E_TRANSFER_CAP_EXCEEDED);
+	msb_error_free(err);
+	err = NULL;
+
+	bool present = false;
+	msb_entry e;
+	cr_assert_eq(msb_sandbox_stat_file(sb, "big.bin", "d/e", &present, &e, &err), 0);
+	cr_assert(present);
+	cr_assert_eq(e.kind, MSB_ENTRY_FILE);
+	cr_assert_eq(e.size_bytes, big_len);
+	cr_assert_str_eq(e.path, "big.bin");
+	msb_entry_clear(&e);
+	cr_assert_eq(msb_sandbox_stat_file(sb, "absent", ".", &present, &e, &err), 0);
+	cr_assert(!present);
+
+	/* Hostile layout planted by the guest: a link to /etc, a fifo. */
+	cr_assert_eq(run(sb, "ln -s /etc d/link && ln -s /etc/passwd d/plink && mkfifo d/fifo", 30,
+			 &res, &err),
+		     0);
+	cr_assert_eq(res.exit_code, 0, "%s", (char *)res.stderr_bytes);
+	msb_exec_result_clear(&res);
+	msb_entry *v = NULL;
+	size_t n = 0;
+	cr_assert_eq(msb_sandbox_list_dir(sb, "d", ".", &v, &n, &err), 0, "%s",
+		     msb_error_message(err));
+	cr_assert_eq(n, 5);
+	const char *names[] = {"d/e", "d/empty", "d/fifo", "d/link", "d/plink"};
+	const msb_entry_kind kinds[] = {MSB_ENTRY_DIRECTORY, MSB_ENTRY_FILE, MSB_ENTRY_OTHER,
+					MSB_ENTRY_SYMLINK, MSB_ENTRY_SYMLINK};
+	for (size_t i = 0; i < n; i++) {
+		cr_assert_str_eq(v[i].path, names[i]);
+		cr_assert_eq(v[i].kind, kinds[i], "%s", v[i].path);
+	}
+	msb_entries_free(v, n);
+	cr_assert_eq(msb_sandbox_write_file(sb, "d/link/evil", (const uint8_t *)"x", 1, ".", &err),
+		     MSB_E_VALUE);
+	msb_error_free(err);
+	err = NULL;
+	cr_assert_eq(msb_sandbox_read_file(sb, "d/plink", ".", 4096, &data, &len, &err), MSB_E_OS);
+	msb_error_free(err);
+	err = NULL;
+	cr_assert_eq(msb_sandbox_read_file(sb, "d/fifo", ".", 4096, &data, &len, &err), MSB_E_OS);
+	msb_error_free(err);
+	err = NULL;
+	cr_assert_eq(msb_sandbox_list_dir(sb, "d/link", ".", &v, &n, &err), MSB_E_VALUE);
+	msb_error_free(err);
+	err = NULL;
+	cr_assert_eq(msb_sandbox_read_file(sb, "../etc/passwd", ".", 4096, &data, &len, &err),
+		     MSB_E_VALUE);
+	msb_error_free(err);
+	err = NULL;
+	cr_assert_eq(msb_sandbox_read_file(sb, "d/absent", ".", 4096, &data, &len, &err),
+		     MSB_E_NOT_FOUND);
+	msb_error_free(err);
+	err = NULL;
+	cr_assert_eq(msb_sandbox_read_file(sb, "d/e", ".", 4096, &data, &len, &err),
+		     MSB_E_IS_DIRECTORY);
+	msb_error_free(err);
+	err = NULL;
+	cr_assert_eq(msb_sandbox_write_file(sb, "d/empty/x", (const uint8_t *)"x", 1, ".", &err),
+		     MSB_E_NOT_DIRECTORY);
+	msb_error_free(err);
+	err = NULL;
+	cr_assert_eq(msb_sandbox_remove(sb, "d/e", ".", false, &err), MSB_E_OS);
+	msb_error_free(err);
+	err = NULL;
+
+	/* Removing a link removes the link, never its target. */
+	cr_assert_eq(msb_sandbox_remove(sb, "d/link", ".", false, &err), 0, "%s",
+		     msb_error_message(err));
+	cr_assert_eq(msb_sandbox_reclaim(sb, "d", ".", 60, &err), 0, "%s", msb_error_message(err));
+	cr_assert_eq(run(sb, "ls -A; test -f /etc/passwd && echo etc-intact", 30, &res, &err), 0);
+	cr_assert_str_eq((char *)res.stdout_bytes, "note.txt\netc-intact\n");
+	msb_exec_result_clear(&res);
+	free(big);
+}
+
 /* One VM, many execs: bytes and exit codes exact, python3 of the host
  * image, a command with no stdin, files written and read back, a timeout
  * that kills, no network but loopback, its own host name, get-or-create
@@ -254,6 +362,8 @@ Test(vm, exec_in_one_vm, .init = make_backend, .fini = fini, .timeout = 240)
 	cr_assert_str_eq((char *)res.stdout_bytes, "0\n", "sleep survived the timeout");
 	msb_exec_result_clear(&res);
 
+	check_files(sb);
+
 	/* Get-or-create: the same key is the same VM. */
 	msb_sandbox *again = acquire("t1");
 	cr_assert_str_eq(msb_sandbox_instance_id(again), msb_sandbox_instance_id(sb));
@@ -285,6 +395,85 @@ Test(vm, killed_vmm, .init = make_backend, .fini = fini, .timeout = 240)
 	msb_error_free(err);
 	msb_sandbox_release(sb);
 	dispose_all("t2");
+	assert_nothing_left(&t);
+}
+
+/* Live processes whose command line names this VM's host name: its VMMs. */
+static int count_vmms(const char *name)
+{
+	char want[64];
+	int wl = snprintf(want, sizeof(want), "--hostname %s", name);
+	DIR *d = opendir("/proc");
+	int n = 0;
+	for (struct dirent *de; d && (de = readdir(d));) {
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		char p[64], buf[4096];
+		snprintf(p, sizeof(p), "/proc/%.20s/cmdline", de->d_name);
+		FILE *f = fopen(p, "re");
+		if (!f)
+			continue;
+		size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		for (size_t i = 0; i < len; i++)
+			if (buf[i] == '\0')
+				buf[i] = ' ';
+		buf[len] = '\0';
+		if (strstr(buf, want) && strstr(buf, "qemu-system") &&
+		    !process_gone((pid_t)strtol(de->d_name, NULL, 10)))
+			n++;
+	}
+	if (d)
+		closedir(d);
+	(void)wl;
+	return n;
+}
+
+static void *acquire_thread(void *arg)
+{
+	msb_key key = {.scope = "vmtest", .thread_id = "t3", .agent_dir = "/agent"};
+	msb_spec *spec = make_spec();
+	msb_sandbox **out = arg;
+	msb_error *err = NULL;
+	if (msb_backend_acquire(backend, &key, spec, out, &err) < 0)
+		*out = NULL;
+	msb_error_free(err);
+	msb_spec_unref(spec);
+	return NULL;
+}
+
+/* Racing acquires of one key get one VM; a killed shim takes its VMM with
+ * it (parent-death signal), the next exec fails typed, purge cleans. */
+Test(vm, racing_acquires_and_killed_shim, .init = make_backend, .fini = fini, .timeout = 240)
+{
+	msb_sandbox *sbs[3] = {NULL, NULL, NULL};
+	pthread_t th[3];
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, acquire_thread, &sbs[i]), 0);
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < 3; i++)
+		cr_assert(sbs[i], "acquire %d failed", i);
+	cr_assert_str_eq(msb_sandbox_instance_id(sbs[0]), msb_sandbox_instance_id(sbs[1]));
+	cr_assert_str_eq(msb_sandbox_instance_id(sbs[0]), msb_sandbox_instance_id(sbs[2]));
+	struct traces t;
+	collect(&t);
+	int vmms = count_vmms(strrchr(t.dir, '/') + 1);
+	cr_assert_eq(vmms, 1, "%d VMMs for one key", vmms);
+
+	cr_assert_eq(kill(t.shim, SIGKILL), 0);
+	for (int i = 0; i < 100 && !process_gone(t.vmm); i++)
+		usleep(20000);
+	cr_assert(process_gone(t.vmm), "the VMM outlived its shim");
+	msb_exec_result res;
+	msb_error *err = NULL;
+	int r = run(sbs[0], "true", 30, &res, &err);
+	cr_assert_eq(r, MSB_E_RUNTIME, "%d: %s", r, msb_error_message(err));
+	cr_assert(strstr(msb_error_message(err), "is gone") != NULL, "%s", msb_error_message(err));
+	msb_error_free(err);
+	for (int i = 0; i < 3; i++)
+		msb_sandbox_release(sbs[i]);
+	dispose_all("t3");
 	assert_nothing_left(&t);
 }
 

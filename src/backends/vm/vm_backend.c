@@ -38,10 +38,12 @@
 
 static const msb_declarations vm_declarations = {
 	.version = MSB_DECLARATIONS_VERSION,
-	/* Commands only, this far: the guest's file plane, reset and
-	 * fingerprint are not served yet (docs/vm.md). */
-	.capabilities = MSB_CAP_EXEC,
-	.limits = MSB_DEFAULT_SANDBOX_LIMITS_INIT,
+	/* The file plane is served by the agent inside the guest (vm_files.c);
+	 * reset and fingerprint are not served yet (docs/vm.md). */
+	.capabilities = MSB_CAP_EXEC | MSB_CAP_FILES_IN | MSB_CAP_FILES_OUT | MSB_CAP_FILES_LIST |
+			MSB_CAP_FILES_DELETE | MSB_CAP_RECLAIM,
+	/* Per file: MSB_VM_MAX_FILE_BYTES (vm_files.h). */
+	.limits = {{256u << 20, 1u << 30, 4096}, {256u << 20, 1u << 30, 4096}},
 	/* The VM has no network device at all. */
 	.egress_modes = MSB_EGRESS_CLOSED,
 	.os_families = MSB_OS_POSIX,
@@ -50,13 +52,13 @@ static const msb_declarations vm_declarations = {
 
 /* Programs of the default `host` image. */
 static const char *const default_programs[] = {
-	"/bin/sh",  "sh",      "bash",	"env",	"true", "false",    "echo",    "printf",
-	"cat",	    "ls",      "cp",	"mv",	"rm",	"mkdir",    "rmdir",   "ln",
-	"touch",    "head",    "tail",	"wc",	"sort", "uniq",	    "cut",     "tr",
-	"tee",	    "grep",    "sed",	"stat", "id",	"uname",    "date",    "sleep",
-	"dd",	    "find",    "xargs", "test", "expr", "basename", "dirname", "readlink",
-	"realpath", "chmod",   "pwd",	"kill", "yes",	"seq",	    "md5sum",  "sha256sum",
-	"hostname", "python3", NULL};
+	"/bin/sh",   "sh",	 "bash",    "env",  "true", "false",	"echo",	   "printf",
+	"cat",	     "ls",	 "cp",	    "mv",   "rm",   "mkdir",	"rmdir",   "ln",
+	"touch",     "head",	 "tail",    "wc",   "sort", "uniq",	"cut",	   "tr",
+	"tee",	     "grep",	 "sed",	    "stat", "id",   "uname",	"date",	   "sleep",
+	"dd",	     "find",	 "xargs",   "test", "expr", "basename", "dirname", "readlink",
+	"realpath",  "chmod",	 "pwd",	    "kill", "yes",  "mkfifo",	"seq",	   "md5sum",
+	"sha256sum", "hostname", "python3", NULL};
 
 static char *pick_path(const char *given, const char *env, const char *installed)
 {

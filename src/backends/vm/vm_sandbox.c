@@ -13,6 +13,7 @@
 #include "backends/ns/boundary/boundary.h"
 #include "client/client.h"
 #include "vm_backend.h"
+#include "vm_files.h"
 
 #define VM_IDLE_CLIENTS 4
 #define VM_CONNECT_TIMEOUT 10.0
@@ -24,6 +25,8 @@ typedef struct vm_sandbox {
 	char *dir;
 	char *sock_path;
 	char *instance_id;
+	char *guest_base;
+	vm_files files;
 	pthread_mutex_t lock;
 	msb_client *idle[VM_IDLE_CLIENTS];
 	size_t n_idle;
@@ -135,40 +138,61 @@ static int vm_run_code(void *impl, const char *code, double timeout, msb_cancel 
 			     "the vm backend does not declare RUN_CODE: run a program with exec");
 }
 
+/* One file request through the agent (vm_files.c). */
+static int run_file(void *ud, const msb_exec_request *req, msb_exec_result *out, msb_error **err)
+{
+	vm_sandbox *s = ud;
+	msb_client *c = NULL;
+	int r = take_client(s, &c, err);
+	if (r < 0)
+		return r;
+	r = msb_client__exec_file(c, req, out, err);
+	give_client(s, c);
+	if (r < 0 && r != MSB_E_TIMEOUT && r != MSB_E_CANCELLED)
+		r = gone(s, r, err);
+	return r;
+}
+
 static int vm_write_file(void *impl, const char *path, const uint8_t *data, size_t len,
 			 const char *working_directory, msb_error **err)
 {
-	return not_yet(impl, "the file plane (write_file)", err);
+	vm_sandbox *s = impl;
+	return msb_vm__write_file(&s->files, path, data, len, working_directory, err);
 }
 
 static int vm_stat_file(void *impl, const char *path, const char *working_directory, bool *present,
 			msb_entry *out, msb_error **err)
 {
-	return not_yet(impl, "the file plane (stat_file)", err);
+	vm_sandbox *s = impl;
+	return msb_vm__stat_file(&s->files, path, working_directory, present, out, err);
 }
 
 static int vm_read_file(void *impl, const char *path, const char *working_directory,
 			uint64_t max_bytes, uint8_t **data, size_t *len, msb_error **err)
 {
-	return not_yet(impl, "the file plane (read_file)", err);
+	vm_sandbox *s = impl;
+	return msb_vm__read_file(&s->files, path, working_directory, max_bytes, data, len, err);
 }
 
 static int vm_list_dir(void *impl, const char *path, const char *working_directory,
 		       msb_entry **entries, size_t *n, msb_error **err)
 {
-	return not_yet(impl, "the file plane (list_dir)", err);
+	vm_sandbox *s = impl;
+	return msb_vm__list_dir(&s->files, path, working_directory, entries, n, err);
 }
 
 static int vm_remove(void *impl, const char *path, const char *working_directory, bool recursive,
 		     msb_error **err)
 {
-	return not_yet(impl, "the file plane (remove)", err);
+	vm_sandbox *s = impl;
+	return msb_vm__remove(&s->files, path, working_directory, recursive, err);
 }
 
 static int vm_reclaim(void *impl, const char *directory, const char *working_directory,
 		      double timeout, msb_error **err)
 {
-	return not_yet(impl, "reclaim", err);
+	vm_sandbox *s = impl;
+	return msb_vm__reclaim(&s->files, directory, working_directory, err);
 }
 
 static int vm_reset(void *impl, double timeout, msb_error **err)
@@ -200,6 +224,7 @@ static void vm_release(void *impl)
 	free(s->dir);
 	free(s->sock_path);
 	free(s->instance_id);
+	free(s->guest_base);
 	free(s);
 }
 
@@ -232,9 +257,13 @@ int msb_vm__sandbox_new(const vm_backend *b, const char *name, const msb_ns_labe
 	s->dir = msb__asprintf("%s/%s", b->state_dir, name);
 	s->sock_path = msb__asprintf("%s/%s/%s", b->state_dir, name, MSB_NS_STATE_SOCKET);
 	s->instance_id = strdup(labels->instance_id);
-	if (!s->backend || !s->name || !s->dir || !s->sock_path || !s->instance_id) {
+	s->guest_base = strdup(labels->work_dir ? labels->work_dir : MSB_DEFAULT_WORK_DIR);
+	if (!s->backend || !s->name || !s->dir || !s->sock_path || !s->instance_id ||
+	    !s->guest_base) {
 		vm_release(s);
 		return msb__error_nomem(err);
 	}
+	s->files = (vm_files){
+		.backend = s->backend, .guest_base = s->guest_base, .run = run_file, .ud = s};
 	return msb_sandbox_new(&vm_sandbox_ops, s, b->name, out, err);
 }
