@@ -10,6 +10,8 @@
  *                    VM disposed after
  *   vm_warm_exec     exec of /bin/true into one warm VM, p50 of N_EXECS
  *   ns_warm_exec     the same into one warm `ns` sandbox
+ *   vm_stat          stat_file of the storage base: a file request (fork and
+ *                    confinement in the guest, no execve)
  *   vm_ping          a PING round trip to the warm VM's agent: the channel
  *                    alone (unix socket, shim, mux, virtio-serial, pump)
  *   vm_idle_pss      Pss of the idle VM's qemu plus its shim (smaps_rollup)
@@ -184,6 +186,18 @@ int main(int argc, char **argv)
 
 	msb_sandbox *w = acquire(vm, "warm");
 	double vm_exec = warm_exec(w, execs);
+	double *sv = calloc((size_t)execs, sizeof(*sv));
+	for (int i = 0; i < execs; i++) {
+		bool present;
+		msb_entry e;
+		double t = now_ms();
+		if (msb_sandbox_stat_file(w, ".", ".", &present, &e, &err) < 0)
+			die("stat", err);
+		sv[i] = now_ms() - t;
+		msb_entry_clear(&e);
+	}
+	double vm_stat = p50(sv, execs);
+	free(sv);
 	sleep(2); /* idle */
 	char vmdir[256] = "";
 	char vmroot[128];
@@ -224,11 +238,12 @@ int main(int argc, char **argv)
 	printf("{\"vm_cold_boot_p50_ms\": %.0f, \"vm_cold_boot_min_ms\": %.0f, "
 	       "\"vm_cold_boot_max_ms\": %.0f, \"boots\": %d, "
 	       "\"vm_warm_exec_p50_ms\": %.2f, \"ns_warm_exec_p50_ms\": %.2f, "
-	       "\"x_ns\": %.1f, \"vm_ping_p50_ms\": %.2f, \"execs\": %d, \"vm_idle_qemu_pss_kib\": "
+	       "\"x_ns\": %.1f, \"vm_ping_p50_ms\": %.2f, \"vm_stat_p50_ms\": %.2f, \"execs\": %d, "
+	       "\"vm_idle_qemu_pss_kib\": "
 	       "%ld, "
 	       "\"vm_idle_shim_pss_kib\": %ld, \"accel\": \"%s\", \"loadavg_1m\": %.1f}\n",
 	       boot_p50, boot_min, boot_max, boots, vm_exec, ns_exec, vm_exec / ns_exec, ping,
-	       execs, qemu_pss, shim_pss,
+	       vm_stat, execs, qemu_pss, shim_pss,
 	       strcmp(msb_backend_isolation(vm), "microvm") == 0 ? "kvm" : "tcg", load[0]);
 	free(boot);
 	msb_backend_unref(vm);
