@@ -544,6 +544,14 @@ static void connect_serial(struct shim *s)
 		if (fd < 0)
 			die(s, "socket: %s", strerror(errno));
 		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+			/* The directory is the VMM's to write: whatever answers
+			 * must be the VMM itself, never a socket it linked in. */
+			struct ucred cr;
+			socklen_t crlen = sizeof(cr);
+			if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0 ||
+			    cr.pid != s->vmm.pid || cr.uid != (uid_t)s->jail_uid)
+				die(s, "the serial socket is not the VMM's (peer pid %d uid %u)",
+				    (int)cr.pid, (unsigned)cr.uid);
 			s->link = msb_mux_link_new(fd, true, NULL, NULL);
 			if (!s->link)
 				die(s, "out of memory");
