@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
+#include <msb/conformance.h>
 #include <msb/msb.h>
 #include <msb/vm.h>
 
@@ -475,6 +476,75 @@ Test(vm, racing_acquires_and_killed_shim, .init = make_backend, .fini = fini, .t
 		msb_sandbox_release(sbs[i]);
 	dispose_all("t3");
 	assert_nothing_left(&t);
+}
+
+/* Every probe ran and passed: none failed, none skipped. */
+static void check_report(msb_conformance_report *rep)
+{
+	cr_assert(rep);
+	cr_assert_gt(rep->n_results, 0, "%s: no probe ran", rep->suite);
+	cr_assert_eq(rep->n_failed, 0, "%s", rep->suite);
+	cr_assert_eq(rep->n_skipped, 0, "%s: %zu skipped", rep->suite, rep->n_skipped);
+	msb_conformance_report_free(rep);
+}
+
+static msb_spec *make_spec_caps(msb_capset caps)
+{
+	msb_spec_builder *b = msb_spec_builder_new("vm-conformance");
+	msb_spec_builder_set_requires(b, caps);
+	msb_spec *s = NULL;
+	msb_error *err = NULL;
+	cr_assert_eq(msb_spec_build(b, &s, &err), 0, "%s", msb_error_message(err));
+	msb_spec_builder_free(b);
+	return s;
+}
+
+/* Every conformance suite the backend declares, against one real VM
+ * (checklist 18.4-18.7, 18.10, 18.11; issue 18 "Done when"). */
+Test(vm, conformance_suites, .init = make_backend, .fini = fini, .timeout = 600)
+{
+	const msb_declarations *d = msb_backend_declarations(backend);
+	msb_capset caps = d->capabilities;
+	msb_key key = {.scope = "vmtest", .thread_id = "t4", .agent_dir = "/agent"};
+	msb_spec *spec = make_spec_caps(caps);
+	msb_sandbox *sb = NULL;
+	msb_error *err = NULL;
+	cr_assert_eq(msb_backend_acquire(backend, &key, spec, &sb, &err), 0, "%s",
+		     msb_error_message(err));
+	msb_conformance_subject subj;
+	msb_posix_guest_subject(sb, MSB_DEFAULT_WORK_DIR, caps, &subj);
+	msb_conformance_report *rep = NULL;
+	cr_assert_eq(msb_assert_exec_conformance(&subj, &rep, &err), 0, "EXEC: %s",
+		     msb_error_message(err));
+	check_report(rep);
+	cr_assert_eq(msb_assert_files_in_conformance(&subj, &rep, &err), 0, "FILES_IN: %s",
+		     msb_error_message(err));
+	check_report(rep);
+	cr_assert_eq(msb_assert_files_out_conformance(&subj, &rep, &err), 0, "FILES_OUT: %s",
+		     msb_error_message(err));
+	check_report(rep);
+	cr_assert_eq(msb_assert_files_delete_conformance(&subj, &rep, &err), 0, "FILES_DELETE: %s",
+		     msb_error_message(err));
+	check_report(rep);
+	cr_assert_eq(msb_assert_reclaim_conformance(&subj, &rep, &err), 0, "RECLAIM: %s",
+		     msb_error_message(err));
+	check_report(rep);
+	struct traces t;
+	collect(&t);
+	msb_sandbox_release(sb);
+	dispose_all("t4");
+	assert_nothing_left(&t);
+	/* CALL_SCOPE makes (and disposes) its own two VMs. */
+	msb_spec_builder *b = msb_spec_builder_from(spec);
+	msb_spec_builder_set_isolation_scope(b, MSB_SCOPE_CALL);
+	msb_spec *call = NULL;
+	cr_assert_eq(msb_spec_build(b, &call, &err), 0, "%s", msb_error_message(err));
+	msb_spec_builder_free(b);
+	cr_assert_eq(msb_assert_call_scope_conformance(backend, &key, call, &rep, &err), 0,
+		     "CALL_SCOPE: %s", msb_error_message(err));
+	check_report(rep);
+	msb_spec_unref(call);
+	msb_spec_unref(spec);
 }
 
 /* The rung follows the probe, never the configuration. */
