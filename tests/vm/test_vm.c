@@ -377,8 +377,63 @@ Test(vm, exec_in_one_vm, .init = make_backend, .fini = fini, .timeout = 240)
 	assert_nothing_left(&t);
 }
 
-/* A killed VMM is seen: the next exec fails typed, naming the VM as gone,
- * and purge (dispose_scope) cleans everything. */
+/* One "Key:\tvalue" line of /proc/<pid>/status. */
+static bool status_field(pid_t pid, const char *key, char *out, size_t size)
+{
+	char p[64], line[256];
+	snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(p, "re");
+	bool found = false;
+	size_t kl = strlen(key);
+	while (f && !found && fgets(line, sizeof(line), f))
+		if (strncmp(line, key, kl) == 0 && line[kl] == ':') {
+			const char *v = line + kl + 1;
+			while (*v == ' ' || *v == '\t')
+				v++;
+			snprintf(out, size, "%s", v);
+			out[strcspn(out, "\n")] = '\0';
+			found = true;
+		}
+	if (f)
+		fclose(f);
+	return found;
+}
+
+static bool same_ns(pid_t pid, const char *ns)
+{
+	char a[64], b[64];
+	struct stat x, y;
+	snprintf(a, sizeof(a), "/proc/%d/ns/%s", (int)pid, ns);
+	snprintf(b, sizeof(b), "/proc/self/ns/%s", ns);
+	cr_assert_eq(stat(a, &x), 0, "%s", a);
+	cr_assert_eq(stat(b, &y), 0);
+	return x.st_ino == y.st_ino;
+}
+
+/* The VMM runs jailed: its own namespaces, an unprivileged uid without
+ * capabilities, no_new_privs, our seccomp filter and qemu's own. */
+static void assert_jailed(pid_t vmm)
+{
+	char v[128];
+	cr_assert(status_field(vmm, "Uid", v, sizeof(v)));
+	cr_assert(strncmp(v, "0\t", 2) != 0, "the VMM runs as root: %s", v);
+	cr_assert(status_field(vmm, "CapEff", v, sizeof(v)));
+	cr_assert_str_eq(v, "0000000000000000");
+	cr_assert(status_field(vmm, "CapPrm", v, sizeof(v)));
+	cr_assert_str_eq(v, "0000000000000000");
+	cr_assert(status_field(vmm, "NoNewPrivs", v, sizeof(v)));
+	cr_assert_str_eq(v, "1");
+	cr_assert(status_field(vmm, "Seccomp", v, sizeof(v)));
+	cr_assert_str_eq(v, "2");
+	cr_assert(status_field(vmm, "Seccomp_filters", v, sizeof(v)));
+	cr_assert_geq(strtol(v, NULL, 10), 2, "ours and qemu's: %s", v);
+	const char *ns[] = {"mnt", "pid", "net", "ipc", "uts"};
+	for (size_t i = 0; i < 5; i++)
+		cr_assert(!same_ns(vmm, ns[i]), "the VMM shares our %s namespace", ns[i]);
+}
+
+/* The VMM is jailed. A killed VMM is seen: the next exec fails typed,
+ * naming the VM as gone, and purge (dispose_scope) cleans everything. */
 Test(vm, killed_vmm, .init = make_backend, .fini = fini, .timeout = 240)
 {
 	msb_sandbox *sb = acquire("t2");
@@ -388,6 +443,7 @@ Test(vm, killed_vmm, .init = make_backend, .fini = fini, .timeout = 240)
 	msb_exec_result_clear(&res);
 	struct traces t;
 	collect(&t);
+	assert_jailed(t.vmm);
 	cr_assert_eq(kill(t.vmm, SIGKILL), 0);
 	int r = run(sb, "true", 30, &res, &err);
 	cr_assert_lt(r, 0);

@@ -175,6 +175,9 @@ static _Noreturn void child_main(struct jail_ctx *j)
 	/* The id change cleared it. */
 	TRY(fd, prctl(PR_SET_PDEATHSIG, SIGKILL), "parent-death signal");
 	TRY(fd, prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs");
+	int sr = msb_vmm__seccomp();
+	if (sr < 0)
+		child_fail(fd, -sr, "seccomp filter");
 
 	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (null < 0 || dup2(null, 0) < 0 || dup2(c->console_fd, 1) < 0 ||

@@ -56,6 +56,8 @@ typedef struct msb_vmm {
 
 /* Start the VMM in its jail (jail.c). Refused in a multi-threaded process. */
 int msb_vmm__start(const msb_vmm_ops *ops, const msb_vmm_config *c, msb_vmm *out, msb_error **err);
+/* Our seccomp filter for the VMM (jail_seccomp.c): 0 or a negative errno. */
+int msb_vmm__seccomp(void);
 /* SIGKILL and reap; no-op once reaped. */
 void msb_vmm__stop(msb_vmm *v);
 /* Reap after the pidfd became readable. */
