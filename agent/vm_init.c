@@ -317,6 +317,9 @@ int vm_init(int argc, char **argv, const char **work)
 		 VM_RW, VM_RW);
 	must_mount("overlay", VM_ROOT, "overlay", MS_NOSUID | MS_NODEV, opts);
 
+	/* A `dir:` image may lack /tmp: make it (in the writable layer). */
+	if (mkdir(VM_ROOT "/tmp", 01777) == 0)
+		chmod(VM_ROOT "/tmp", 01777);
 	char p[1200];
 	snprintf(p, sizeof(p), "%s%s", VM_ROOT, *work);
 	mkdir_p(p, 0700);

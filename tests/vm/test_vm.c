@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -601,6 +602,64 @@ Test(vm, conformance_suites, .init = make_backend, .fini = fini, .timeout = 600)
 	check_report(rep);
 	msb_spec_unref(call);
 	msb_spec_unref(spec);
+}
+
+/* A `dir:` image: the directory is the guest's root (read-only below the
+ * writable layer), the file plane works without any program in it. */
+Test(vm, dir_image, .fini = fini, .timeout = 240)
+{
+	const char *hello = getenv("MSB_VM_HELLO");
+	cr_assert(hello, "MSB_VM_HELLO names the static test program");
+	snprintf(root, sizeof(root), "/tmp/msbvm-XXXXXX");
+	cr_assert(mkdtemp(root));
+	char img[96], bin[128], cmd[320];
+	snprintf(img, sizeof(img), "%s-img", root);
+	snprintf(bin, sizeof(bin), "%s/bin", img);
+	cr_assert_eq(msb__mkdir_p(bin, 0755), 0);
+	snprintf(cmd, sizeof(cmd), "%s/hello", bin);
+	uint8_t *prog = NULL;
+	size_t plen = 0;
+	cr_assert_eq(msb__read_file_at(AT_FDCWD, hello, 64u << 20, (char **)&prog, &plen), 0);
+	int fd = open(cmd, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, prog, plen), (ssize_t)plen);
+	close(fd);
+	free(prog);
+
+	msb_vm_options o = MSB_VM_OPTIONS_INIT;
+	o.state_root = root;
+	o.cache_dir = "/tmp/msb-vm-test-cache";
+	char image[128];
+	snprintf(image, sizeof(image), "dir:%s", img);
+	o.image = image;
+	msb_error *err = NULL;
+	cr_assert_eq(msb_vm_backend_new(&o, &backend, &err), 0, "%s", msb_error_message(err));
+	msb_sandbox *sb = acquire("t5");
+	const char *argv[] = {"/bin/hello", "from", "dir", NULL};
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	req.argv = argv;
+	msb_exec_result res;
+	cr_assert_eq(msb_sandbox_exec(sb, &req, &res, &err), 0, "%s", msb_error_message(err));
+	cr_assert_eq(res.exit_code, 0);
+	cr_assert_str_eq((char *)res.stdout_bytes, "hello from dir\n");
+	msb_exec_result_clear(&res);
+	/* No shell in this image: a shell line cannot run. */
+	cr_assert_eq(run(sb, "true", 30, &res, &err), 0);
+	cr_assert_eq(res.exit_code, 127);
+	msb_exec_result_clear(&res);
+	cr_assert_eq(msb_sandbox_write_file(sb, "x/y", (const uint8_t *)"data", 4, ".", &err), 0,
+		     "%s", msb_error_message(err));
+	uint8_t *data = NULL;
+	size_t len = 0;
+	cr_assert_eq(msb_sandbox_read_file(sb, "x/y", ".", 100, &data, &len, &err), 0);
+	cr_assert_eq(len, 4);
+	free(data);
+	struct traces t;
+	collect(&t);
+	msb_sandbox_release(sb);
+	dispose_all("t5");
+	assert_nothing_left(&t);
+	msb__rm_rf(img);
 }
 
 /* The rung follows the probe, never the configuration. */

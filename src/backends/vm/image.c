@@ -19,6 +19,7 @@
 #include <sys/file.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 
 #include "util/fs.h"
@@ -580,5 +581,127 @@ int msb_vm__host_image(const char *cache, const char *mkfs, char *const *program
 	if (r < 0)
 		return r;
 	*out = TAKE_PTR(path);
+	return 0;
+}
+
+/* ---- dir:PATH ------------------------------------------------------------------- */
+
+#define DIR_FORMAT "msb-vm-dir-image-1"
+#define MAX_DIR_DEPTH 256
+
+/* The manifest digest of a tree: every entry's relative path, type, mode,
+ * size, mtime and link target, never following a link. */
+static int hash_tree(msb_sha256 *s, int dfd, const char *rel, int depth, size_t *count,
+		     msb_error **err)
+{
+	if (depth > MAX_DIR_DEPTH)
+		return msb_error_set(err, MSB_E_VALUE, "vm: dir image: deeper than %d levels",
+				     MAX_DIR_DEPTH);
+	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return msb__error_errno(err, -errno, "vm: dir image: open `%s`", rel);
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return msb__error_errno(err, -errno, "vm: dir image: open `%s`", rel);
+	}
+	/* Sorted, so the digest does not depend on the directory's order. */
+	char **names = NULL;
+	struct dirent *de;
+	int r = 0;
+	while (r == 0 && (de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			r = msb__strv_push(&names, de->d_name);
+	if (r < 0) {
+		closedir(d);
+		msb__strv_freep(&names);
+		return msb__error_nomem(err);
+	}
+	msb__strv_sort(names);
+	for (size_t i = 0; r == 0 && names && names[i]; i++) {
+		if (++*count > MAX_ENTRIES) {
+			r = msb_error_set(err, MSB_E_VALUE, "vm: dir image: more than %d entries",
+					  MAX_ENTRIES);
+			break;
+		}
+		struct stat st;
+		if (fstatat(dirfd(d), names[i], &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		char line[160];
+		int n = snprintf(line, sizeof(line), "%o %llu %lld.%09ld %u %u ",
+				 (unsigned)st.st_mode, (unsigned long long)st.st_size,
+				 (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+				 (unsigned)major(st.st_rdev), (unsigned)minor(st.st_rdev));
+		msb__sha256_update(s, line, (size_t)n);
+		msb__sha256_update(s, rel, strlen(rel) + 1);
+		msb__sha256_update(s, names[i], strlen(names[i]) + 1);
+		if (S_ISLNK(st.st_mode)) {
+			char target[4096];
+			ssize_t tn = readlinkat(dirfd(d), names[i], target, sizeof(target));
+			if (tn > 0)
+				msb__sha256_update(s, target, (size_t)tn);
+		} else if (S_ISDIR(st.st_mode)) {
+			int sub = openat(dirfd(d), names[i],
+					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub < 0)
+				continue;
+			_cleanup_free_ char *srel = msb__asprintf("%s/%s", rel, names[i]);
+			r = srel ? hash_tree(s, sub, srel, depth + 1, count, err)
+				 : msb__error_nomem(err);
+			close(sub);
+		}
+	}
+	closedir(d);
+	msb__strv_freep(&names);
+	return r;
+}
+
+int msb_vm__dir_image(const char *cache, const char *mkfs, const char *path, char **out,
+		      msb_error **err)
+{
+	if (path[0] != '/' || strcmp(path, "/") == 0)
+		return msb_error_set(err, MSB_E_VALUE,
+				     "vm image `dir:%s`: an absolute directory other than `/`",
+				     path);
+	_cleanup_close_ int root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return msb__error_errno(err, -errno, "vm image `dir:%s`", path);
+	msb_sha256 s;
+	msb__sha256_init(&s);
+	msb__sha256_update(&s, DIR_FORMAT, sizeof(DIR_FORMAT));
+	size_t count = 0;
+	int r = hash_tree(&s, root, "", 0, &count, err);
+	if (r < 0)
+		return r;
+	uint8_t d[32];
+	msb__sha256_final(&s, d);
+	char hex[65];
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", d[i]);
+	_cleanup_free_ char *dir = msb__asprintf("%s/images", cache);
+	_cleanup_free_ char *name = msb__asprintf("dir-%s.erofs", hex);
+	_cleanup_free_ char *dst = msb__asprintf("%s/images/dir-%s.erofs", cache, hex);
+	_cleanup_free_ char *tmp = msb__asprintf("%s/images/.dir-%s.tmp", cache, hex);
+	if (!dir || !name || !dst || !tmp)
+		return msb__error_nomem(err);
+	if ((r = msb__mkdir_p(dir, 0755)) < 0)
+		return msb__error_errno(err, r, "vm: cannot create `%s`", dir);
+	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0 || flock(dfd, LOCK_EX) < 0)
+		return msb__error_errno(err, -errno, "vm: cannot lock `%s`", dir);
+	struct stat st;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
+		*out = TAKE_PTR(dst);
+		return 0;
+	}
+	unlink(tmp);
+	r = run_mkfs(mkfs, tmp, path, err);
+	if (r == 0 && rename(tmp, dst) < 0)
+		r = msb__error_errno(err, -errno, "vm: cannot store `%s`", dst);
+	if (r < 0) {
+		unlink(tmp);
+		return r;
+	}
+	*out = TAKE_PTR(dst);
 	return 0;
 }

@@ -120,10 +120,10 @@ int msb_vm__backend_init(vm_backend *b, const msb_vm_options *opts, bool build, 
 	if (r == 0)
 		r = state_dirs(o, b, err);
 	const char *image = o->image ? o->image : "host";
-	if (r == 0 && strcmp(image, "host") != 0)
+	if (r == 0 && strcmp(image, "host") != 0 && strncmp(image, "dir:/", 5) != 0)
 		r = msb_error_set(err, MSB_E_VALUE,
-				  "vm image `%s`: only `host` is served yet (dir: and oci: images "
-				  "are not)",
+				  "vm image `%s`: expected `host` or `dir:/PATH` (oci: images are "
+				  "not served yet)",
 				  image);
 	const char *accel = o->accel ? o->accel : "auto";
 	if (r == 0 && strcmp(accel, "auto") && strcmp(accel, "kvm") && strcmp(accel, "tcg"))
@@ -147,7 +147,9 @@ int msb_vm__backend_init(vm_backend *b, const msb_vm_options *opts, bool build, 
 	if (r == 0 && build)
 		r = msb_vm__initramfs(b->cache_dir, b->agent_path, b->host.modules_dir,
 				      &b->initramfs, err);
-	if (r == 0 && build) {
+	if (r == 0 && build && strncmp(image, "dir:", 4) == 0) {
+		r = msb_vm__dir_image(b->cache_dir, b->host.mkfs_erofs, image + 4, &b->disk, err);
+	} else if (r == 0 && build) {
 		char *const *progs =
 			(char *const *)(o->host_programs ? o->host_programs : default_programs);
 		r = msb_vm__host_image(b->cache_dir, b->host.mkfs_erofs, progs, &b->disk, err);

@@ -50,6 +50,15 @@ int msb_vm__initramfs(const char *cache, const char *agent_path, const char *mod
 int msb_vm__host_image(const char *cache, const char *mkfs, char *const *programs, char **out,
 		       msb_error **err);
 
+/*
+ * A `dir:PATH` image: the directory as an erofs disk, every file owned by
+ * root, stored once under <cache>/images/dir-<sha256>.erofs by the digest of
+ * its manifest (every entry's path, type, mode, size, mtime, device numbers
+ * and link target; links never followed).
+ */
+int msb_vm__dir_image(const char *cache, const char *mkfs, const char *path, char **out,
+		      msb_error **err);
+
 /* ---- elf.c ---------------------------------------------------------------------- */
 
 /* The interpreter and DT_NEEDED names of an ELF file (host input, bounded).
