@@ -198,7 +198,7 @@ int main(int argc, char **argv)
 	}
 	double vm_stat = p50(sv, execs);
 	free(sv);
-	sleep(2); /* idle */
+	sleep(5); /* idle: free page reporting settles */
 	char vmdir[256] = "";
 	char vmroot[128];
 	snprintf(vmroot, sizeof(vmroot), "%s/vm", root);

@@ -15,8 +15,8 @@
 #include "vm_int.h"
 
 /* What vm_init.c needs beyond the kernel's built-ins, by module name. */
-const char *const msb_vm__guest_modules[] = {"virtio_mmio", "virtio_console", "virtio_blk",
-					     "erofs",	    "overlay",	      NULL};
+const char *const msb_vm__guest_modules[] = {
+	"virtio_mmio", "virtio_console", "virtio_blk", "virtio_balloon", "erofs", "overlay", NULL};
 
 #define MAX_MODULES 32
 #define MAX_MODULE_BYTES (16u << 20)

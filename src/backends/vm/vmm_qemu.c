@@ -65,6 +65,10 @@ static int qemu_argv(const msb_vmm_config *c, char ***out)
 		"id=d0,file=" MSB_VMM_JAIL_DISK ",format=raw,if=none,readonly=on",
 		"-device",
 		"virtio-blk-device,drive=d0",
+		/* Free page reporting: pages the guest frees go back to the host,
+		 * so an idle VM holds what its guest uses, not what it once did. */
+		"-device",
+		"virtio-balloon-device,free-page-reporting=on",
 		"-sandbox",
 		"on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
 		NULL,
