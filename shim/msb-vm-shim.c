@@ -523,7 +523,9 @@ static bool vmm_exited(struct shim *s)
 static _Noreturn void die_vm(struct shim *s, const char *what)
 {
 	char tail[256];
-	msb_vmm__reap(&s->vmm);
+	/* Exited, or still running past the deadline: either way stopped and
+	 * reaped here (a bare wait would hang on a VMM that still runs). */
+	msb_vmm__stop(&s->vmm);
 	console_tail(s, tail, sizeof(tail));
 	die(s, "%s (status 0x%x); console: %s", what, (unsigned)s->vmm.status,
 	    tail[0] ? tail : "(nothing)");

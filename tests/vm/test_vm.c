@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <sys/stat.h>
 
@@ -20,6 +21,7 @@
 #include <msb/msb.h>
 #include <msb/vm.h>
 
+#include "backends/vm/vm_backend.h"
 #include "util/fs.h"
 
 static char root[64];
@@ -169,10 +171,27 @@ static void dispose_all(const char *thread)
 	cr_assert_eq(purge.undisposed, 0);
 }
 
+/* After any case, passed or failed: take down every VM still recorded under
+ * the root (a failed assertion must not leave a VMM running). */
 static void fini(void)
 {
 	msb_backend_unref(backend);
 	backend = NULL;
+	char vm[80];
+	snprintf(vm, sizeof(vm), "%s/vm", root);
+	DIR *d = opendir(vm);
+	for (struct dirent *de; d && (de = readdir(d));) {
+		if (strncmp(de->d_name, "msb-", 4) != 0)
+			continue;
+		char dir[200];
+		snprintf(dir, sizeof(dir), "%.80s/%.100s", vm, de->d_name);
+		msb_vm__purge(dir, false, NULL);
+	}
+	if (d)
+		closedir(d);
+	char kvm[80];
+	snprintf(kvm, sizeof(kvm), "%s/kvm", root);
+	msb_vm__purge(kvm, false, NULL);
 	msb__rm_rf(root);
 }
 
@@ -365,6 +384,19 @@ Test(vm, exec_in_one_vm, .init = make_backend, .fini = fini, .timeout = 240)
 	msb_exec_result_clear(&res);
 
 	check_files(sb);
+
+	/* Listed from the labels on disk, alive. */
+	msb_vm_options lo = MSB_VM_OPTIONS_INIT;
+	lo.state_root = root;
+	msb_ns_entry *entries = NULL;
+	size_t n_entries = 0;
+	cr_assert_eq(msb_vm_list(&lo, &entries, &n_entries, &err), 0, "%s", msb_error_message(err));
+	cr_assert_eq(n_entries, 1);
+	cr_assert_str_eq(entries[0].scope, "vmtest");
+	cr_assert_str_eq(entries[0].thread_id, "t1");
+	cr_assert_str_eq(entries[0].instance_id, msb_sandbox_instance_id(sb));
+	cr_assert(entries[0].alive);
+	msb_ns_entries_free(entries, n_entries);
 
 	/* Get-or-create: the same key is the same VM. */
 	msb_sandbox *again = acquire("t1");
@@ -660,6 +692,73 @@ Test(vm, dir_image, .fini = fini, .timeout = 240)
 	dispose_all("t5");
 	assert_nothing_left(&t);
 	msb__rm_rf(img);
+}
+
+/* The KVM path of the jail (a /dev/kvm node for the jail's uid, -accel kvm
+ * under qemu's sandbox and ours) starts qemu, whether or not a guest can boot
+ * on this host's KVM: the shim reports ready, or that the guest was not
+ * ready in time - never that the VMM stopped or the jail failed. */
+Test(vm, kvm_jail_starts, .fini = fini, .timeout = 120)
+{
+	struct stat st;
+	if (stat("/dev/kvm", &st) < 0)
+		cr_skip_test("no /dev/kvm here");
+	snprintf(root, sizeof(root), "/tmp/msbvm-XXXXXX");
+	cr_assert(mkdtemp(root));
+	msb_vm_options o = MSB_VM_OPTIONS_INIT;
+	o.state_root = root;
+	o.cache_dir = "/tmp/msb-vm-test-cache";
+	o.accel = "tcg";
+	vm_backend b;
+	msb_error *err = NULL;
+	cr_assert_eq(msb_vm__backend_init(&b, &o, true, &err), 0, "%s", msb_error_message(err));
+	char dir[128], cfg[160];
+	snprintf(dir, sizeof(dir), "%s/kvm", root);
+	snprintf(cfg, sizeof(cfg), "%s/kvm.json", root);
+	cr_assert_eq(mkdir(dir, 0700), 0);
+	FILE *f = fopen(cfg, "we");
+	cr_assert(f);
+	fprintf(f,
+		"{\"qemu\":\"%s\",\"kernel\":\"%s\",\"initrd\":\"%s\",\"disk\":\"%s\","
+		"\"cmdline\":\"console=ttyS0 quiet panic=-1 -- --vm\",\"memory_mib\":128,"
+		"\"vcpus\":1,\"kvm\":true,\"jail_uid\":900065535,\"ready_timeout\":4}",
+		b.host.qemu, b.host.kernel, b.initramfs, b.disk);
+	fclose(f);
+	int p[2];
+	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(p[1], 3);
+		execl(getenv("MSB_VM_SHIM"), "msb-vm-shim", "--state", dir, "--config", cfg,
+		      "--ready-fd", "3", (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	char line[1024] = "";
+	size_t got = 0;
+	ssize_t n;
+	while (got < sizeof(line) - 1 && !memchr(line, '\n', got) &&
+	       (n = read(p[0], line + got, sizeof(line) - 1 - got)) > 0)
+		got += (size_t)n;
+	close(p[0]);
+	bool ok = strncmp(line, "ok", 2) == 0;
+	pid_t shim = read_pid(dir, "shim.pid");
+	if (ok && shim > 0)
+		kill(shim, SIGTERM);
+	waitpid(pid, NULL, 0); /* the shim itself, or the parent it forked from */
+	for (int i = 0; i < 250 && shim > 0 && !process_gone(shim); i++)
+		usleep(20000);
+	cr_assert(ok || strstr(line, "not ready in time"), "%s", line);
+	/* Either way the shim left nothing but the directory. */
+	DIR *d = opendir(dir);
+	int left = 0;
+	for (struct dirent *de; d && (de = readdir(d));)
+		if (de->d_name[0] != '.')
+			left++;
+	if (d)
+		closedir(d);
+	cr_assert_eq(left, 0, "the shim left files in %s", dir);
+	msb_vm__backend_clear(&b);
 }
 
 /* The rung follows the probe, never the configuration. */

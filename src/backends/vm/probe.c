@@ -98,7 +98,6 @@ int msb_vm__host_find(const msb_vm_options *o, msb_vm_host *h, msb_error **err)
 	memset(h, 0, sizeof(*h));
 	static const char *const qemus[] = {"/usr/bin/qemu-system-x86_64",
 					    "/usr/local/bin/qemu-system-x86_64", NULL};
-	static const char *const micro[] = {"/usr/bin/qemu-system-x86_64-microvm", NULL};
 	static const char *const mkfs[] = {"/usr/bin/mkfs.erofs", "/usr/sbin/mkfs.erofs",
 					   "/sbin/mkfs.erofs", NULL};
 	h->qemu = o->qemu_path ? strdup(o->qemu_path) : first_exec(qemus);
@@ -108,8 +107,9 @@ int msb_vm__host_find(const msb_vm_options *o, msb_vm_host *h, msb_error **err)
 			err, MSB_E_VALUE,
 			"vm: no qemu-system-x86_64 (install Debian's qemu-system-x86)");
 	}
-	h->qemu_kvm = o->qemu_path ? NULL : first_exec(micro);
-	if (!h->qemu_kvm && !(h->qemu_kvm = strdup(h->qemu)))
+	/* Debian's smaller qemu-system-x86_64-microvm is built without seccomp
+	 * (`-sandbox` is refused): the full binary serves KVM too. */
+	if (!(h->qemu_kvm = strdup(h->qemu)))
 		goto nomem;
 	h->kernel = o->kernel_path ? strdup(o->kernel_path) : find_kernel();
 	if (!h->kernel || access(h->kernel, R_OK) != 0) {
@@ -196,17 +196,30 @@ static bool boot_probe(const msb_vm_host *h, const char *initramfs, double deadl
 		snprintf(why, size, "pipe: %s", strerror(errno));
 		return false;
 	}
-	char *argv[] = {h->qemu_kvm,   "-M",
-			"microvm",     "-accel",
-			"kvm",	       "-cpu",
-			"host",	       "-m",
-			"128M",	       "-no-user-config",
-			"-nodefaults", "-display",
-			"none",	       "-serial",
-			"stdio",       "-no-reboot",
-			"-kernel",     h->kernel,
-			"-initrd",     (char *)initramfs,
-			"-append",     "console=ttyS0 quiet panic=-1 -- --vm --probe",
+	char *argv[] = {h->qemu_kvm,
+			"-M",
+			"microvm",
+			"-accel",
+			"kvm",
+			"-cpu",
+			"host",
+			"-m",
+			"128M",
+			"-no-user-config",
+			"-nodefaults",
+			"-display",
+			"none",
+			"-serial",
+			"stdio",
+			"-no-reboot",
+			"-kernel",
+			h->kernel,
+			"-initrd",
+			(char *)initramfs,
+			"-append",
+			"console=ttyS0 quiet panic=-1 -- --vm --probe",
+			"-sandbox",
+			"on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
 			NULL};
 	pid_t pid = fork();
 	if (pid < 0) {

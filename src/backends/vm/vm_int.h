@@ -70,7 +70,7 @@ int msb_vm__elf_deps(int fd, char **interp, char ***needed);
 
 typedef struct msb_vm_host {
 	char *qemu;	   /* qemu-system-x86_64 (TCG and KVM) */
-	char *qemu_kvm;	   /* qemu-system-x86_64-microvm when installed (KVM only), else qemu */
+	char *qemu_kvm;	   /* the binary under KVM: qemu too (the -microvm build has no seccomp) */
 	char *kernel;	   /* the guest kernel */
 	char *modules_dir; /* its /lib/modules/<version> */
 	char *mkfs_erofs;
