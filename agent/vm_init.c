@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/reboot.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -245,6 +246,41 @@ static void make_dev(const char *root)
 		halt("read-only /dev: %s", strerror(errno));
 }
 
+/*
+ * The guest's own kernel is behind the VM boundary, but a workload (guest
+ * root without capabilities) must not get to the agent's level through it:
+ * /proc/sys is read-only (a writable core_pattern runs a command with every
+ * capability; sysctls need no capability check beyond the file mode), and
+ * so is sysrq-trigger, and keys and the kernel's timing tables read as
+ * /dev/null - the masks the `ns` boundary applies (kcore needs
+ * CAP_SYS_RAWIO already).
+ */
+static void mask_proc(const char *root)
+{
+	char p[300], null[300];
+	snprintf(null, sizeof(null), "%s/dev/null", root);
+	static const char *const ro[] = {"sys", "bus", "fs", "irq", "sysrq-trigger"};
+	for (size_t i = 0; i < sizeof(ro) / sizeof(ro[0]); i++) {
+		snprintf(p, sizeof(p), "%s/proc/%s", root, ro[i]);
+		if (access(p, F_OK) != 0)
+			continue;
+		if (mount(p, p, NULL, MS_BIND | MS_REC, NULL) < 0 ||
+		    mount(NULL, p, NULL,
+			  MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+			  NULL) < 0)
+			halt("read-only %s: %s", p, strerror(errno));
+	}
+	static const char *const nulled[] = {"keys", "latency_stats", "timer_list", "timer_stats",
+					     "sched_debug"};
+	for (size_t i = 0; i < sizeof(nulled) / sizeof(nulled[0]); i++) {
+		snprintf(p, sizeof(p), "%s/proc/%s", root, nulled[i]);
+		if (access(p, F_OK) != 0)
+			continue;
+		if (mount(null, p, NULL, MS_BIND, NULL) < 0)
+			halt("mask %s: %s", p, strerror(errno));
+	}
+}
+
 static int listen_socket(void)
 {
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -328,6 +364,7 @@ int vm_init(int argc, char **argv, const char **work)
 	snprintf(p, sizeof(p), "%s/sys", VM_ROOT);
 	must_mount("sysfs", p, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	make_dev(VM_ROOT);
+	mask_proc(VM_ROOT);
 
 	int port = open_port();
 	int lfd = listen_socket();
@@ -345,5 +382,6 @@ int vm_init(int argc, char **argv, const char **work)
 		halt("switch to the new root: %s", strerror(errno));
 	if (sethostname(hostname, strlen(hostname)) < 0)
 		halt("sethostname: %s", strerror(errno));
+	prctl(PR_SET_NAME, "msb-agent", 0, 0, 0);
 	return lfd;
 }

@@ -367,6 +367,18 @@ Test(vm, exec_in_one_vm, .init = make_backend, .fini = fini, .timeout = 240)
 		  (char *)res.stdout_bytes);
 	msb_exec_result_clear(&res);
 
+	/* The guest's kernel knobs are out of a workload's reach: /proc/sys and
+	 * sysrq-trigger read-only (a writable core_pattern would run a command
+	 * with every capability), /proc/keys empty. */
+	cr_assert_eq(run(sb,
+			 "echo '|/bin/true' > /proc/sys/kernel/core_pattern 2>/dev/null && echo "
+			 "wrote; echo x > /proc/sysrq-trigger 2>/dev/null && echo sysrq; "
+			 "cat /proc/sys/kernel/core_pattern; wc -c < /proc/keys",
+			 30, &res, &err),
+		     0);
+	cr_assert_str_eq((char *)res.stdout_bytes, "core\n0\n", "%s", (char *)res.stdout_bytes);
+	msb_exec_result_clear(&res);
+
 	/* A timeout kills the command and everything it started. */
 	int r = run(sb, "sleep 100 & sleep 100", 2, &res, &err);
 	cr_assert_eq(r, MSB_E_TIMEOUT, "%d %s", r, msb_error_message(err));
