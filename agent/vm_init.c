@@ -318,6 +318,7 @@ int vm_init(int argc, char **argv, const char **work)
 	}
 	const char *hostname = "msb";
 	uint64_t writable = 64ull << 20;
+	uint64_t layers = 0; /* oci: the disk holds layer directories 0 (top) .. N-1 */
 	for (int i = 2; i < argc; i++) {
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!v)
@@ -328,6 +329,8 @@ int vm_init(int argc, char **argv, const char **work)
 			hostname = v;
 		else if (strcmp(argv[i], "--writable-bytes") == 0)
 			writable = parse_u64(v);
+		else if (strcmp(argv[i], "--layers") == 0)
+			layers = parse_u64(v);
 		else
 			halt("unknown option %s", argv[i]);
 		i++;
@@ -344,13 +347,26 @@ int vm_init(int argc, char **argv, const char **work)
 
 	/* The root: image below, a size-capped tmpfs on top. */
 	must_mount(VM_DISK, VM_LOWER, "erofs", MS_RDONLY | MS_NODEV, NULL);
-	char opts[600];
+	char opts[1600];
 	snprintf(opts, sizeof(opts), "size=%llu,mode=0755", (unsigned long long)writable);
 	must_mount("tmpfs", VM_RW, "tmpfs", MS_NOSUID | MS_NODEV, opts);
 	mkdir_p(VM_RW "/upper", 0755);
 	mkdir_p(VM_RW "/work", 0755);
-	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s/upper,workdir=%s/work", VM_LOWER,
-		 VM_RW, VM_RW);
+	char lower[1200];
+	if (layers == 0) {
+		snprintf(lower, sizeof(lower), "%s", VM_LOWER);
+	} else {
+		/* Stacked, top first; whiteouts and opaque directories as the
+		 * host unpacked them (user.overlay.* xattrs: userxattr). */
+		if (layers > 64)
+			halt("--layers %llu: at most 64", (unsigned long long)layers);
+		size_t o = 0;
+		for (uint64_t i = 0; i < layers; i++)
+			o += (size_t)snprintf(lower + o, sizeof(lower) - o, "%s%s/%llu",
+					      i ? ":" : "", VM_LOWER, (unsigned long long)i);
+	}
+	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s/upper,workdir=%s/work%s", lower,
+		 VM_RW, VM_RW, layers ? ",userxattr" : "");
 	must_mount("overlay", VM_ROOT, "overlay", MS_NOSUID | MS_NODEV, opts);
 
 	/* A `dir:` image may lack /tmp: make it (in the writable layer). */

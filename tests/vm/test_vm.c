@@ -773,6 +773,53 @@ Test(vm, kvm_jail_starts, .fini = fini, .timeout = 120)
 	msb_vm__backend_clear(&b);
 }
 
+/* An `oci:` image (two layers from scripts/make-oci-image): the layers
+ * stacked in the guest, the top one's /etc over the bottom one's busybox. */
+Test(vm, oci_image, .fini = fini, .timeout = 240)
+{
+	const char *script = getenv("MSB_MAKE_OCI_IMAGE");
+	cr_assert(script, "MSB_MAKE_OCI_IMAGE names scripts/make-oci-image");
+	if (access("/bin/busybox", X_OK) != 0)
+		cr_skip_test("no busybox-static for the image");
+	snprintf(root, sizeof(root), "/tmp/msbvm-XXXXXX");
+	cr_assert(mkdtemp(root));
+	char layout[96];
+	snprintf(layout, sizeof(layout), "%s-oci", root);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+		dup2(null, 1);
+		execl(script, script, layout, (char *)NULL);
+		_exit(127);
+	}
+	int status = 0;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "make-oci-image failed");
+
+	msb_vm_options o = MSB_VM_OPTIONS_INIT;
+	o.state_root = root;
+	o.cache_dir = "/tmp/msb-vm-test-cache";
+	char image[128];
+	snprintf(image, sizeof(image), "oci:%s", layout);
+	o.image = image;
+	msb_error *err = NULL;
+	cr_assert_eq(msb_vm_backend_new(&o, &backend, &err), 0, "%s", msb_error_message(err));
+	msb_sandbox *sb = acquire("t6");
+	msb_exec_result res;
+	cr_assert_eq(run(sb, "echo hi > f && cat f && head -n1 /etc/os-release && ls /bin/sh", 60,
+			 &res, &err),
+		     0, "%s", msb_error_message(err));
+	cr_assert_eq(res.exit_code, 0, "%s", (char *)res.stderr_bytes);
+	cr_assert_str_eq((char *)res.stdout_bytes, "hi\nNAME=\"msb busybox\"\n/bin/sh\n");
+	msb_exec_result_clear(&res);
+	struct traces t;
+	collect(&t);
+	msb_sandbox_release(sb);
+	dispose_all("t6");
+	assert_nothing_left(&t);
+	msb__rm_rf(layout);
+}
+
 /* The rung follows the probe, never the configuration. */
 Test(vm, rung_from_probe, .init = make_backend, .fini = fini, .timeout = 120)
 {

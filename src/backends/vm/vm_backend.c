@@ -120,11 +120,11 @@ int msb_vm__backend_init(vm_backend *b, const msb_vm_options *opts, bool build, 
 	if (r == 0)
 		r = state_dirs(o, b, err);
 	const char *image = o->image ? o->image : "host";
-	if (r == 0 && strcmp(image, "host") != 0 && strncmp(image, "dir:/", 5) != 0)
-		r = msb_error_set(err, MSB_E_VALUE,
-				  "vm image `%s`: expected `host` or `dir:/PATH` (oci: images are "
-				  "not served yet)",
-				  image);
+	if (r == 0 && strcmp(image, "host") != 0 && strncmp(image, "dir:/", 5) != 0 &&
+	    strncmp(image, "oci:", 4) != 0)
+		r = msb_error_set(
+			err, MSB_E_VALUE,
+			"vm image `%s`: expected `host`, `dir:/PATH` or `oci:/PATH[:TAG]`", image);
 	const char *accel = o->accel ? o->accel : "auto";
 	if (r == 0 && strcmp(accel, "auto") && strcmp(accel, "kvm") && strcmp(accel, "tcg"))
 		r = msb_error_set(err, MSB_E_VALUE,
@@ -147,7 +147,10 @@ int msb_vm__backend_init(vm_backend *b, const msb_vm_options *opts, bool build, 
 	if (r == 0 && build)
 		r = msb_vm__initramfs(b->cache_dir, b->agent_path, b->host.modules_dir,
 				      &b->initramfs, err);
-	if (r == 0 && build && strncmp(image, "dir:", 4) == 0) {
+	if (r == 0 && build && strncmp(image, "oci:", 4) == 0) {
+		r = msb_vm__oci_image(b->cache_dir, b->host.mkfs_erofs, image, &b->disk, &b->layers,
+				      err);
+	} else if (r == 0 && build && strncmp(image, "dir:", 4) == 0) {
 		r = msb_vm__dir_image(b->cache_dir, b->host.mkfs_erofs, image + 4, &b->disk, err);
 	} else if (r == 0 && build) {
 		char *const *progs =
@@ -250,8 +253,8 @@ int msb_vm__shim_config(const vm_backend *b, const msb_spec *spec, const char *w
 			 (unsigned long long)b->host.tsc_khz);
 	_cleanup_free_ char *cmdline =
 		msb__asprintf("console=ttyS0 quiet panic=-1%s -- --vm --work %s --hostname %s "
-			      "--writable-bytes %llu",
-			      tsc, work_dir, name, (unsigned long long)writable);
+			      "--writable-bytes %llu --layers %zu",
+			      tsc, work_dir, name, (unsigned long long)writable, b->layers);
 	if (!cmdline)
 		return msb__error_nomem(err);
 	if (strlen(cmdline) >= 2000 || strchr(work_dir, ' ') || strchr(work_dir, '"'))

@@ -15,6 +15,7 @@ typedef struct vm_backend {
 	msb_vm_host host;
 	char *initramfs; /* built, in the cache */
 	char *disk;	 /* the image, in the cache */
+	size_t layers;	 /* oci: the layer directories on the disk; 0 = the disk is the root */
 	bool kvm;	 /* probed working: the rung is microvm */
 	char *accel_why; /* what the probe found */
 	uint64_t memory_bytes, writable_bytes, pids_max, cpu_millis;

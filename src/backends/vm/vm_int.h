@@ -59,6 +59,18 @@ int msb_vm__host_image(const char *cache, const char *mkfs, char *const *program
 int msb_vm__dir_image(const char *cache, const char *mkfs, const char *path, char **out,
 		      msb_error **err);
 
+/*
+ * An `oci:PATH[:TAG]` image: the layout resolved, verified and unpacked by
+ * the `ns` backend's code (into <cache>/oci), then every layer as one
+ * directory of a single erofs disk (`0/` the top layer ... `N-1/` the
+ * bottom), whiteouts kept in overlayfs form (0/0 character devices, the
+ * user.overlay.opaque xattr); the guest stacks them with overlay's
+ * `userxattr`. Stored once under <cache>/images/oci-<sha256 of the layer
+ * digests in order>.erofs. *n_layers gets N.
+ */
+int msb_vm__oci_image(const char *cache, const char *mkfs, const char *image, char **out,
+		      size_t *n_layers, msb_error **err);
+
 /* ---- elf.c ---------------------------------------------------------------------- */
 
 /* The interpreter and DT_NEEDED names of an ELF file (host input, bounded).
