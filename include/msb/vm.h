@@ -38,7 +38,7 @@ typedef struct msb_vm_options {
 	const char *qemu_path;	 /* NULL = qemu-system-x86_64 in /usr/bin, /usr/local/bin */
 	const char *kernel_path; /* NULL = the newest /boot/vmlinuz-*-cloud-amd64 */
 	const char *modules_dir; /* NULL = /lib/modules/<the kernel's version> */
-	const char *image;	 /* "host" (default); other images are not served yet */
+	const char *image;	 /* "host" (default), "dir:/PATH" or "oci:/PATH[:TAG]" */
 	/* Programs the `host` image carries with everything they need (NULL =
 	 * a shell, coreutils' everyday programs and python3). NULL-terminated. */
 	const char *const *host_programs;
