@@ -410,10 +410,21 @@ Test(vm, exec_in_one_vm, .init = make_backend, .fini = fini, .timeout = 240)
 	cr_assert(entries[0].alive);
 	msb_ns_entries_free(entries, n_entries);
 
-	/* Get-or-create: the same key is the same VM. */
+	/* Get-or-create: the same key is the same VM, from this backend and
+	 * from another one made with the same options (another process's). */
 	msb_sandbox *again = acquire("t1");
 	cr_assert_str_eq(msb_sandbox_instance_id(again), msb_sandbox_instance_id(sb));
 	msb_sandbox_release(again);
+	msb_backend *first = backend;
+	msb_vm_options o2 = MSB_VM_OPTIONS_INIT;
+	o2.state_root = root;
+	o2.cache_dir = "/tmp/msb-vm-test-cache";
+	cr_assert_eq(msb_vm_backend_new(&o2, &backend, &err), 0, "%s", msb_error_message(err));
+	again = acquire("t1");
+	cr_assert_str_eq(msb_sandbox_instance_id(again), msb_sandbox_instance_id(sb));
+	msb_sandbox_release(again);
+	msb_backend_unref(backend);
+	backend = first;
 
 	struct traces t;
 	collect(&t);

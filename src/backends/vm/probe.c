@@ -149,7 +149,6 @@ int msb_vm__host_find(const msb_vm_options *o, msb_vm_host *h, msb_error **err)
 		return msb_error_set(err, MSB_E_VALUE,
 				     "vm: no mkfs.erofs (install Debian's erofs-utils)");
 	}
-	h->tsc_khz = measure_tsc_khz();
 	return 0;
 nomem:
 	msb_vm__host_clear(h);
@@ -312,6 +311,40 @@ int msb_vm__kvm_probe(const msb_vm_host *h, const char *cache, const char *initr
 		_cleanup_close_ int dfd = open(cache, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (dfd >= 0)
 			msb__write_file_atomic_at(dfd, "kvm-probe", text, strlen(text), 0644);
+	}
+	return 0;
+}
+
+int msb_vm__tsc_khz(const char *cache, uint64_t *out)
+{
+	/* Measured once per host boot and kept: the rate is part of a VM's
+	 * configuration, and a warm VM is reused only with the same one. */
+	_cleanup_free_ char *boot = NULL;
+	msb__read_file_at(AT_FDCWD, "/proc/sys/kernel/random/boot_id", 64, &boot, NULL);
+	if (boot && strchr(boot, '\n'))
+		*strchr(boot, '\n') = '\0';
+	_cleanup_free_ char *path = msb__asprintf("%s/tsc-khz", cache);
+	if (!path)
+		return -ENOMEM;
+	_cleanup_free_ char *text = NULL;
+	if (boot && msb__read_file_at(AT_FDCWD, path, 256, &text, NULL) == 0) {
+		size_t bl = strlen(boot);
+		if (strncmp(text, boot, bl) == 0 && text[bl] == ' ') {
+			char *end;
+			unsigned long long v = strtoull(text + bl + 1, &end, 10);
+			if (end != text + bl + 1) {
+				*out = v;
+				return 0;
+			}
+		}
+	}
+	*out = measure_tsc_khz();
+	if (boot && msb__mkdir_p(cache, 0755) == 0) {
+		_cleanup_free_ char *line =
+			msb__asprintf("%s %llu\n", boot, (unsigned long long)*out);
+		_cleanup_close_ int dfd = open(cache, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (line && dfd >= 0)
+			msb__write_file_atomic_at(dfd, "tsc-khz", line, strlen(line), 0644);
 	}
 	return 0;
 }

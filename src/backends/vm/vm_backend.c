@@ -144,6 +144,8 @@ int msb_vm__backend_init(vm_backend *b, const msb_vm_options *opts, bool build, 
 		r = msb_error_set(err, MSB_E_VALUE, "vm: writable_bytes must be at least 1 MiB");
 	if (r == 0)
 		r = msb_vm__host_find(o, &b->host, err);
+	if (r == 0 && build && msb_vm__tsc_khz(b->cache_dir, &b->host.tsc_khz) < 0)
+		r = msb__error_nomem(err);
 	if (r == 0 && build)
 		r = msb_vm__initramfs(b->cache_dir, b->agent_path, b->host.modules_dir,
 				      &b->initramfs, err);

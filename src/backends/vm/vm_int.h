@@ -89,6 +89,10 @@ typedef struct msb_vm_host {
 	uint64_t tsc_khz; /* the host's TSC rate, handed to a TCG guest; 0 unknown */
 } msb_vm_host;
 
+/* The host's TSC rate in kHz (0 when unknown), kept in <cache>/tsc-khz for
+ * the host's boot. -ENOMEM only. */
+int msb_vm__tsc_khz(const char *cache, uint64_t *out);
+
 /* Find what the backend needs on this host (options first, then defaults). */
 int msb_vm__host_find(const msb_vm_options *o, msb_vm_host *h, msb_error **err);
 void msb_vm__host_clear(msb_vm_host *h);
