@@ -20,6 +20,9 @@
  *	remove REL         a file or link (absent is success)
  *	remove-r REL       the same, directories too (never following a link,
  *	                   never crossing a mount)
+ *	outcome            "oom_kill N\nbase_avail B\nroot_avail B\n": the guest
+ *	                   kernel's OOM kill count and the free blocks of the
+ *	                   storage base and of the root (the writable layer)
  *
  * REL "." is the base itself. The exit status is AGENT_FILE_* (agent.h) and
  * stderr says why in one line.
@@ -32,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -394,11 +398,40 @@ static int do_remove(char *rel, bool recursive)
 	return status;
 }
 
+static unsigned long long vmstat_oom_kill(void)
+{
+	FILE *f = fopen("/proc/vmstat", "re");
+	char line[128];
+	unsigned long long v = 0;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "oom_kill %llu", &v) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+static int do_outcome(void)
+{
+	struct statvfs base, root;
+	unsigned long long b = 1, r = 1;
+	if (statvfs(".", &base) == 0)
+		b = base.f_bavail && (base.f_files == 0 || base.f_favail) ? base.f_bavail : 0;
+	if (statvfs("/", &root) == 0)
+		r = root.f_bavail && (root.f_files == 0 || root.f_favail) ? root.f_bavail : 0;
+	char line[160];
+	int n = snprintf(line, sizeof(line), "oom_kill %llu\nbase_avail %llu\nroot_avail %llu\n",
+			 vmstat_oom_kill(), b, r);
+	return write_all(STDOUT_FILENO, line, (size_t)n) < 0 ? AGENT_FILE_OS : 0;
+}
+
 int files_serve(char **argv)
 {
 	int n = 0;
 	while (argv[n])
 		n++;
+	if (n == 1 && strcmp(argv[0], "outcome") == 0)
+		return do_outcome();
 	if (n >= 2 && argv[1][0] == '/')
 		return fail(AGENT_FILE_USAGE, "paths are relative to the storage base");
 	if (n == 2 && strcmp(argv[0], "write") == 0)

@@ -397,6 +397,31 @@ Test(vm, exec_in_one_vm, .init = make_backend, .fini = fini, .timeout = 240)
 
 	check_files(sb);
 
+	/* What the limits did, typed: a full writable layer, then the guest's
+	 * OOM killer (the layer emptied first: its pages are guest RAM). */
+	cr_assert_eq(run(sb, "dd if=/dev/zero of=/tmp/fill bs=1M count=200 2>/dev/null", 120, &res,
+			 &err),
+		     0, "%s", msb_error_message(err));
+	cr_assert_neq(res.exit_code, 0);
+	cr_assert(res.no_space, "a full layer not seen");
+	cr_assert(!res.oom_killed);
+	msb_exec_result_clear(&res);
+	cr_assert_eq(run(sb, "rm /tmp/fill", 30, &res, &err), 0);
+	cr_assert_eq(res.exit_code, 0);
+	cr_assert(!res.no_space);
+	msb_exec_result_clear(&res);
+	cr_assert_eq(run(sb, "python3 -c 'x = []\nwhile True: x.append(b\"\\1\" * (8 << 20))'", 180,
+			 &res, &err),
+		     0, "%s", msb_error_message(err));
+	cr_assert_eq(res.exit_code, 137, "%d: %s", res.exit_code, (char *)res.stderr_bytes);
+	cr_assert(res.oom_killed, "the guest's OOM kill not seen");
+	cr_assert(!res.no_space);
+	msb_exec_result_clear(&res);
+	/* The next failure is not blamed on that OOM. */
+	cr_assert_eq(run(sb, "exit 1", 30, &res, &err), 0);
+	cr_assert(!res.oom_killed);
+	msb_exec_result_clear(&res);
+
 	/* Listed from the labels on disk, alive. */
 	msb_vm_options lo = MSB_VM_OPTIONS_INIT;
 	lo.state_root = root;

@@ -30,6 +30,8 @@ typedef struct vm_sandbox {
 	pthread_mutex_t lock;
 	msb_client *idle[VM_IDLE_CLIENTS];
 	size_t n_idle;
+	bool oom_known; /* the guest's OOM kill count seen last (under lock) */
+	uint64_t oom_seen;
 } vm_sandbox;
 
 /* Is the VM's shim (and so its VMM) still there? A shim whose VMM died is
@@ -98,6 +100,34 @@ static void give_client(vm_sandbox *s, msb_client *c)
 	msb_client__free(c);
 }
 
+static int run_file(void *ud, const msb_exec_request *req, msb_exec_result *out, msb_error **err);
+
+/*
+ * What the guest's limits did, looked at after a command that failed (a
+ * success needs no explanation, and each look is one more request to the
+ * guest): `oom_killed` when the guest kernel's OOM kill count grew since the
+ * last look (before any look: when the command died of SIGKILL and the count
+ * is not zero), `no_space` when the storage base or the writable layer has
+ * no free block left. pids_exhausted is never set: the guest has no pids
+ * limit yet. Nothing is reported when the look fails.
+ */
+static void observe(vm_sandbox *s, msb_exec_result *out)
+{
+	uint64_t oom = 0;
+	bool full = false;
+	msb_error *e = NULL;
+	if (msb_vm__outcome(&s->files, &oom, &full, &e) < 0) {
+		msb_error_free(e);
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	out->oom_killed = s->oom_known ? oom > s->oom_seen : oom > 0 && out->term_signal == 9;
+	s->oom_seen = oom;
+	s->oom_known = true;
+	pthread_mutex_unlock(&s->lock);
+	out->no_space = full;
+}
+
 static int run(vm_sandbox *s, const msb_exec_request *req, msb_exec_result *out, msb_error **err)
 {
 	msb_client *c = NULL;
@@ -109,6 +139,8 @@ static int run(vm_sandbox *s, const msb_exec_request *req, msb_exec_result *out,
 	if (r < 0 && r != MSB_E_TIMEOUT && r != MSB_E_CANCELLED && r != MSB_E_VALUE &&
 	    r != MSB_E_NOT_FOUND && r != MSB_E_NOT_DIRECTORY && r != MSB_E_PERMISSION)
 		r = gone(s, r, err);
+	if (r == 0 && out->exit_code != 0)
+		observe(s, out);
 	return r;
 }
 
