@@ -20,9 +20,10 @@
  *	remove REL         a file or link (absent is success)
  *	remove-r REL       the same, directories too (never following a link,
  *	                   never crossing a mount)
- *	outcome            "oom_kill N\nbase_avail B\nroot_avail B\n": the guest
- *	                   kernel's OOM kill count and the free blocks of the
- *	                   storage base and of the root (the writable layer)
+ *	outcome            "oom_kill N\nbase_avail B\nroot_avail B\n
+ *	                   pids_max_events N\n": the guest kernel's OOM kill
+ *	                   count, the free blocks of the storage base and of the
+ *	                   root (the writable layer), the pids limit's refusals
  *
  * REL "." is the base itself. The exit status is AGENT_FILE_* (agent.h) and
  * stderr says why in one line.
@@ -419,9 +420,19 @@ static int do_outcome(void)
 		b = base.f_bavail && (base.f_files == 0 || base.f_favail) ? base.f_bavail : 0;
 	if (statvfs("/", &root) == 0)
 		r = root.f_bavail && (root.f_files == 0 || root.f_favail) ? root.f_bavail : 0;
-	char line[160];
-	int n = snprintf(line, sizeof(line), "oom_kill %llu\nbase_avail %llu\nroot_avail %llu\n",
-			 vmstat_oom_kill(), b, r);
+	/* The sandbox's pids limit refusals (vm_init.c), 0 without one. */
+	unsigned long long pids = 0;
+	FILE *f = fopen("/sys/fs/cgroup/sandbox/pids.events", "re");
+	char ev[128];
+	while (f && fgets(ev, sizeof(ev), f))
+		if (sscanf(ev, "max %llu", &pids) == 1)
+			break;
+	if (f)
+		fclose(f);
+	char line[200];
+	int n = snprintf(line, sizeof(line),
+			 "oom_kill %llu\nbase_avail %llu\nroot_avail %llu\npids_max_events %llu\n",
+			 vmstat_oom_kill(), b, r, pids);
 	return write_all(STDOUT_FILENO, line, (size_t)n) < 0 ? AGENT_FILE_OS : 0;
 }
 

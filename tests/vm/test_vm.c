@@ -811,6 +811,9 @@ Test(vm, kvm_jail_starts, .fini = fini, .timeout = 120)
 
 /* An `oci:` image (two layers from scripts/make-oci-image): the layers
  * stacked in the guest, the top one's /etc over the bottom one's busybox. */
+/* An `oci:` image (two layers from scripts/make-oci-image): the layers
+ * stacked in the guest, the top one's /etc over the bottom one's busybox;
+ * with pids and CPU limits, enforced by the guest's cgroup and seen. */
 Test(vm, oci_image, .fini = fini, .timeout = 240)
 {
 	const char *script = getenv("MSB_MAKE_OCI_IMAGE");
@@ -840,13 +843,47 @@ Test(vm, oci_image, .fini = fini, .timeout = 240)
 	o.image = image;
 	msb_error *err = NULL;
 	cr_assert_eq(msb_vm_backend_new(&o, &backend, &err), 0, "%s", msb_error_message(err));
-	msb_sandbox *sb = acquire("t6");
+	/* With limits: the guest's own cgroup around everything in it. */
+	msb_key key = {.scope = "vmtest", .thread_id = "t6", .agent_dir = "/agent"};
+	msb_spec_builder *sbld = msb_spec_builder_new("vm-test");
+	msb_spec_builder_set_requires(sbld, MSB_CAP_EXEC);
+	msb_spec_builder_set_pids_max(sbld, 16);
+	msb_spec_builder_set_cpu_millis(sbld, 500);
+	msb_spec *spec = NULL;
+	cr_assert_eq(msb_spec_build(sbld, &spec, &err), 0, "%s", msb_error_message(err));
+	msb_spec_builder_free(sbld);
+	msb_sandbox *sb = NULL;
+	cr_assert_eq(msb_backend_acquire(backend, &key, spec, &sb, &err), 0, "%s",
+		     msb_error_message(err));
+	msb_spec_unref(spec);
 	msb_exec_result res;
 	cr_assert_eq(run(sb, "echo hi > f && cat f && head -n1 /etc/os-release && ls /bin/sh", 60,
 			 &res, &err),
 		     0, "%s", msb_error_message(err));
 	cr_assert_eq(res.exit_code, 0, "%s", (char *)res.stderr_bytes);
 	cr_assert_str_eq((char *)res.stdout_bytes, "hi\nNAME=\"msb busybox\"\n/bin/sh\n");
+	msb_exec_result_clear(&res);
+	cr_assert_eq(run(sb, "cat /sys/fs/cgroup/sandbox/pids.max /sys/fs/cgroup/sandbox/cpu.max",
+			 30, &res, &err),
+		     0);
+	cr_assert_str_eq((char *)res.stdout_bytes, "16\n50000 100000\n");
+	msb_exec_result_clear(&res);
+	/* Past the pids limit: forks refused, and the result says so. */
+	cr_assert_eq(run(sb, "i=0; while [ $i -lt 30 ]; do sleep 2 & i=$((i+1)); done; wait", 60,
+			 &res, &err),
+		     0, "%s", msb_error_message(err));
+	cr_assert_neq(res.exit_code, 0, "%s", (char *)res.stderr_bytes);
+	cr_assert(res.pids_exhausted, "refused forks not seen");
+	msb_exec_result_clear(&res);
+	/* The next failure is not blamed on them. */
+	cr_assert_eq(run(sb, "exit 1", 30, &res, &err), 0);
+	cr_assert(!res.pids_exhausted);
+	msb_exec_result_clear(&res);
+	/* The limits cannot be lifted from inside. */
+	cr_assert_eq(run(sb, "echo max > /sys/fs/cgroup/sandbox/pids.max 2>/dev/null || echo ro",
+			 30, &res, &err),
+		     0);
+	cr_assert_str_eq((char *)res.stdout_bytes, "ro\n");
 	msb_exec_result_clear(&res);
 	struct traces t;
 	collect(&t);

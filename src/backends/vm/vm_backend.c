@@ -225,11 +225,12 @@ static int resolve_limits(const vm_backend *b, const msb_spec *spec, uint64_t *m
 				     "`%s` backend allows at most %llu",
 				     (unsigned long long)w, b->name,
 				     (unsigned long long)b->writable_bytes);
-	if (msb_spec_pids_max(spec) || msb_spec_cpu_millis(spec))
+	if (msb_spec_cpu_millis(spec) > 1000ull * b->vcpus)
 		return msb_error_set(err, MSB_E_VALUE,
-				     "resources: the `%s` backend does not enforce pids_max or "
-				     "cpu_millis inside the guest yet",
-				     b->name);
+				     "resources.cpu_millis: the spec asks for %llu but the `%s` "
+				     "backend's VMs have %u vCPU(s)",
+				     (unsigned long long)msb_spec_cpu_millis(spec), b->name,
+				     b->vcpus);
 	*memory = m ? m : b->memory_bytes;
 	if (*memory < (64ull << 20))
 		*memory = 64ull << 20;
@@ -253,10 +254,14 @@ int msb_vm__shim_config(const vm_backend *b, const msb_spec *spec, const char *w
 		 * spares a calibration that fails on a loaded host. */
 		snprintf(tsc, sizeof(tsc), " tsc_early_khz=%llu tsc=reliable",
 			 (unsigned long long)b->host.tsc_khz);
-	_cleanup_free_ char *cmdline =
-		msb__asprintf("console=ttyS0 quiet panic=-1%s -- --vm --work %s --hostname %s "
-			      "--writable-bytes %llu --layers %zu",
-			      tsc, work_dir, name, (unsigned long long)writable, b->layers);
+	/* pids_max and cpu_millis: the guest's own cgroup around its agent and
+	 * workloads (vm_init.c); 0 = none. */
+	_cleanup_free_ char *cmdline = msb__asprintf(
+		"console=ttyS0 quiet panic=-1%s -- --vm --work %s --hostname %s "
+		"--writable-bytes %llu --layers %zu --pids-max %llu --cpu-millis %llu",
+		tsc, work_dir, name, (unsigned long long)writable, b->layers,
+		(unsigned long long)msb_spec_pids_max(spec),
+		(unsigned long long)msb_spec_cpu_millis(spec));
 	if (!cmdline)
 		return msb__error_nomem(err);
 	if (strlen(cmdline) >= 2000 || strchr(work_dir, ' ') || strchr(work_dir, '"'))

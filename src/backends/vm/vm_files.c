@@ -328,25 +328,28 @@ int msb_vm__reclaim(const vm_files *f, const char *directory, const char *wd, ms
 	return msb_vm__remove(f, directory, wd, true, err);
 }
 
-int msb_vm__outcome(const vm_files *f, uint64_t *oom_kill, bool *no_space, msb_error **err)
+int msb_vm__outcome(const vm_files *f, uint64_t *oom_kill, uint64_t *pids_refused, bool *no_space,
+		    msb_error **err)
 {
 	const char *argv[] = {"outcome", NULL};
 	msb_exec_result res;
 	int r = request(f, argv, NULL, 0, 256, &res, err);
 	if (r < 0)
 		return r;
-	unsigned long long oom = 0, base = 0, root = 0;
+	unsigned long long oom = 0, base = 0, root = 0, pids = 0;
 	char text[257];
 	size_t len = res.stdout_len < 256 ? res.stdout_len : 256;
 	memcpy(text, res.stdout_bytes ? (const char *)res.stdout_bytes : "", len);
 	text[len] = '\0';
-	if (res.exit_code != 0 || sscanf(text, "oom_kill %llu\nbase_avail %llu\nroot_avail %llu\n",
-					 &oom, &base, &root) != 3)
+	if (res.exit_code != 0 ||
+	    sscanf(text, "oom_kill %llu\nbase_avail %llu\nroot_avail %llu\npids_max_events %llu\n",
+		   &oom, &base, &root, &pids) != 4)
 		r = msb_error_set(err, MSB_E_PROTOCOL, "%s: the guest's outcome answer is nonsense",
 				  f->backend);
 	msb_exec_result_clear(&res);
 	if (r == 0) {
 		*oom_kill = oom;
+		*pids_refused = pids;
 		*no_space = base == 0 || root == 0;
 	}
 	return r;

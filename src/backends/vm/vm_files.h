@@ -31,9 +31,10 @@ int msb_vm__remove(const vm_files *f, const char *path, const char *wd, bool rec
 int msb_vm__reclaim(const vm_files *f, const char *directory, const char *wd, msb_error **err);
 
 /* What the guest's limits did (agent/files.c `outcome`): its kernel's OOM
- * kill count, and whether the storage base or the writable layer has no
- * free block (or inode) left. An answer of the guest's, believed only about
- * the guest itself. */
-int msb_vm__outcome(const vm_files *f, uint64_t *oom_kill, bool *no_space, msb_error **err);
+ * kill count, how many forks its pids limit refused, and whether the
+ * storage base or the writable layer has no free block (or inode) left. An
+ * answer of the guest's, believed only about the guest itself. */
+int msb_vm__outcome(const vm_files *f, uint64_t *oom_kill, uint64_t *pids_refused, bool *no_space,
+		    msb_error **err);
 
 #endif

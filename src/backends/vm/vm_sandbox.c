@@ -30,8 +30,8 @@ typedef struct vm_sandbox {
 	pthread_mutex_t lock;
 	msb_client *idle[VM_IDLE_CLIENTS];
 	size_t n_idle;
-	bool oom_known; /* the guest's OOM kill count seen last (under lock) */
-	uint64_t oom_seen;
+	bool seen_known; /* the guest's counters seen last (under lock) */
+	uint64_t oom_seen, pids_seen;
 } vm_sandbox;
 
 /* Is the VM's shim (and so its VMM) still there? A shim whose VMM died is
@@ -107,23 +107,26 @@ static int run_file(void *ud, const msb_exec_request *req, msb_exec_result *out,
  * success needs no explanation, and each look is one more request to the
  * guest): `oom_killed` when the guest kernel's OOM kill count grew since the
  * last look (before any look: when the command died of SIGKILL and the count
- * is not zero), `no_space` when the storage base or the writable layer has
- * no free block left. pids_exhausted is never set: the guest has no pids
- * limit yet. Nothing is reported when the look fails.
+ * is not zero), `pids_exhausted` when the guest's pids limit refused a fork
+ * since the last look (before any: ever), `no_space` when the storage base
+ * or the writable layer has no free block left. Nothing is reported when the
+ * look fails.
  */
 static void observe(vm_sandbox *s, msb_exec_result *out)
 {
-	uint64_t oom = 0;
+	uint64_t oom = 0, pids = 0;
 	bool full = false;
 	msb_error *e = NULL;
-	if (msb_vm__outcome(&s->files, &oom, &full, &e) < 0) {
+	if (msb_vm__outcome(&s->files, &oom, &pids, &full, &e) < 0) {
 		msb_error_free(e);
 		return;
 	}
 	pthread_mutex_lock(&s->lock);
-	out->oom_killed = s->oom_known ? oom > s->oom_seen : oom > 0 && out->term_signal == 9;
+	out->oom_killed = s->seen_known ? oom > s->oom_seen : oom > 0 && out->term_signal == 9;
+	out->pids_exhausted = s->seen_known ? pids > s->pids_seen : pids > 0;
 	s->oom_seen = oom;
-	s->oom_known = true;
+	s->pids_seen = pids;
+	s->seen_known = true;
 	pthread_mutex_unlock(&s->lock);
 	out->no_space = full;
 }
