@@ -444,10 +444,23 @@ Test(vm, exec_in_one_vm, .init = make_backend, .fini = fini, .timeout = 240)
 	msb_vm_options o2 = MSB_VM_OPTIONS_INIT;
 	o2.state_root = root;
 	o2.cache_dir = "/tmp/msb-vm-test-cache";
+	o2.start_timeout = 77; /* not part of what a VM is */
 	cr_assert_eq(msb_vm_backend_new(&o2, &backend, &err), 0, "%s", msb_error_message(err));
 	again = acquire("t1");
 	cr_assert_str_eq(msb_sandbox_instance_id(again), msb_sandbox_instance_id(sb));
 	msb_sandbox_release(again);
+	msb_backend_unref(backend);
+	/* Another writable layer is another VM: refused, never silently shared. */
+	o2.writable_bytes = 32ull << 20;
+	cr_assert_eq(msb_vm_backend_new(&o2, &backend, &err), 0, "%s", msb_error_message(err));
+	msb_key k1 = {.scope = "vmtest", .thread_id = "t1", .agent_dir = "/agent"};
+	msb_spec *sp = make_spec();
+	cr_assert_eq(msb_backend_acquire(backend, &k1, sp, &again, &err), MSB_E_VALUE);
+	cr_assert(strstr(msb_error_message(err), "another configuration") != NULL, "%s",
+		  msb_error_message(err));
+	msb_error_free(err);
+	err = NULL;
+	msb_spec_unref(sp);
 	msb_backend_unref(backend);
 	backend = first;
 
