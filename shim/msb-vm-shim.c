@@ -59,6 +59,8 @@ struct shim {
 	int dfd;
 	int listen_fd;
 	int console_fd; /* read end of the VMM's stdout/stderr */
+	int ctl_fd;	/* shim.sock: "reset" */
+	int ctl_conn;	/* the control request being served: die() answers it */
 	msb_mux_link *link;
 	msb_ns_cgroup *cg;
 	msb_vmm vmm;
@@ -175,6 +177,10 @@ static int teardown(struct shim *s)
 		close(s->listen_fd);
 		s->listen_fd = -1;
 	}
+	if (s->ctl_fd >= 0) {
+		close(s->ctl_fd);
+		s->ctl_fd = -1;
+	}
 	if (s->cg) {
 		msb_error *e = NULL;
 		if (msb_ns__cgroup_destroy(s->cg, &e) < 0) {
@@ -213,6 +219,10 @@ static _Noreturn void die(struct shim *s, const char *fmt, ...)
 	shim_log("msb-vm-shim: %s", msg);
 	teardown(s);
 	report(s, line);
+	if (s->ctl_conn >= 0) {
+		ssize_t w = send(s->ctl_conn, line, strlen(line), MSG_NOSIGNAL);
+		(void)w;
+	}
 	_exit(1);
 }
 
@@ -585,7 +595,9 @@ static int make_signalfd(void)
 	return fd < 0 ? -errno : fd;
 }
 
-enum { P_VMM, P_SIG, P_CONSOLE, P_LISTEN, P_LINK };
+enum { P_VMM, P_SIG, P_CONSOLE, P_LISTEN, P_CTL, P_LINK };
+
+static void serve_control(struct shim *s, int sfd);
 
 /* Serve until the VMM exits or a signal comes. `until_ready`: return once the
  * guest said READY (or die at the deadline). */
@@ -602,6 +614,7 @@ static void serve(struct shim *s, int sfd, bool until_ready)
 		bool room = msb_mux_link_streams(s->link) < MSB_MUX_MAX_STREAMS;
 		fds[P_LISTEN] = (struct pollfd){.fd = !until_ready && room ? s->listen_fd : -1,
 						.events = POLLIN};
+		fds[P_CTL] = (struct pollfd){.fd = until_ready ? -1 : s->ctl_fd, .events = POLLIN};
 		size_t n = msb_mux_link_pollfds(s->link, fds + P_LINK, 1 + MSB_MUX_MAX_STREAMS);
 		int timeout = -1;
 		if (until_ready) {
@@ -636,6 +649,10 @@ static void serve(struct shim *s, int sfd, bool until_ready)
 		}
 		if (fds[P_CONSOLE].revents)
 			drain_console(s);
+		if (fds[P_CTL].revents) {
+			serve_control(s, sfd);
+			continue; /* a reset replaced the link and the VMM */
+		}
 		if (fds[P_LISTEN].revents) {
 			int c = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
 			if (c >= 0 && msb_mux_link_add(s->link, c) < 0)
@@ -652,9 +669,86 @@ static void serve(struct shim *s, int sfd, bool until_ready)
 	}
 }
 
+/* Reset: the state of creation again - the VMM stopped, its jail and
+ * cgroup made anew, a fresh VM booted from the same configuration. Every
+ * host connection ends with the old VM. A failure takes the sandbox down. */
+static void reset_vm(struct shim *s, int sfd)
+{
+	shim_log("msb-vm-shim: reset of `%s`", s->name);
+	msb_mux_link_free(s->link);
+	s->link = NULL;
+	msb_vmm__stop(&s->vmm);
+	s->vmm_started = false;
+	if (s->console_fd >= 0) {
+		close(s->console_fd);
+		s->console_fd = -1;
+	}
+	s->console_len = 0;
+	unlinkat(s->dfd, MSB_NS_STATE_INIT_PID, 0);
+	if (s->cg) {
+		msb_error *e = NULL;
+		if (msb_ns__cgroup_destroy(s->cg, &e) < 0)
+			die(s, "reset: %s", msb_error_message(e));
+		msb_ns__cgroup_free(s->cg);
+		s->cg = NULL;
+	}
+	int r = msb__rm_rf_at(s->dfd, JAIL_DIR);
+	if (r < 0)
+		die(s, "reset: remove jail/: %s", strerror(-r));
+	make_jail_dirs(s);
+	make_cgroup(s);
+	start_vmm(s);
+	connect_serial(s);
+	serve(s, sfd, true);
+}
+
+/* One request line on shim.sock (the protocol of the ns shim's control
+ * socket; `reset` is the one a VM serves). The socket is the owner's only. */
+static void serve_control(struct shim *s, int sfd)
+{
+	int conn = accept4(s->ctl_fd, NULL, NULL, SOCK_CLOEXEC);
+	if (conn < 0)
+		return;
+	char line[MSB_NS_CONTROL_LINE_MAX];
+	size_t len = 0;
+	int64_t deadline = msb__now_ns() + 2000LL * 1000000;
+	while (len < sizeof(line) - 1 && !memchr(line, '\n', len)) {
+		int64_t left = (deadline - msb__now_ns()) / 1000000;
+		struct pollfd p = {.fd = conn, .events = POLLIN};
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			break;
+		ssize_t n = read(conn, line + len, sizeof(line) - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	line[len] = '\0';
+	char *nl = strchr(line, '\n');
+	const char *answer = "error: unknown request\n";
+	if (nl) {
+		*nl = '\0';
+		if (strcmp(line, MSB_NS_CONTROL_RESET) == 0) {
+			s->ctl_conn = conn;
+			reset_vm(s, sfd);
+			s->ctl_conn = -1;
+			answer = "ok\n";
+		}
+	}
+	ssize_t w = send(conn, answer, strlen(answer), MSG_NOSIGNAL);
+	(void)w;
+	close(conn);
+}
+
 int main(int argc, char **argv)
 {
-	static struct shim s = {.ready_fd = -1, .dfd = -1, .listen_fd = -1, .console_fd = -1};
+	static struct shim s = {.ready_fd = -1,
+				.dfd = -1,
+				.listen_fd = -1,
+				.console_fd = -1,
+				.ctl_fd = -1,
+				.ctl_conn = -1};
 	if (parse_args(&s, argc, argv) < 0) {
 		usage();
 		if (s.ready_fd >= 0)
@@ -676,6 +770,7 @@ int main(int argc, char **argv)
 	write_pid(&s);
 	make_jail_dirs(&s);
 	s.listen_fd = listen_at(&s, MSB_NS_STATE_SOCKET, 128);
+	s.ctl_fd = listen_at(&s, MSB_NS_STATE_CONTROL, 16);
 	make_cgroup(&s);
 	int64_t t0 = msb__now_ns();
 	start_vmm(&s);

@@ -526,8 +526,9 @@ static void assert_jailed(pid_t vmm)
 		cr_assert(!same_ns(vmm, ns[i]), "the VMM shares our %s namespace", ns[i]);
 }
 
-/* The VMM is jailed. A killed VMM is seen: the next exec fails typed,
- * naming the VM as gone, and purge (dispose_scope) cleans everything. */
+/* Reset boots the VM anew under the same instance. The VMM is jailed. A
+ * killed VMM is seen: the next exec fails typed, naming the VM as gone, and
+ * purge (dispose_scope) cleans everything. */
 Test(vm, killed_vmm, .init = make_backend, .fini = fini, .timeout = 240)
 {
 	msb_sandbox *sb = acquire("t2");
@@ -535,8 +536,30 @@ Test(vm, killed_vmm, .init = make_backend, .fini = fini, .timeout = 240)
 	msb_error *err = NULL;
 	cr_assert_eq(run(sb, "true", 30, &res, &err), 0);
 	msb_exec_result_clear(&res);
+	/* Reset: a new VM under the same instance, nothing of the old one. */
+	cr_assert_eq(msb_sandbox_write_file(sb, "before-reset", (const uint8_t *)"x", 1, ".", &err),
+		     0, "%s", msb_error_message(err));
+	cr_assert_eq(run(sb, "sleep 300 >/dev/null 2>&1 & touch /tmp/mark", 30, &res, &err), 0);
+	msb_exec_result_clear(&res);
+	struct traces before;
+	collect(&before);
+	const char *instance = msb_sandbox_instance_id(sb);
+	char id[64];
+	snprintf(id, sizeof(id), "%s", instance);
+	cr_assert_eq(msb_sandbox_reset(sb, 120, &err), 0, "%s", msb_error_message(err));
+	cr_assert_str_eq(msb_sandbox_instance_id(sb), id);
+	cr_assert_eq(run(sb,
+			 "ls -A; test -e /tmp/mark && echo mark; for p in /proc/[0-9]*; do cat "
+			 "$p/comm; done 2>/dev/null | grep -c '^sleep$'",
+			 30, &res, &err),
+		     0, "%s", msb_error_message(err));
+	cr_assert_str_eq((char *)res.stdout_bytes, "0\n", "%s", (char *)res.stdout_bytes);
+	msb_exec_result_clear(&res);
+	cr_assert(process_gone(before.vmm), "the old VMM outlived the reset");
 	struct traces t;
 	collect(&t);
+	cr_assert_eq(t.shim, before.shim);
+	cr_assert_neq(t.vmm, before.vmm);
 	assert_jailed(t.vmm);
 	cr_assert_eq(kill(t.vmm, SIGKILL), 0);
 	int r = run(sb, "true", 30, &res, &err);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "backends/ns/boundary/boundary.h"
+#include "backends/ns/ns_snapshot.h"
 #include "client/client.h"
 #include "vm_backend.h"
 #include "vm_files.h"
@@ -160,12 +161,6 @@ static int vm_exec_bounded(void *impl, const msb_exec_request *req, msb_exec_res
 	return run(impl, req, out, err);
 }
 
-static int not_yet(vm_sandbox *s, const char *what, msb_error **err)
-{
-	return msb_error_set(err, MSB_E_NOT_IMPLEMENTED,
-			     "the %s backend does not serve %s yet (docs/vm.md)", s->backend, what);
-}
-
 static int vm_run_code(void *impl, const char *code, double timeout, msb_cancel *cancel,
 		       msb_exec_result *out, msb_error **err)
 {
@@ -230,9 +225,24 @@ static int vm_reclaim(void *impl, const char *directory, const char *working_dir
 	return msb_vm__reclaim(&s->files, directory, working_directory, err);
 }
 
+/* SNAPSHOT: the shim boots the VM anew from its configuration, under the
+ * same name, labels and instance id; its control socket speaks the `ns`
+ * shim's protocol, so the `ns` client of it serves (ns_snapshot.c). */
 static int vm_reset(void *impl, double timeout, msb_error **err)
 {
-	return not_yet(impl, "reset", err);
+	vm_sandbox *s = impl;
+	int r = msb_ns__snapshot_reset(s->sock_path, timeout, err);
+	/* The old VM is gone: so are the connections to it, and what its
+	 * counters said. */
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->n_idle; i++)
+		msb_client__free(s->idle[i]);
+	s->n_idle = 0;
+	s->seen_known = false;
+	pthread_mutex_unlock(&s->lock);
+	if (r < 0)
+		return msb_error_wrap(err, "vm");
+	return 0;
 }
 
 static int vm_fingerprint(void *impl, bool *supported, msb_fingerprint *out, msb_error **err)
