@@ -13,12 +13,26 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "proto/outq.h"
 #include "proto/proto.h"
 
 #define AGENT_DEFAULT_WORK "/maf-sandbox/work"
 #define AGENT_MAX_CONNS 256
 /* Stop reading a connection and its workloads' pipes while this much is queued. */
 #define AGENT_OUTQ_HIGH (256u * 1024)
+/* First allocation of a connection's send queue. */
+#define AGENT_OUTQ_INITIAL (16u * 1024)
+/*
+ * The hard maximum of a connection's send queue. Every producer stops at
+ * AGENT_OUTQ_HIGH, so the queue passes that mark by what one loop turn adds
+ * after the check: one DATA frame per pipe or tunnel, the answers to one
+ * receive buffer of host frames, and at worst one whole process snapshot
+ * (MSB_PROTO_MAX_PS_ENTRIES entries of at most 34 + 16 + 4096 bytes, about
+ * 17 MiB), which is built in one go. A host that queues more than that
+ * without reading (several snapshots pipelined into one receive buffer) is
+ * dropped, with a log line, rather than allowed to grow the agent's memory.
+ */
+#define AGENT_OUTQ_MAX (32u * 1024 * 1024)
 /* stdin window the agent grants per exec channel. */
 #define AGENT_STDIN_WINDOW (64u * 1024)
 /* After SIGKILL: rescan /proc this often, give up confirming after this long. */
@@ -41,6 +55,8 @@ struct exec_ch {
 	int in_fd;  /* -1 when closed */
 	int out_fd[2];
 	bool eof_sent[2];
+	bool tty;	     /* EXEC_TTY: out_fd[0] and in_fd are the pty's master */
+	uint8_t veof;	     /* tty: the terminal's end-of-file character */
 	bool stdin_expected; /* EXEC_STDIN: the host sends stdin */
 	bool stdin_eof;	     /* ... and has said it is done */
 	uint8_t *in_buf;     /* stdin received, not yet written (<= AGENT_STDIN_WINDOW) */
@@ -71,10 +87,10 @@ struct conn {
 	msb_proto_reader *rd;
 	bool hello_done;
 	uint32_t peer_max_payload;
+	uint16_t version;      /* negotiated in HELLO */
 	uint32_t last_channel; /* highest channel id the host opened */
-	uint8_t *out;	       /* queued frames: [out_head, out_len) */
-	size_t out_head, out_len, out_cap;
-	bool out_oom;
+	msb_proto_outq out;    /* queued frames, at most AGENT_OUTQ_MAX bytes */
+	bool out_refused;      /* the queue refused a frame: the connection is dropped */
 	struct exec_ch *execs;
 	unsigned nchannels;
 	bool closing; /* a fatal ERROR is queued: flush, then close */
@@ -110,13 +126,29 @@ struct egress {
 };
 
 struct agent {
-	int listen_fd;
+	int listen_fd; /* -1 with --stdio */
+	/* --stdio: the one connection is the agent's own stdin (a stream
+	 * socket, e.g. an OCI runtime's init stdio); when it ends, the agent
+	 * shuts down as on SIGTERM - nobody can reach it any more. */
+	bool stdio;
 	struct egress *egress; /* NULL until a host asks for EGRESS_LISTEN */
 	int sig_fd;
 	char *work; /* the guest storage base, absolute */
 	bool is_init;
 	pid_t self;
 	int cap_last;
+	/* The procfs of the agent's own pid namespace, opened at start: /proc
+	 * itself shows the workloads' namespace once the reaper covers it. */
+	int proc_fd;
+	/* PID 1: workloads run in a pid namespace of their own (pidns.c). */
+	bool nested;
+	/* --no-nest: workloads share the agent's pid namespace. Only for a
+	 * runtime whose own kernel is the boundary and gives the agent no way
+	 * to nest (the oci backend under gVisor); pidns.c says what it costs. */
+	bool no_nest;
+	int pidns_fd;	      /* the agent's own pid namespace */
+	pid_t reaper;	      /* the workloads' namespace's init; 0: none */
+	char nest_error[256]; /* why there is none, for the exec refusal */
 	struct conn *conns;
 	unsigned nconns;
 	bool terminating;
@@ -128,10 +160,15 @@ void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- conn.c -------------------------------------------------------------- */
 void conn_accept(struct agent *a);
+/* Serve `fd` (a connected, nonblocking, close-on-exec stream socket) as a
+ * host connection; takes it (closed on failure). 0 or -ENOMEM. */
+int conn_add(struct agent *a, int fd);
 /* Read and dispatch what the host sent; may mark the connection dead. */
 void conn_on_readable(struct agent *a, struct conn *c);
 void conn_flush(struct conn *c);
-/* Space for n bytes at the tail of the queue (NULL and conn dead on OOM). */
+/* Space for n bytes at the tail of the queue. NULL when the queue refuses
+ * (at AGENT_OUTQ_MAX, or no memory): the connection is then logged and
+ * closed at once. */
 uint8_t *conn_reserve(struct conn *c, size_t n);
 void conn_commit(struct conn *c, size_t n);
 /* Queue an encoded frame (result of an msb_proto_enc_* into buf). */
@@ -147,6 +184,7 @@ void exec_open(struct agent *a, struct conn *c, uint32_t id, const msb_proto_exe
 void exec_on_data(struct exec_ch *e, const msb_proto_data *d);
 void exec_on_eof(struct exec_ch *e, uint8_t stream);
 void exec_on_credit(struct exec_ch *e, uint32_t bytes);
+void exec_on_winsize(struct exec_ch *e, const msb_proto_winsize *ws);
 void exec_start_kill(struct agent *a, struct exec_ch *e, uint8_t reason);
 /* poll plumbing: which events each fd wants */
 short exec_out_events(const struct exec_ch *e, int stream);
@@ -190,12 +228,26 @@ struct spawn {
 	char **argv;
 	char **envp;
 	const char *path_env; /* PATH value used to search argv[0] */
-	int cwd_fd;
+	int cwd_fd;	      /* -1: cwd_error says why the directory cannot be used */
+	int cwd_error;	      /* errno */
+	const char *cwd;      /* the logical working directory, for that message */
 	int stdio[3];
+	bool ctty; /* stdin is a terminal: make it the controlling one */
 	int cap_last;
+	int proc_fd;
 	bool file_op; /* MSB_PROTO_EXEC_FILE: files_serve(argv), not execve */
 };
 _Noreturn void child_run(const struct spawn *sp);
+
+/* ---- pidns.c ------------------------------------------------------------- */
+/* PID 1: make the workloads' pid namespace (nothing otherwise). -errno, with
+ * the reason in a->nest_error. */
+int pidns_init(struct agent *a);
+/* Before a workload forks: the namespace exists and its reaper lives, or a
+ * new one is made. -errno with the reason in a->nest_error. */
+int pidns_ensure(struct agent *a);
+/* A child was reaped: true when it was the reaper (its namespace is gone). */
+bool pidns_reaped(struct agent *a, pid_t pid);
 
 /* ---- files.c ------------------------------------------------------------- */
 /* Serve one file-plane request (argv) in the confined child, relative to the
@@ -217,10 +269,11 @@ int files_serve(char **argv);
 int seccomp_install(void);
 
 /* ---- path.c -------------------------------------------------------------- */
-/* Open the working directory `cwd` (relative to base, or absolute inside it).
- * On failure returns -1 with *code an MSB_PROTO_ERR_* and *msg a static text. */
-int workdir_open(const char *base, const msb_proto_str *cwd, char **logical, uint16_t *code,
-		 const char **msg);
+/* The logical working directory of `cwd`: absolute as given, relative
+ * joined onto base, normalised lexically (malloc()ed). -errno. */
+int workdir_resolve(const char *base, const msb_proto_str *cwd, char **logical);
+/* Open it as a directory (O_PATH), following no magic link. fd or -errno. */
+int workdir_open(const char *path);
 
 /* ---- procs.c ------------------------------------------------------------- */
 struct pstat {
@@ -230,7 +283,7 @@ struct pstat {
 	char comm[MSB_PROTO_MAX_COMM + 1];
 	size_t comm_len;
 };
-int procs_read_stat(pid_t pid, struct pstat *out);
+int procs_read_stat(const struct agent *a, pid_t pid, struct pstat *out);
 /* SIGKILL every live process of the exec (its group or session, any
  * descendant, anything remembered from earlier hunts) that descends from the
  * agent. Returns how many were still alive (not zombies), or -errno. */
@@ -238,7 +291,9 @@ int procs_hunt(struct agent *a, struct exec_ch *e);
 /* SIGKILL every live process below the agent (shutdown when not PID 1).
  * Returns how many were alive, or -errno. */
 int procs_kill_descendants(struct agent *a);
-/* Answer a PS_REQUEST on channel `id`. */
-void procs_snapshot(struct conn *c, uint32_t id, const msb_proto_ps_request *q);
+/* Answer a PS_REQUEST on channel `id`: every process but the workloads'
+ * reaper, as the agent's own namespace numbers them. */
+void procs_snapshot(const struct agent *a, struct conn *c, uint32_t id,
+		    const msb_proto_ps_request *q);
 
 #endif

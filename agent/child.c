@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -96,13 +97,21 @@ static void setup_stdio(const int stdio[3])
 			_exit(126);
 }
 
+/* Set a limit to 0 unless it is 0 already: gVisor refuses setrlimit of
+ * RLIMIT_RTPRIO whatever the value (EPERM), and has it at 0. */
+static void zero_rlimit(int resource, const char *what)
+{
+	struct rlimit zero = {0, 0}, now;
+	if (getrlimit(resource, &now) == 0 && now.rlim_cur == 0 && now.rlim_max == 0)
+		return;
+	if (setrlimit(resource, &zero) < 0)
+		die(what, errno);
+}
+
 static void lower_rlimits(void)
 {
-	struct rlimit zero = {0, 0};
-	if (setrlimit(RLIMIT_CORE, &zero) < 0)
-		die("setrlimit(RLIMIT_CORE)", errno);
-	if (setrlimit(RLIMIT_RTPRIO, &zero) < 0)
-		die("setrlimit(RLIMIT_RTPRIO)", errno);
+	zero_rlimit(RLIMIT_CORE, "setrlimit(RLIMIT_CORE)");
+	zero_rlimit(RLIMIT_RTPRIO, "setrlimit(RLIMIT_RTPRIO)");
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max > NOFILE_MAX) {
 		rl.rlim_max = NOFILE_MAX;
@@ -117,11 +126,13 @@ static void lower_rlimits(void)
  * sandbox's tmpfs belong to no process, so without this a memory-hungry
  * workload made of small processes could see the agent (PID 1, the sandbox's
  * only way in) picked instead. Raising one's own score needs no privilege;
- * a workload can lower it again only to 0, the agent's. Best effort: /proc
- * may be absent in a bare test root. */
-static void prefer_for_oom(void)
+ * a workload can lower it again only to 0, the agent's (and cannot reach the
+ * agent's: pidns.c). Best effort: /proc may be absent in a bare test root. */
+static void prefer_for_oom(int proc_fd)
 {
-	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	if (proc_fd < 0)
+		return;
+	int fd = openat(proc_fd, "self/oom_score_adj", O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	ssize_t w = write(fd, "1000", 4);
@@ -226,10 +237,20 @@ _Noreturn void child_run(const struct spawn *sp)
 	if (setsid() < 0)
 		_exit(126);
 	setup_stdio(sp->stdio);
-	if (fchdir(sp->cwd_fd) < 0)
-		die("working directory", errno);
+	/* a terminal: the session's controlling one, this group in front */
+	if (sp->ctty && ioctl(STDIN_FILENO, TIOCSCTTY, 0) < 0)
+		die("controlling terminal", errno);
+	/* 126 with the reason, like an engine's `exec -w` (path.c) */
+	if (sp->cwd_fd < 0) {
+		say("working directory", sp->cwd, sp->cwd_error);
+		_exit(126);
+	}
+	if (fchdir(sp->cwd_fd) < 0) {
+		say("working directory", sp->cwd, errno);
+		_exit(126);
+	}
 	lower_rlimits();
-	prefer_for_oom();
+	prefer_for_oom(sp->proc_fd);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		die("no_new_privs", errno);
 	drop_capabilities(sp->cap_last);

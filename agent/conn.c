@@ -14,35 +14,22 @@
 
 size_t conn_queued(const struct conn *c)
 {
-	return c->out_len - c->out_head;
+	return msb_proto_outq_pending(&c->out);
 }
 
 uint8_t *conn_reserve(struct conn *c, size_t n)
 {
-	if (c->dead || c->out_oom)
+	if (c->dead || c->out_refused)
 		return NULL;
-	if (c->out_head > 0 && (c->out_head == c->out_len || c->out_head >= c->out_cap / 2)) {
-		memmove(c->out, c->out + c->out_head, c->out_len - c->out_head);
-		c->out_len -= c->out_head;
-		c->out_head = 0;
-	}
-	if (c->out_cap - c->out_len < n) {
-		size_t cap = c->out_cap ? c->out_cap : 16384;
-		while (cap - c->out_len < n) {
-			if (cap > SIZE_MAX / 2)
-				goto oom;
-			cap *= 2;
-		}
-		uint8_t *p = realloc(c->out, cap);
-		if (!p)
-			goto oom;
-		c->out = p;
-		c->out_cap = cap;
-	}
-	return c->out + c->out_len;
-oom:
-	/* Cannot queue what the protocol requires: drop the connection. */
-	c->out_oom = true;
+	uint8_t *dst;
+	int rc = msb_proto_outq_reserve(&c->out, n, &dst);
+	if (rc == 0)
+		return dst;
+	/* Cannot queue what the protocol requires (the host stopped reading,
+	 * or no memory): drop the connection now, saying why. */
+	agent_log("dropping a host connection: %s (%zu bytes queued, at most %u)",
+		  msb_proto_strerror(rc), conn_queued(c), AGENT_OUTQ_MAX);
+	c->out_refused = true;
 	c->closing = true;
 	c->close_deadline_ns = 0;
 	return NULL;
@@ -50,7 +37,7 @@ oom:
 
 void conn_commit(struct conn *c, size_t n)
 {
-	c->out_len += n;
+	msb_proto_outq_commit(&c->out, n);
 }
 
 void conn_queue(struct conn *c, const uint8_t *frame, int len)
@@ -69,24 +56,14 @@ void conn_queue(struct conn *c, const uint8_t *frame, int len)
 
 void conn_flush(struct conn *c)
 {
-	while (!c->dead && conn_queued(c) > 0) {
-		ssize_t n = send(c->fd, c->out + c->out_head, conn_queued(c),
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return;
-			/* the host went away: closed at the next turn */
-			c->out_head = c->out_len = 0;
-			c->closing = true;
-			c->close_deadline_ns = 0;
-			return;
-		}
-		c->out_head += (size_t)n;
+	if (c->dead)
+		return;
+	if (msb_proto_outq_send(&c->out, c->fd) < 0) {
+		/* the host went away: closed at the next turn */
+		msb_proto_outq_clear(&c->out);
+		c->closing = true;
+		c->close_deadline_ns = 0;
 	}
-	if (conn_queued(c) == 0)
-		c->out_head = c->out_len = 0;
 }
 
 void conn_fail(struct conn *c, uint16_t code, const char *msg)
@@ -129,8 +106,29 @@ void conn_free(struct conn *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	free(c->rd);
-	free(c->out);
+	msb_proto_outq_free(&c->out);
 	free(c);
+}
+
+int conn_add(struct agent *a, int fd)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+	msb_proto_reader *rd = malloc(sizeof(*rd));
+	if (!c || !rd) {
+		free(c);
+		free(rd);
+		close(fd);
+		return -ENOMEM;
+	}
+	msb_proto_reader_init(rd, MSB_PROTO_MAX_PAYLOAD);
+	(void)msb_proto_outq_init(&c->out, AGENT_OUTQ_INITIAL, AGENT_OUTQ_MAX);
+	c->fd = fd;
+	c->rd = rd;
+	c->peer_max_payload = MSB_PROTO_MIN_PAYLOAD;
+	c->next = a->conns;
+	a->conns = c;
+	a->nconns++;
+	return 0;
 }
 
 void conn_accept(struct agent *a)
@@ -142,21 +140,8 @@ void conn_accept(struct agent *a)
 				continue;
 			return; /* EAGAIN, or EMFILE and friends: retry on the next event */
 		}
-		struct conn *c = calloc(1, sizeof(*c));
-		msb_proto_reader *rd = malloc(sizeof(*rd));
-		if (!c || !rd) {
-			free(c);
-			free(rd);
-			close(fd);
+		if (conn_add(a, fd) < 0)
 			return;
-		}
-		msb_proto_reader_init(rd, MSB_PROTO_MAX_PAYLOAD);
-		c->fd = fd;
-		c->rd = rd;
-		c->peer_max_payload = MSB_PROTO_MIN_PAYLOAD;
-		c->next = a->conns;
-		a->conns = c;
-		a->nconns++;
 	}
 }
 
@@ -185,6 +170,7 @@ static void on_hello(struct conn *c, const msb_proto_hello *h)
 		return;
 	}
 	c->hello_done = true;
+	c->version = version;
 	c->peer_max_payload = h->max_payload;
 }
 
@@ -268,7 +254,7 @@ static void on_frame(struct agent *a, struct conn *c, const msb_proto_frame *f)
 		break;
 	case MSB_PROTO_PS_REQUEST:
 		if (open_channel(c, m.channel))
-			procs_snapshot(c, m.channel, &m.u.ps_request);
+			procs_snapshot(a, c, m.channel, &m.u.ps_request);
 		break;
 	case MSB_PROTO_EGRESS_LISTEN:
 		if (open_channel(c, m.channel))
@@ -282,6 +268,13 @@ static void on_frame(struct agent *a, struct conn *c, const msb_proto_frame *f)
 		break;
 	case MSB_PROTO_CREDIT:
 		exec_on_credit(e, m.u.credit);
+		break;
+	case MSB_PROTO_WINSIZE:
+		if (c->version < MSB_PROTO_VERSION_TTY)
+			conn_fail(c, MSB_PROTO_ERR_PROTOCOL,
+				  "WINSIZE is not in protocol version 1");
+		else
+			exec_on_winsize(e, &m.u.winsize);
 		break;
 	case MSB_PROTO_CANCEL:
 		exec_start_kill(a, e,

@@ -9,6 +9,11 @@
  * marked (the leader's, and those of every member found so far). The second
  * rule catches orphans that were reparented to the agent and lost their
  * ancestry. Zombies are dead; anything else that matches gets SIGKILL.
+ * The workloads' reaper (pidns.c) is never one of an exec's processes.
+ *
+ * Everything is read through the procfs of the agent's own pid namespace
+ * (a->proc_fd), never the /proc path: that shows the workloads' namespace,
+ * in which the agent does not exist.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -22,9 +27,9 @@
 
 #include "agent.h"
 
-static ssize_t read_file(const char *path, char *buf, size_t cap)
+static ssize_t read_file(int proc_fd, const char *path, char *buf, size_t cap)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = openat(proc_fd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	size_t n = 0;
@@ -75,11 +80,11 @@ static bool parse_i64(const char **p, int64_t *out)
 	return true;
 }
 
-int procs_read_stat(pid_t pid, struct pstat *out)
+int procs_read_stat(const struct agent *a, pid_t pid, struct pstat *out)
 {
 	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	ssize_t n = read_file(path, buf, sizeof(buf) - 1);
+	snprintf(path, sizeof(path), "%d/stat", (int)pid);
+	ssize_t n = read_file(a->proc_fd, path, buf, sizeof(buf) - 1);
 	if (n <= 0)
 		return -ENOENT;
 	buf[n] = 0;
@@ -117,10 +122,22 @@ int procs_read_stat(pid_t pid, struct pstat *out)
 	return 0;
 }
 
-/* Numeric entries of /proc into a growable array. */
-static int list_procs(struct pstat **out, size_t *nout)
+/* A fresh listing of the agent's procfs (the caller closedir()s it). */
+static DIR *open_proc(const struct agent *a)
 {
-	DIR *d = opendir("/proc");
+	int fd = openat(a->proc_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	DIR *d = fdopendir(fd);
+	if (!d)
+		close(fd);
+	return d;
+}
+
+/* Numeric entries of /proc into a growable array. */
+static int list_procs(const struct agent *a, struct pstat **out, size_t *nout)
+{
+	DIR *d = open_proc(a);
 	if (!d)
 		return -errno;
 	struct pstat *v = NULL;
@@ -142,7 +159,7 @@ static int list_procs(struct pstat **out, size_t *nout)
 			v = nv;
 			cap = ncap;
 		}
-		if (procs_read_stat((pid_t)pid, &v[n]) == 0)
+		if (procs_read_stat(a, (pid_t)pid, &v[n]) == 0)
 			n++;
 	}
 	closedir(d);
@@ -202,7 +219,7 @@ int procs_hunt(struct agent *a, struct exec_ch *e)
 {
 	struct pstat *v = NULL;
 	size_t n = 0;
-	int rc = list_procs(&v, &n);
+	int rc = list_procs(a, &v, &n);
 	if (rc < 0)
 		return rc;
 	qsort(v, n, sizeof(*v), cmp_pid);
@@ -213,7 +230,7 @@ int procs_hunt(struct agent *a, struct exec_ch *e)
 		live = 0;
 		for (size_t i = 0; i < n; i++) {
 			const struct pstat *p = &v[i];
-			if (p->pid == a->self || !belongs(a, e, v, n, p))
+			if (p->pid == a->self || p->pid == a->reaper || !belongs(a, e, v, n, p))
 				continue;
 			mark(e, p->pgrp, agent_pgrp, agent_sid);
 			mark(e, p->sid, agent_pgrp, agent_sid);
@@ -242,7 +259,7 @@ int procs_kill_descendants(struct agent *a)
 {
 	struct pstat *v = NULL;
 	size_t n = 0;
-	int rc = list_procs(&v, &n);
+	int rc = list_procs(a, &v, &n);
 	if (rc < 0)
 		return rc;
 	qsort(v, n, sizeof(*v), cmp_pid);
@@ -261,11 +278,11 @@ int procs_kill_descendants(struct agent *a)
 
 /* ---- snapshot ------------------------------------------------------------ */
 
-static uint32_t read_uid(pid_t pid)
+static uint32_t read_uid(const struct agent *a, pid_t pid)
 {
 	char path[64], buf[2048];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	ssize_t n = read_file(path, buf, sizeof(buf) - 1);
+	snprintf(path, sizeof(path), "%d/status", (int)pid);
+	ssize_t n = read_file(a->proc_fd, path, buf, sizeof(buf) - 1);
 	if (n > 0) {
 		buf[n] = 0;
 		const char *u = strstr(buf, "\nUid:");
@@ -279,8 +296,8 @@ static uint32_t read_uid(pid_t pid)
 		}
 	}
 	struct stat st;
-	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
-	return stat(path, &st) == 0 ? (uint32_t)st.st_uid : UINT32_MAX;
+	snprintf(path, sizeof(path), "%d", (int)pid);
+	return fstatat(a->proc_fd, path, &st, 0) == 0 ? (uint32_t)st.st_uid : UINT32_MAX;
 }
 
 static void flush_frame(struct conn *c, msb_proto_ps_writer *w, bool more)
@@ -289,12 +306,13 @@ static void flush_frame(struct conn *c, msb_proto_ps_writer *w, bool more)
 	conn_queue(c, w->out, len);
 }
 
-void procs_snapshot(struct conn *c, uint32_t id, const msb_proto_ps_request *q)
+void procs_snapshot(const struct agent *a, struct conn *c, uint32_t id,
+		    const msb_proto_ps_request *q)
 {
 	size_t cap = MSB_PROTO_HEADER_SIZE + c->peer_max_payload;
 	uint8_t *frame = malloc(cap);
 	char *argv = malloc(MSB_PROTO_MAX_PS_ARGV + 1);
-	DIR *d = opendir("/proc");
+	DIR *d = open_proc(a);
 	if (!frame || !argv || !d) {
 		uint8_t buf[MSB_PROTO_HEADER_SIZE + 4 + MSB_PROTO_MAX_ERROR_MSG];
 		conn_queue(c, buf,
@@ -318,11 +336,11 @@ void procs_snapshot(struct conn *c, uint32_t id, const msb_proto_ps_request *q)
 		if (!parse_u64(&s, &pid) || *s || pid == 0 || pid > INT32_MAX)
 			continue;
 		struct pstat ps;
-		if (procs_read_stat((pid_t)pid, &ps) < 0)
+		if ((pid_t)pid == a->reaper || procs_read_stat(a, (pid_t)pid, &ps) < 0)
 			continue;
 		char path[64];
-		snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
-		ssize_t an = read_file(path, argv, max_argv + 1);
+		snprintf(path, sizeof(path), "%d/cmdline", (int)pid);
+		ssize_t an = read_file(a->proc_fd, path, argv, max_argv + 1);
 		uint8_t flags = 0;
 		if (an < 0)
 			an = 0;
@@ -337,7 +355,7 @@ void procs_snapshot(struct conn *c, uint32_t id, const msb_proto_ps_request *q)
 			.ppid = ps.ppid < 0 ? 0 : (uint32_t)ps.ppid,
 			.pgid = ps.pgrp < 0 ? 0 : (uint32_t)ps.pgrp,
 			.sid = ps.sid < 0 ? 0 : (uint32_t)ps.sid,
-			.uid = read_uid(ps.pid),
+			.uid = read_uid(a, ps.pid),
 			.start_ticks = ps.start_ticks,
 			.state = (uint8_t)(ps.state > 0x20 && ps.state < 0x7f ? ps.state : '?'),
 			.flags = flags,

@@ -18,196 +18,131 @@
 #include <jansson.h>
 #include <msb/conformance.h>
 #include <msb/ns.h>
-#include <msb/testing.h>
+#include <msb/oci_backend.h>
 
 #include "cli.h"
 #include "conformance_cli.h"
 
 static int cmd_conformance(int argc, char **argv);
 
+enum {
+	OPT_CONFIG = CLI_OPT_VERB,
+	OPT_SUITE,
+	OPT_JSON,
+	OPT_ALLOWED,
+	OPT_DENIED,
+	OPT_STATE,
+	OPT_IMAGE,
+	OPT_ESCAPE,
+};
+
+static const cli_option conformance_options[] = {
+	{"config", "FILE",
+	 "the backend as backend JSON, the same object a router's\n"
+	 "`backends` list takes (docs/policy.md); `type` defaults\n"
+	 "to BACKEND. E.g. {\"type\": \"ns\", \"state_dir\": ...,\n"
+	 "\"egress\": {...}} or {\"type\": \"fake\", \"declarations\": {...}}",
+	 OPT_CONFIG, CLI_VALUE_FILE, NULL},
+	{"suite", "NAME", "run only this suite (repeatable; case-insensitive)", OPT_SUITE,
+	 CLI_VALUE_WORDS,
+	 "files_in files_out exec files_delete egress call_scope reclaim nothing_left_behind"},
+	{"allowed-url", "URL", "EGRESS: a URL on the allowlist that answers 2xx", OPT_ALLOWED,
+	 CLI_VALUE_TEXT, NULL},
+	{"denied-url", "URL", "EGRESS: a URL off the allowlist that would answer 2xx", OPT_DENIED,
+	 CLI_VALUE_TEXT, NULL},
+	{"state-dir", "DIR", "the backend JSON's `state_dir` (ns: its state root)", OPT_STATE,
+	 CLI_VALUE_DIR, NULL},
+	{"image", "IMAGE", "the backend JSON's `image` (ns: `host`, `dir:PATH`, `oci:PATH`)",
+	 OPT_IMAGE, CLI_VALUE_TEXT, NULL},
+	{"escape", NULL, "run the in-sandbox escape suite instead (docs/security.md)", OPT_ESCAPE,
+	 CLI_VALUE_NONE, NULL},
+	{"json", NULL, "print one JSON object instead of the table", OPT_JSON, CLI_VALUE_NONE,
+	 NULL},
+	CLI_OPTION_END,
+};
+
 const cli_verb verb_conformance = {
-	"conformance",
-	"run the conformance suites (or --escape, the escape suite) against a backend",
-	"usage: msb conformance BACKEND [--config FILE] [--suite NAME]... [--json]\n"
-	"                       [--state-dir DIR] [--image IMAGE]\n"
-	"                       [--allowed-url URL --denied-url URL]\n"
-	"       msb conformance --escape BACKEND [--config FILE] [--json] [--state-dir DIR]\n"
-	"\n"
-	"BACKEND is `fake` (the in-process fake, with its emulated POSIX guest) or `ns`.\n"
-	"Runs every suite the backend declares - FILES_IN, FILES_OUT, EXEC, FILES_DELETE,\n"
-	"EGRESS, CALL_SCOPE, RECLAIM, NOTHING_LEFT_BEHIND - each against a fresh sandbox,\n"
-	"and prints one row per probe: suite, probe, outcome, and the reason the probe\n"
-	"exists (docs/conformance.md). A suite the backend does not declare is listed as\n"
-	"such and runs nothing. Exit status 0 when no probe failed, 9 when one did.\n"
-	"\n"
-	"  --config FILE       backend options as JSON: for ns {\"state_dir\", \"image\",\n"
-	"                      \"memory_bytes\", \"pids_max\", \"cpu_millis\",\n"
-	"                      \"writable_bytes\", \"egress\": {...}} (docs/egress.md);\n"
-	"                      for fake {\"declarations\": {...}}\n"
-	"  --suite NAME        run only this suite (repeatable; case-insensitive)\n"
-	"  --allowed-url URL   EGRESS: a URL on the allowlist that answers 2xx\n"
-	"  --denied-url URL    EGRESS: a URL off the allowlist that would answer 2xx\n"
-	"  --state-dir DIR     ns: state root (default: $MSB_STATE_DIR, /run/msb)\n"
-	"  --image IMAGE       ns: `host` (default), `dir:PATH` or `oci:PATH[:TAG]`\n"
-	"  --escape            run the in-sandbox escape suite instead (docs/security.md)\n"
-	"  --json              print one JSON object instead of the table\n",
-	cmd_conformance,
+	.name = "conformance",
+	.summary = "run the conformance suites (or --escape, the escape suite) against a backend",
+	.synopsis = "msb conformance BACKEND [--config FILE] [--suite NAME]... [--json]\n"
+		    "                       [--state-dir DIR] [--image IMAGE]\n"
+		    "                       [--allowed-url URL --denied-url URL]\n"
+		    "       msb conformance --escape BACKEND [--config FILE] [--json] [--state-dir "
+		    "DIR]",
+	.description =
+		"BACKEND is a backend type (`msb doctor` lists them): `fake` (the in-process "
+		"fake,\n"
+		"with its emulated POSIX guest) or `ns`; it may be left out when --config names "
+		"it.\n"
+		"Runs every suite the backend declares - FILES_IN, FILES_OUT, EXEC, "
+		"FILES_DELETE,\n"
+		"EGRESS, CALL_SCOPE, RECLAIM, NOTHING_LEFT_BEHIND - each against a fresh "
+		"sandbox,\n"
+		"and prints one row per probe: suite, probe, outcome, and the reason the probe\n"
+		"exists (docs/conformance.md). A suite the backend does not declare is listed as\n"
+		"such and runs nothing. Exit status 0 when no probe failed, 9 when one did.\n",
+	.options = conformance_options,
+	.run = cmd_conformance,
 };
 
 /* ---- backends ----------------------------------------------------------------- */
 
-static int read_config(const char *path, const char *const *allowed, json_t **out, msb_error **err)
+int cli_conformance_prepare(cli_conformance_args *a, msb_error **err)
 {
-	*out = NULL;
-	if (!path)
-		return 0;
-	char *text = NULL;
-	size_t len = 0;
-	int r = cli_read_file(path, &text, &len, err);
+	cli_backend_flags f = {
+		.config = a->config,
+		.type = a->backend,
+		.state_dir = a->state_dir,
+		.image = a->image,
+	};
+	int r = cli_backend_object(&f, &a->json_config, err);
 	if (r < 0)
 		return r;
-	json_error_t je;
-	json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
-	free(text);
-	if (!o || !json_is_object(o)) {
-		json_decref(o);
-		return msb_error_set(err, MSB_E_VALUE, "--config `%s`: not a JSON object: %s", path,
-				     je.text);
-	}
-	const char *key;
-	json_t *v;
-	json_object_foreach (o, key, v) {
-		bool known = false;
-		for (size_t i = 0; allowed[i] && !known; i++)
-			known = strcmp(allowed[i], key) == 0;
-		if (!known) {
-			json_decref(o);
-			return msb_error_set(err, MSB_E_VALUE, "--config `%s`: unknown key `%s`",
-					     path, key);
-		}
-	}
-	*out = o;
+	json_t *o = a->json_config;
+	a->backend = json_string_value(json_object_get(o, "type")); /* lives in o */
+	/* `msb conformance fake` is the fake with its emulated POSIX guest: the
+	 * suites verify through a shell's handful of commands. */
+	if (a->backend && strcmp(a->backend, "fake") == 0 &&
+	    ((!json_object_get(o, "name") &&
+	      json_object_set_new(o, "name", json_string("fake")) < 0) ||
+	     (!json_object_get(o, "posix_guest") &&
+	      json_object_set_new(o, "posix_guest", json_true()) < 0)))
+		return msb_error_set(err, MSB_E_NOMEM, "out of memory");
+	if (!(a->backend_json = json_dumps(o, JSON_COMPACT)))
+		return msb_error_set(err, MSB_E_NOMEM, "out of memory");
+	/* ns: msb-shim and msb-agent beside this binary in a build tree. */
+	cli_locate_helpers();
+	/* Made once here so a bad description fails before any output, and so
+	 * the escape suite knows where the backend keeps its state. */
+	msb_backend *b = NULL;
+	if ((r = cli_conformance_backend(a, &b, err)) < 0)
+		return r;
+	msb_backend_unref(b);
 	return 0;
 }
 
-static int config_u64(json_t *cfg, const char *key, uint64_t *out, msb_error **err)
+void cli_conformance_clear(cli_conformance_args *a)
 {
-	json_t *v = cfg ? json_object_get(cfg, key) : NULL;
-	if (!v)
-		return 0;
-	if (!json_is_integer(v) || json_integer_value(v) < 0)
-		return msb_error_set(err, MSB_E_VALUE,
-				     "--config: `%s` must be a non-negative integer", key);
-	*out = (uint64_t)json_integer_value(v);
-	return 0;
-}
-
-static int config_str(json_t *cfg, const char *key, const char **out, msb_error **err)
-{
-	json_t *v = cfg ? json_object_get(cfg, key) : NULL;
-	if (!v)
-		return 0;
-	if (!json_is_string(v))
-		return msb_error_set(err, MSB_E_VALUE, "--config: `%s` must be a string", key);
-	*out = json_string_value(v);
-	return 0;
+	free(a->backend_json);
+	a->backend_json = NULL;
+	json_decref(a->json_config);
+	a->json_config = NULL;
 }
 
 int cli_conformance_backend(cli_conformance_args *a, msb_backend **out, msb_error **err)
 {
 	*out = NULL;
-	if (strcmp(a->backend, "fake") == 0) {
-		static const char *const keys[] = {"declarations", NULL};
-		json_t *cfg = NULL;
-		int r = read_config(a->config, keys, &cfg, err);
-		if (r < 0)
-			return r;
-		msb_declarations *decl = NULL;
-		json_t *d = cfg ? json_object_get(cfg, "declarations") : NULL;
-		if (d) {
-			char *text = json_dumps(d, JSON_COMPACT);
-			r = text ? msb_declarations_from_json(text, strlen(text), &decl, err)
-				 : msb_error_set(err, MSB_E_NOMEM, "out of memory");
-			free(text);
-		}
-		json_decref(cfg);
-		if (r < 0)
-			return msb_error_wrap(err, "--config declarations");
-		/* A fresh fake sandbox per backend: each suite starts pristine. */
-		msb_fake_sandbox_options so = MSB_FAKE_SANDBOX_OPTIONS_INIT;
-		so.posix_guest = true;
-		msb_fake_sandbox *fs = NULL;
-		r = msb_fake_sandbox_new(&so, &fs, err);
-		if (r == 0) {
-			msb_fake_backend_options fo = MSB_FAKE_BACKEND_OPTIONS_INIT;
-			fo.name = "fake";
-			fo.sandbox = fs;
-			fo.declarations = decl;
-			r = msb_fake_backend_new(&fo, out, NULL, err);
-			msb_fake_sandbox_unref(fs);
-		}
-		msb_declarations_free(decl);
-		return r;
-	}
-	if (strcmp(a->backend, "ns") == 0) {
-		static const char *const keys[] = {"state_dir", "image",      "memory_bytes",
-						   "pids_max",	"cpu_millis", "writable_bytes",
-						   "egress",	NULL};
-		json_t *cfg = NULL;
-		int r = read_config(a->config, keys, &cfg, err);
-		if (r < 0)
-			return r;
-		msb_ns_options o = MSB_NS_OPTIONS_INIT;
-		o.state_root = a->state_dir;
-		o.image = a->image;
-		if ((r = config_str(cfg, "state_dir", a->state_dir ? NULL : &o.state_root, err)) <
-			    0 ||
-		    (r = config_str(cfg, "image", a->image ? NULL : &o.image, err)) < 0 ||
-		    (r = config_u64(cfg, "memory_bytes", &o.memory_bytes, err)) < 0 ||
-		    (r = config_u64(cfg, "pids_max", &o.pids_max, err)) < 0 ||
-		    (r = config_u64(cfg, "cpu_millis", &o.cpu_millis, err)) < 0 ||
-		    (r = config_u64(cfg, "writable_bytes", &o.writable_bytes, err)) < 0) {
-			json_decref(cfg);
-			return r;
-		}
-		/* "egress": the proxy's settings, checked strictly by the backend. */
-		json_t *egress = cfg ? json_object_get(cfg, "egress") : NULL;
-		if (egress && !json_is_object(egress)) {
-			json_decref(cfg);
-			return msb_error_set(err, MSB_E_TYPE,
-					     "--config: `egress` must be an object");
-		}
-		char *egress_text = egress ? json_dumps(egress, JSON_COMPACT) : NULL;
-		if (egress && !egress_text) {
-			json_decref(cfg);
-			return msb_error_set(err, MSB_E_NOMEM, "out of memory");
-		}
-		o.egress_config = egress_text;
-		static char shim[PATH_MAX], agent[PATH_MAX];
-		shim[0] = agent[0] = '\0';
-		if (!getenv("MSB_SHIM"))
-			cli_beside_binary("shim/msb-shim", X_OK, shim, sizeof(shim));
-		if (!getenv("MSB_AGENT"))
-			cli_beside_binary("agent/msb-agent", X_OK, agent, sizeof(agent));
-		o.shim_path = shim[0] ? shim : NULL;
-		o.agent_path = agent[0] ? agent : NULL;
-		const char *root = o.state_root ? o.state_root : getenv("MSB_STATE_DIR");
-		const char *xdg = getenv("XDG_RUNTIME_DIR");
-		if (root)
-			snprintf(a->state_root, sizeof(a->state_root), "%s", root);
-		else if (geteuid() == 0 || !xdg)
-			snprintf(a->state_root, sizeof(a->state_root), "/run/msb");
-		else
-			snprintf(a->state_root, sizeof(a->state_root), "%s/msb", xdg);
-		r = msb_ns_backend_new(&o, out, err);
-		free(egress_text);
-		json_decref(cfg); /* o's strings are copied by the backend */
-		return r;
-	}
-	return msb_error_set(err, MSB_E_VALUE,
-			     "`%s` is not a backend msb conformance knows: expected `fake` or "
-			     "`ns`",
-			     a->backend);
+	int r = msb_backend_from_json(a->backend_json, strlen(a->backend_json), out, err);
+	if (r < 0)
+		return a->config ? msb_error_wrap(err, "--config `%s`", a->config) : r;
+	/* One state-root rule: the one the ns (or oci) backend resolved. */
+	const char *root = msb_ns_backend_state_root(*out);
+	const char *sub = "ns";
+	if (!root && (root = msb_oci_backend_state_root(*out)))
+		sub = "oci";
+	snprintf(a->state_root, sizeof(a->state_root), "%s", root ? root : "");
+	snprintf(a->state_sub, sizeof(a->state_sub), "%s", root ? sub : "");
+	return 0;
 }
 
 /* ---- one suite ------------------------------------------------------------------- */
@@ -343,6 +278,59 @@ static bool declared(const msb_declarations *d, msb_conformance_suite s, const c
 	return false;
 }
 
+/* One suite's probes against an acquired sandbox. */
+static int run_probes(struct run *rn, msb_conformance_suite s, msb_sandbox *box,
+		      const msb_declarations *d, msb_conformance_report **rep, msb_error **err)
+{
+	msb_conformance_subject subj;
+	msb_posix_guest_subject(box, MSB_DEFAULT_WORK_DIR, d->capabilities, &subj);
+	int r;
+	switch (s) {
+	case MSB_SUITE_FILES_IN:
+		r = msb_run_files_in_probes(&subj, rep, err);
+		break;
+	case MSB_SUITE_FILES_OUT:
+		r = msb_run_files_out_probes(&subj, rep, err);
+		break;
+	case MSB_SUITE_EXEC:
+		r = msb_run_exec_probes(&subj, rep, err);
+		break;
+	case MSB_SUITE_FILES_DELETE:
+		r = msb_run_files_delete_probes(&subj, rep, err);
+		break;
+	case MSB_SUITE_RECLAIM:
+		r = msb_run_reclaim_probes(&subj, rep, err);
+		break;
+	case MSB_SUITE_EGRESS: {
+		msb_egress_conformance_options eo = MSB_EGRESS_CONFORMANCE_OPTIONS_INIT;
+		eo.allowed_url = rn->a->allowed_url;
+		eo.denied_url = rn->a->denied_url;
+		eo.egress_modes = d->egress_modes;
+		r = msb_run_egress_probes(&subj, &eo, rep, err);
+		break;
+	}
+	case MSB_SUITE_NOTHING_LEFT_BEHIND: {
+		struct nlb_call c = {box, ""};
+		char tag[17];
+		cli_random_hex(tag, 8);
+		snprintf(c.dir, sizeof(c.dir), "call-%s", tag);
+		msb_fingerprint_subject fp;
+		msb_sandbox_fingerprint_subject(box, &fp);
+		r = msb_assert_nothing_left_behind(&fp, nlb_call, &c, rep, err);
+		if (r == MSB_E_CONFORMANCE_FAILURE) {
+			msb_error_free(*err);
+			*err = NULL;
+			r = 0;
+		}
+		break;
+	}
+	case MSB_SUITE_CALL_SCOPE: /* run_suite() runs it without a sandbox */
+	default:
+		r = msb_error_set(err, MSB_E_VALUE, "unknown suite");
+	}
+	return r;
+}
+
 static int run_suite(struct run *rn, msb_conformance_suite s)
 {
 	const char *name = msb_conformance_suite_name(s);
@@ -407,50 +395,7 @@ static int run_suite(struct run *rn, msb_conformance_suite s)
 		msb_backend_unref(b);
 		return 0;
 	}
-	msb_conformance_subject subj;
-	msb_posix_guest_subject(box, MSB_DEFAULT_WORK_DIR, d->capabilities, &subj);
-	switch (s) {
-	case MSB_SUITE_FILES_IN:
-		r = msb_run_files_in_probes(&subj, &rep, &err);
-		break;
-	case MSB_SUITE_FILES_OUT:
-		r = msb_run_files_out_probes(&subj, &rep, &err);
-		break;
-	case MSB_SUITE_EXEC:
-		r = msb_run_exec_probes(&subj, &rep, &err);
-		break;
-	case MSB_SUITE_FILES_DELETE:
-		r = msb_run_files_delete_probes(&subj, &rep, &err);
-		break;
-	case MSB_SUITE_RECLAIM:
-		r = msb_run_reclaim_probes(&subj, &rep, &err);
-		break;
-	case MSB_SUITE_EGRESS: {
-		msb_egress_conformance_options eo = MSB_EGRESS_CONFORMANCE_OPTIONS_INIT;
-		eo.allowed_url = rn->a->allowed_url;
-		eo.denied_url = rn->a->denied_url;
-		eo.egress_modes = d->egress_modes;
-		r = msb_run_egress_probes(&subj, &eo, &rep, &err);
-		break;
-	}
-	case MSB_SUITE_NOTHING_LEFT_BEHIND: {
-		struct nlb_call c = {box, ""};
-		char tag[17];
-		cli_random_hex(tag, 8);
-		snprintf(c.dir, sizeof(c.dir), "call-%s", tag);
-		msb_fingerprint_subject fp;
-		msb_sandbox_fingerprint_subject(box, &fp);
-		r = msb_assert_nothing_left_behind(&fp, nlb_call, &c, &rep, &err);
-		if (r == MSB_E_CONFORMANCE_FAILURE) {
-			msb_error_free(err);
-			err = NULL;
-			r = 0;
-		}
-		break;
-	}
-	default:
-		r = msb_error_set(&err, MSB_E_VALUE, "unknown suite");
-	}
+	r = run_probes(rn, s, box, d, &rep, &err);
 	if (r < 0)
 		broke(rn, name, err);
 	else
@@ -474,17 +419,6 @@ static int run_suite(struct run *rn, msb_conformance_suite s)
 
 /* ---- the verb ----------------------------------------------------------------------- */
 
-enum {
-	OPT_CONFIG = 1000,
-	OPT_SUITE,
-	OPT_JSON,
-	OPT_ALLOWED,
-	OPT_DENIED,
-	OPT_STATE,
-	OPT_IMAGE,
-	OPT_ESCAPE,
-};
-
 /* The host of an http(s) URL, for the allowlist. */
 static bool url_host(const char *url, char *out, size_t size)
 {
@@ -500,19 +434,33 @@ static bool url_host(const char *url, char *out, size_t size)
 	return true;
 }
 
+/* The suites' summary, as JSON or a line; takes rn->suites. */
+static void run_summary(struct run *rn)
+{
+	const cli_conformance_args *a = rn->a;
+	if (a->json) {
+		json_t *top =
+			json_pack("{s:s, s:o, s:I, s:I, s:I}", "backend", a->backend, "suites",
+				  rn->suites, "passed", (json_int_t)rn->passed, "failed",
+				  (json_int_t)rn->failed, "skipped", (json_int_t)rn->skipped);
+		char *text = top ? json_dumps(top, JSON_COMPACT) : NULL;
+		if (text)
+			printf("%s\n", text);
+		free(text);
+		json_decref(top);
+	} else {
+		json_decref(rn->suites);
+		printf("\n%s: %zu passed, %zu failed, %zu skipped\n", a->backend, rn->passed,
+		       rn->failed, rn->skipped);
+	}
+	rn->suites = NULL;
+}
+
 static int cmd_conformance(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"config", required_argument, NULL, OPT_CONFIG},
-		{"suite", required_argument, NULL, OPT_SUITE},
-		{"json", no_argument, NULL, OPT_JSON},
-		{"allowed-url", required_argument, NULL, OPT_ALLOWED},
-		{"denied-url", required_argument, NULL, OPT_DENIED},
-		{"state-dir", required_argument, NULL, OPT_STATE},
-		{"image", required_argument, NULL, OPT_IMAGE},
-		{"escape", no_argument, NULL, OPT_ESCAPE},
-		{NULL, 0, NULL, 0},
-	};
+	struct option opts[16];
+	if (!cli_getopt_table(&verb_conformance, opts, 16))
+		return 1;
 	cli_conformance_args a = {0};
 	bool want[MSB_SUITE_COUNT] = {0};
 	bool any_suite = false, escape = false;
@@ -558,20 +506,26 @@ static int cmd_conformance(int argc, char **argv)
 					 argv[optind - 1]);
 		}
 	}
-	if (optind != argc - 1)
-		return cli_usage(&verb_conformance,
-				 optind >= argc ? "BACKEND is required"
-						: "unexpected argument `%s`",
-				 argv[optind + 1 < argc ? optind + 1 : 0]);
-	a.backend = argv[optind];
+	if (optind < argc - 1)
+		return cli_usage(&verb_conformance, "unexpected argument `%s`", argv[optind + 1]);
+	if (optind >= argc && !a.config)
+		return cli_usage(&verb_conformance, "BACKEND is required");
+	a.backend = optind < argc ? argv[optind] : NULL;
 	if (!!a.allowed_url != !!a.denied_url)
 		return cli_usage(&verb_conformance,
 				 "--allowed-url and --denied-url go together (EGRESS needs both)");
 	if (a.allowed_url && !url_host(a.allowed_url, a.allowed_host, sizeof(a.allowed_host)))
 		return cli_usage(&verb_conformance, "--allowed-url `%s` has no host I can read",
 				 a.allowed_url);
-	if (escape)
-		return cli_escape(&a);
+	if (cli_conformance_prepare(&a, &err) < 0) {
+		cli_conformance_clear(&a);
+		return cli_fail(err);
+	}
+	if (escape) {
+		int st = cli_escape(&a);
+		cli_conformance_clear(&a);
+		return st;
+	}
 
 	struct run rn = {.a = &a, .suites = json_array()};
 	char tag[17];
@@ -596,22 +550,11 @@ static int cmd_conformance(int argc, char **argv)
 		int st = run_suite(&rn, order[s]);
 		if (st != 0) {
 			json_decref(rn.suites);
+			cli_conformance_clear(&a);
 			return st;
 		}
 	}
-	if (a.json) {
-		json_t *top = json_pack("{s:s, s:o, s:I, s:I, s:I}", "backend", a.backend, "suites",
-					rn.suites, "passed", (json_int_t)rn.passed, "failed",
-					(json_int_t)rn.failed, "skipped", (json_int_t)rn.skipped);
-		char *text = top ? json_dumps(top, JSON_COMPACT) : NULL;
-		if (text)
-			printf("%s\n", text);
-		free(text);
-		json_decref(top);
-	} else {
-		json_decref(rn.suites);
-		printf("\n%s: %zu passed, %zu failed, %zu skipped\n", a.backend, rn.passed,
-		       rn.failed, rn.skipped);
-	}
+	run_summary(&rn);
+	cli_conformance_clear(&a);
 	return rn.failed ? msb_code_exit_status(MSB_E_CONFORMANCE_FAILURE) : 0;
 }

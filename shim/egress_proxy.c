@@ -19,10 +19,23 @@
 
 #include "backends/ns/boundary/boundary.h"
 #include "egress_proxy.h"
+#include "proto/outq.h"
 #include "proto/proto.h"
 
 #define LISTEN_CHANNEL 1u
+/* The destinations are not read while this much is queued for the agent. */
 #define OUTQ_HIGH (1024u * 1024)
+#define OUTQ_INITIAL (64u * 1024)
+/*
+ * The agent queue's hard maximum. Past OUTQ_HIGH only what one loop turn
+ * adds after its check is queued: one read_up() reservation (at most
+ * READ_FRAMES frames of the agent's size, about 1 MiB), the answers to one
+ * receive buffer of agent frames (CREDIT, EOF, PONG, ERROR, refusals: small
+ * frames, fewer than the frames received) and the refusals of due
+ * deadlines (one per tunnel). 4 MiB holds that twice over; reaching it means
+ * the agent stopped reading, and the proxy stops with a log line saying so.
+ */
+#define OUTQ_MAX (4u * 1024 * 1024)
 #define LINGER_MS 5000
 #define HANDSHAKE_MS 5000
 
@@ -38,6 +51,7 @@ typedef struct tunnel {
 	msb_egress_request req;
 	msb_egress_entry rec;
 	bool recorded;
+	bool slot; /* holds one record's room in the log (an allowed tunnel) */
 	struct sockaddr_storage addrs[MSB_EGRESS_ADDRS_MAX];
 	int n_addrs, cur;
 	int64_t deadline; /* 0: none */
@@ -63,11 +77,11 @@ struct proxy {
 	int dfd;
 	int log_fd;
 	uint64_t dropped;
+	unsigned slots; /* tunnels holding a record's room */
 	msb_egress_config cfg;
 	msb_proto_reader *rd;
 	uint32_t peer_max_payload;
-	uint8_t *out;
-	size_t out_head, out_len, out_cap;
+	msb_proto_outq out; /* frames for the agent, at most OUTQ_MAX bytes */
 	bool want_out;
 	uint32_t last_id;
 	unsigned ntunnels;
@@ -84,29 +98,28 @@ static int64_t now_ms(void)
 
 static size_t queued(const proxy *p)
 {
-	return p->out_len - p->out_head;
+	return msb_proto_outq_pending(&p->out);
 }
 
+/* Space for n bytes; NULL when the queue refuses (at OUTQ_MAX, or no
+ * memory), and then the proxy is broken: it stops, saying why. */
 static uint8_t *reserve(proxy *p, size_t n)
 {
-	if (p->out_head > 0 && (p->out_head == p->out_len || p->out_head >= p->out_cap / 2)) {
-		memmove(p->out, p->out + p->out_head, p->out_len - p->out_head);
-		p->out_len -= p->out_head;
-		p->out_head = 0;
-	}
-	if (p->out_cap - p->out_len < n) {
-		size_t cap = p->out_cap ? p->out_cap : 65536;
-		while (cap - p->out_len < n)
-			cap *= 2;
-		uint8_t *q = realloc(p->out, cap);
-		if (!q) {
-			p->broken = true;
-			return NULL;
-		}
-		p->out = q;
-		p->out_cap = cap;
-	}
-	return p->out + p->out_len;
+	uint8_t *dst;
+	int rc = msb_proto_outq_reserve(&p->out, n, &dst);
+	if (rc == 0)
+		return dst;
+	if (!p->broken)
+		shim_log("msb-shim: egress: cannot queue for the agent: %s (%zu bytes queued, "
+			 "%zu more, at most %u)",
+			 msb_proto_strerror(rc), queued(p), n, OUTQ_MAX);
+	p->broken = true;
+	return NULL;
+}
+
+static void commit(proxy *p, size_t n)
+{
+	msb_proto_outq_commit(&p->out, n);
 }
 
 static void queue(proxy *p, const uint8_t *frame, int len)
@@ -120,26 +133,15 @@ static void queue(proxy *p, const uint8_t *frame, int len)
 	if (!dst)
 		return;
 	memcpy(dst, frame, (size_t)len);
-	p->out_len += (size_t)len;
+	commit(p, (size_t)len);
 }
 
 static void flush(proxy *p)
 {
-	while (!p->broken && queued(p) > 0) {
-		ssize_t n =
-			send(p->fd, p->out + p->out_head, queued(p), MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			break;
-		if (n < 0) {
-			p->broken = true;
-			return;
-		}
-		p->out_head += (size_t)n;
+	if (!p->broken && msb_proto_outq_send(&p->out, p->fd) < 0) {
+		p->broken = true;
+		return;
 	}
-	if (queued(p) == 0)
-		p->out_head = p->out_len = 0;
 	bool want = queued(p) > 0;
 	if (want != p->want_out) {
 		struct epoll_event ev = {.events = EPOLLIN | (want ? EPOLLOUT : 0), .data.ptr = p};
@@ -156,17 +158,39 @@ static void send_error(proxy *p, uint32_t ch, uint16_t code, const char *msg)
 
 /* ---- records ---------------------------------------------------------------- */
 
-/* Append one record under the log's lock (the backend reads and truncates
- * it under the same lock); beyond MSB_EGRESS_LOG_MAX records are dropped and
- * counted in the shim's log. */
-static void record(proxy *p, tunnel *t, bool allow, const char *reason)
+/*
+ * The log's budget (docs/security.md, "Budgets on guest bytes"): at most
+ * MSB_EGRESS_LOG_MAX bytes between two reads by the backend, each record at
+ * most MSB_EGRESS_RECORD_MAX. An egress is allowed only with room for its
+ * record held (a slot), so no allowed connection goes unrecorded: past the
+ * budget new destinations are refused ("record-log-full") until the backend
+ * reads the log, and only DENY records - of connections that reached
+ * nothing - can be dropped, counted in the shim's log.
+ */
+static bool take_slot(proxy *p, tunnel *t)
 {
-	if (t->recorded)
-		return;
-	t->recorded = true;
-	t->rec.time_ns = msb__realtime_ns();
-	t->rec.allow = allow;
-	t->rec.reason = reason;
+	struct stat st;
+	if (fstat(p->log_fd, &st) < 0 ||
+	    (uint64_t)st.st_size + ((uint64_t)p->slots + 1) * MSB_EGRESS_RECORD_MAX >
+		    MSB_EGRESS_LOG_MAX)
+		return false;
+	p->slots++;
+	t->slot = true;
+	return true;
+}
+
+/* The room a record of this tunnel may use: its slot's, or what no slot holds. */
+static off_t record_room(const proxy *p, const tunnel *t)
+{
+	uint64_t held = (uint64_t)(p->slots - (t->slot ? 1 : 0)) * MSB_EGRESS_RECORD_MAX;
+	return (off_t)(MSB_EGRESS_LOG_MAX -
+		       (held < MSB_EGRESS_LOG_MAX ? held : MSB_EGRESS_LOG_MAX));
+}
+
+/* Append one record under the log's lock (the backend reads and truncates
+ * it under the same lock), within the budget above. */
+static void append(proxy *p, tunnel *t)
+{
 	char line[MSB_EGRESS_RECORD_MAX];
 	int n = msb_egress__record_format(&t->rec, line, sizeof(line));
 	if (n < 0 || p->log_fd < 0)
@@ -175,7 +199,7 @@ static void record(proxy *p, tunnel *t, bool allow, const char *reason)
 		if (errno != EINTR)
 			return;
 	struct stat st;
-	if (fstat(p->log_fd, &st) == 0 && st.st_size + n <= (off_t)MSB_EGRESS_LOG_MAX) {
+	if (fstat(p->log_fd, &st) == 0 && st.st_size + n <= record_room(p, t)) {
 		ssize_t w = write(p->log_fd, line, (size_t)n);
 		(void)w;
 	} else if (p->dropped++ % 1000 == 0) {
@@ -183,6 +207,21 @@ static void record(proxy *p, tunnel *t, bool allow, const char *reason)
 			 (unsigned long long)p->dropped);
 	}
 	flock(p->log_fd, LOCK_UN);
+}
+
+static void record(proxy *p, tunnel *t, bool allow, const char *reason)
+{
+	if (t->recorded)
+		return;
+	t->recorded = true;
+	t->rec.time_ns = msb__realtime_ns();
+	t->rec.allow = allow;
+	t->rec.reason = reason;
+	append(p, t);
+	if (t->slot) {
+		t->slot = false;
+		p->slots--;
+	}
 }
 
 /* ---- tunnels ------------------------------------------------------------------ */
@@ -269,7 +308,7 @@ static void to_guest(proxy *p, tunnel *t, const char *text)
 		p->broken = true;
 		return;
 	}
-	p->out_len += (size_t)len;
+	commit(p, (size_t)len);
 	msb_proto_credit_take(&t->out_credit, (uint32_t)n);
 }
 
@@ -405,6 +444,10 @@ static void on_head(proxy *p, tunnel *t)
 		refuse(p, t, 403, "Forbidden", deny);
 		return;
 	}
+	if (!take_slot(p, t)) {
+		refuse(p, t, 503, "Service Unavailable", "record-log-full");
+		return;
+	}
 	int n = msb_egress__resolve(&p->cfg.resolver, q->host, q->port, t->addrs,
 				    MSB_EGRESS_ADDRS_MAX);
 	if (n <= 0) {
@@ -527,7 +570,7 @@ static void read_up(proxy *p, tunnel *t)
 		if (k < iov[i].iov_len)
 			break;
 	}
-	p->out_len += off;
+	commit(p, off);
 	msb_proto_credit_take(&t->out_credit, (uint32_t)r);
 	t->rec.bytes_down += (uint64_t)r;
 }
@@ -725,6 +768,8 @@ static void sweep(proxy *p)
 		if (t->done) {
 			*tp = t->next;
 			p->ntunnels--;
+			if (t->slot) /* never recorded: its room goes back */
+				p->slots--;
 			msb_egress__request_clear(&t->req);
 			free(t->pre);
 			free(t->ubuf);
@@ -820,7 +865,7 @@ void proxy_stop(proxy *p)
 		close(p->log_fd);
 	msb_egress__config_clear(&p->cfg);
 	free(p->rd);
-	free(p->out);
+	msb_proto_outq_free(&p->out);
 	free(p);
 }
 
@@ -883,6 +928,7 @@ int proxy_start(proxy **out, msb_egress_config *cfg, int dfd, const char *state_
 		goto fail;
 	}
 	msb_proto_reader_init(p->rd, MSB_PROTO_MAX_PAYLOAD);
+	(void)msb_proto_outq_init(&p->out, OUTQ_INITIAL, OUTQ_MAX);
 	p->log_fd = openat(dfd, MSB_EGRESS_LOG_NAME,
 			   O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (p->log_fd < 0) {

@@ -9,10 +9,12 @@
  * work/ (bind-mounted at the guest's work_dir, owned by the guest's root),
  * shim.pid and init.pid ("PID STARTTIME"), and the cgroups record. It
  * reports "ok\n" or "error: REASON\n" on --ready-fd, detaches (setsid,
- * stdio to /dev/null or --log), and waits on the init's pidfd. When the init
- * exits, or on SIGTERM/SIGINT/SIGHUP, it kills the sandbox (the pid namespace
- * dies with its init), removes the cgroups, the socket, the work tree and
- * its own files; DIR itself is left to the caller unless --remove-state-dir.
+ * stdio to /dev/null or --log), and waits on the init's pidfd. On
+ * SIGTERM/SIGINT/SIGHUP it kills the sandbox (the pid namespace dies with
+ * its init), removes the cgroups, the socket, the work tree and its own
+ * files; DIR itself is left to the caller unless --remove-state-dir. When the
+ * init exits without being asked, the sandbox is dead: the same teardown, but
+ * the work tree stays and DIR/dead says why, until a purge.
  * The shim never touches the exec data path: the host talks to the agent on
  * agent.sock directly. It answers on its control socket, shim.sock: "fds"
  * hands the host the sandbox's writable layer and /dev/shm (the fingerprint
@@ -29,6 +31,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 
 #include "backends/ns/boundary/boundary.h"
 #include "egress_proxy.h"
@@ -59,6 +62,7 @@ struct shim {
 	msb_ns_cgroup *cg;
 	msb_ns_sandbox *sb;
 	bool wrote_pid;
+	bool dead;		  /* the init died without being asked: record it, keep work/ */
 	msb_egress_config egress; /* loaded; handed to each proxy_start() */
 	char *egress_json;
 	size_t egress_len;
@@ -137,17 +141,41 @@ static int teardown(struct shim *s)
 		s->cg = NULL;
 	}
 	if (s->dfd >= 0 && s->wrote_pid) {
-		int r = msb_ns__state_remove_files(s->dfd);
+		int r = msb_ns__state_remove_files(s->dfd, s->dead);
 		if (r < 0) {
 			shim_log("msb-shim: remove state files: %s", strerror(-r));
 			ret = -1;
 		}
-		if (s->remove_dir && ret == 0 && rmdir(s->state_dir) < 0 && errno != ENOENT) {
+		/* guest-names: ok - the state dir is host-private; rmdir never follows.
+		 * A dead sandbox's directory holds its record and work/. */
+		if (s->remove_dir && !s->dead && ret == 0 && rmdir(s->state_dir) < 0 &&
+		    errno != ENOENT) {
 			shim_log("msb-shim: remove `%s`: %s", s->state_dir, strerror(errno));
 			ret = -1;
 		}
 	}
 	return ret;
+}
+
+/* The init died and nobody asked for it (an OOM kill, a kill from outside,
+ * a crash): the sandbox is dead, not disposed of. The host must learn it
+ * from the state directory - never find an empty sandbox in its place - so
+ * the reason is recorded, work/ is kept, and only a disposal clears them
+ * (docs/internals/ns-boundary.md, msb-shim step 5). */
+static void record_death(struct shim *s)
+{
+	char line[256];
+	int st = s->sb->status;
+	if (WIFSIGNALED(st))
+		snprintf(line, sizeof(line), "its agent (pid %d) was killed by signal %d (%s)\n",
+			 (int)s->sb->pid, WTERMSIG(st), strsignal(WTERMSIG(st)));
+	else
+		snprintf(line, sizeof(line), "its agent (pid %d) exited with status %d\n",
+			 (int)s->sb->pid, WIFEXITED(st) ? WEXITSTATUS(st) : st);
+	int r = msb__write_file_atomic_at(s->dfd, MSB_NS_STATE_DEAD, line, strlen(line), 0644);
+	if (r < 0)
+		shim_log("msb-shim: write %s: %s", MSB_NS_STATE_DEAD, strerror(-r));
+	s->dead = true;
 }
 
 static _Noreturn void die(struct shim *s, const char *fmt, ...)
@@ -231,16 +259,20 @@ static int parse_args(struct shim *s, int argc, char **argv)
 /* Absolute, resolved paths; the state directory is created if missing. */
 static void resolve_paths(struct shim *s)
 {
+	/* guest-names: ok - the agent binary: the host's */
 	char *agent = realpath(s->agent, NULL);
 	if (!agent)
 		die(s, "agent `%s`: %s", s->agent, strerror(errno));
 	s->agent = agent;
+	/* guest-names: ok - shim.json in the host-private state dir */
 	char *cfg = realpath(s->config_path, NULL);
 	if (!cfg)
 		die(s, "config `%s`: %s", s->config_path, strerror(errno));
 	s->config_path = cfg;
+	/* guest-names: ok - the state dir: host-private */
 	if (mkdir(s->state_dir, 0700) < 0 && errno != EEXIST)
 		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
+	/* guest-names: ok - the state dir: host-private */
 	char *dir = realpath(s->state_dir, NULL);
 	if (!dir)
 		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
@@ -253,6 +285,7 @@ static void resolve_paths(struct shim *s)
 
 static char *read_small(struct shim *s, const char *path, size_t *len)
 {
+	/* guest-names: ok - configuration files the host wrote, in the state dir */
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		die(s, "config `%s`: %s", path, strerror(errno));
@@ -304,6 +337,7 @@ static void load_config(struct shim *s)
 		load_egress(s, &s->egress);
 		msb_egress__config_clear(&s->egress);
 	}
+	/* guest-names: ok - shim.json, in the state dir */
 	_cleanup_close_ int fd = open(s->config_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		die(s, "config `%s`: %s", s->config_path, strerror(errno));
@@ -349,11 +383,13 @@ static void detach(struct shim *s)
 	}
 	if (chdir("/") < 0)
 		die(s, "chdir /: %s", strerror(errno));
+	/* guest-names: ok - /dev/null */
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null < 0)
 		die(s, "/dev/null: %s", strerror(errno));
 	int out = null;
 	if (s->log_path) {
+		/* guest-names: ok - the shim's log, a host path (O_NOFOLLOW) */
 		out = open(s->log_path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
 			   0600);
 		if (out < 0)
@@ -369,6 +405,7 @@ static void detach(struct shim *s)
 
 static void check_state_dir(struct shim *s)
 {
+	/* guest-names: ok - the state dir: host-private */
 	s->dfd = open(s->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (s->dfd < 0)
 		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
@@ -410,8 +447,12 @@ static void make_work(struct shim *s)
 	if (mkdirat(s->dfd, MSB_NS_STATE_WORK, 0700) < 0 && errno != EEXIST)
 		die(s, "create work/: %s", strerror(errno));
 	int fd = openat(s->dfd, MSB_NS_STATE_WORK, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		die(s, "work/ must be a directory: %s", strerror(errno));
+	if (fd < 0 && (errno == ENOTDIR || errno == ELOOP))
+		die(s, "work/ must be a directory, not a link or a file");
+	if (fd < 0) {
+		char buf[128];
+		die(s, "open work/: %s", msb__strerror(errno, buf, sizeof(buf)));
+	}
 	/* Owned by the guest's root: host uid_base in root mode, us otherwise. */
 	if (msb_ns__privileged() && fchown(fd, s->cfg.uid_base, s->cfg.gid_base) < 0) {
 		close(fd);
@@ -437,6 +478,7 @@ static int listen_at(struct shim *s, const char *name, int backlog)
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		die(s, "socket: %s", strerror(errno));
+	/* guest-names: ok - the control sockets live in the host-private state dir */
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		close(fd);
 		die(s, "bind %s: %s", name, strerror(errno));
@@ -490,6 +532,7 @@ static void start_sandbox(struct shim *s)
 	make_socket(s);
 	make_cgroup(s);
 	if (s->agent_log_path) {
+		/* guest-names: ok - the agent's log, a host path (O_NOFOLLOW) */
 		s->agent_log_fd =
 			open(s->agent_log_path,
 			     O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -565,31 +608,6 @@ static void reset_sandbox(struct shim *s)
 	start_proxy(s);
 }
 
-static int send_fds(int conn, const char *line, const int *fds, size_t n)
-{
-	struct iovec iov = {.iov_base = (void *)line, .iov_len = strlen(line)};
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(2 * sizeof(int))];
-	} u;
-	memset(&u, 0, sizeof(u));
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (n) {
-		msg.msg_control = u.buf;
-		msg.msg_controllen = CMSG_SPACE(n * sizeof(int));
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(n * sizeof(int));
-		memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
-	}
-	ssize_t w;
-	do
-		w = sendmsg(conn, &msg, MSG_NOSIGNAL);
-	while (w < 0 && errno == EINTR);
-	return w == (ssize_t)iov.iov_len ? 0 : -EIO;
-}
-
 /* One request on the control socket (boundary.h: MSB_NS_CONTROL_*). The
  * socket is the owner's only (0700 in a 0700 directory). */
 static void serve_control(struct shim *s)
@@ -622,16 +640,16 @@ static void serve_control(struct shim *s)
 	if (strcmp(line, MSB_NS_CONTROL_FDS) == 0) {
 		int fds[2] = {s->sb->layer_fd, s->sb->shm_fd};
 		if (fds[0] < 0 || fds[1] < 0)
-			send_fds(conn, "error: the writable layer is not held\n", NULL, 0);
+			msb_ns__send_fds(conn, "error: the writable layer is not held\n", NULL, 0);
 		else
-			send_fds(conn, "ok\n", fds, 2);
+			msb_ns__send_fds(conn, "ok\n", fds, 2);
 	} else if (strcmp(line, MSB_NS_CONTROL_RESET) == 0) {
 		s->ctl_conn = conn;
 		reset_sandbox(s);
 		s->ctl_conn = -1;
-		send_fds(conn, "ok\n", NULL, 0);
+		msb_ns__send_fds(conn, "ok\n", NULL, 0);
 	} else {
-		send_fds(conn, "error: unknown request\n", NULL, 0);
+		msb_ns__send_fds(conn, "error: unknown request\n", NULL, 0);
 	}
 	close(conn);
 }
@@ -698,6 +716,7 @@ int main(int argc, char **argv)
 		if (p[0].revents) {
 			msb_ns__wait(s.sb);
 			shim_log("msb-shim: init exited (status 0x%x)", (unsigned)s.sb->status);
+			record_death(&s);
 			break;
 		}
 		if (p[1].revents) {

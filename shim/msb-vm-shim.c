@@ -194,7 +194,7 @@ static int teardown(struct shim *s)
 	if (s->dfd >= 0 && s->wrote_pid) {
 		int r = msb__rm_rf_at(s->dfd, JAIL_DIR);
 		if (r == 0)
-			r = msb_ns__state_remove_files(s->dfd);
+			r = msb_ns__state_remove_files(s->dfd, false);
 		if (r < 0) {
 			shim_log("msb-vm-shim: remove state files: %s", strerror(-r));
 			ret = -1;

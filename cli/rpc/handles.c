@@ -16,26 +16,71 @@ void rpc_handles_init(rpc_handles *t)
 	t->next_id = 1;
 }
 
+const char *rpc_hkind_name(rpc_hkind kind)
+{
+	return kind_names[kind];
+}
+
+/* What closing a handle does to its object: a sandbox a call owns is the
+ * library's, a call never ended is ended cancelled (docs/serve.md
+ * "Shutdown"), which runs the call's own cleanup. */
+static void free_object(rpc_hkind kind, void *ptr, bool call_owned, bool ended)
+{
+	switch (kind) {
+	case H_ROUTER:
+		msb_router_free(ptr);
+		break;
+	case H_SANDBOX:
+		if (!call_owned)
+			msb_sandbox_release(ptr);
+		break;
+	case H_SESSION:
+		msb_tool_session_unref(ptr);
+		break;
+	case H_CALL:
+		if (ptr && !ended) {
+			msb_call_outcome oc = MSB_CALL_OUTCOME_INIT;
+			oc.kind = MSB_CALL_CANCELLED;
+			msb_tool_call_end(ptr, &oc, NULL, NULL);
+		}
+		break;
+	case H_REGISTRY:
+		rpc_registry_free(ptr);
+		break;
+	}
+}
+
+void rpc_object_free(rpc_hkind kind, void *ptr, const rpc_handle_extra *extra)
+{
+	free_object(kind, ptr, extra && extra->call_owned, false);
+	if (extra && extra->aux_free)
+		extra->aux_free(extra->aux);
+}
+
 rpc_handle *rpc_handle_add(rpc_handles *t, rpc_hkind kind, void *ptr, rpc_handle *parent,
 			   const rpc_handle_extra *extra)
 {
 	rpc_handle *h = calloc(1, sizeof(*h));
 	if (!h)
-		return NULL;
+		goto fail;
 	if (extra) {
 		h->call_owned = extra->call_owned;
 		if ((extra->scope && !(h->scope = strdup(extra->scope))) ||
 		    (extra->thread_id && !(h->thread_id = strdup(extra->thread_id)))) {
 			free(h->scope);
 			free(h);
-			return NULL;
+			goto fail;
 		}
+		h->aux = extra->aux;
+		h->aux_free = extra->aux_free;
 	}
 	h->kind = kind;
 	h->ptr = ptr;
 	h->refs = 1;
 	pthread_mutex_lock(&t->lock);
 	snprintf(h->id, sizeof(h->id), "%s-%lu", kind_names[kind], t->next_id++);
+	if (extra && extra->id_out)
+		memcpy(extra->id_out, h->id, sizeof(h->id));
 	if (parent) {
 		parent->refs++;
 		h->parent = parent;
@@ -44,15 +89,14 @@ rpc_handle *rpc_handle_add(rpc_handles *t, rpc_hkind kind, void *ptr, rpc_handle
 	t->list = h;
 	pthread_mutex_unlock(&t->lock);
 	return h;
+fail:
+	rpc_object_free(kind, ptr, extra);
+	return NULL;
 }
 
-int rpc_handle_get(rpc_handles *t, json_t *params, const char *key, rpc_hkind kind,
-		   rpc_handle **out, msb_error **err)
+int rpc_handle_find(rpc_handles *t, const char *id, const char *param, rpc_hkind kind,
+		    rpc_handle **out, msb_error **err)
 {
-	const char *id = NULL;
-	int r = rpc_str(params, key, true, &id, err);
-	if (r < 0)
-		return r;
 	pthread_mutex_lock(&t->lock);
 	rpc_handle *h = t->list;
 	while (h && strcmp(h->id, id) != 0)
@@ -61,9 +105,9 @@ int rpc_handle_get(rpc_handles *t, json_t *params, const char *key, rpc_hkind ki
 		h->refs++;
 	pthread_mutex_unlock(&t->lock);
 	if (!h)
-		return rpc_bad_params(err, "`%s`: no open %s `%.60s`", key, kind_names[kind], id);
+		return rpc_bad_params(err, "`%s`: no open %s `%.60s`", param, kind_names[kind], id);
 	if (h->kind != kind)
-		return rpc_bad_params(err, "`%s`: `%.60s` is a %s, not a %s", key, id,
+		return rpc_bad_params(err, "`%s`: `%.60s` is a %s, not a %s", param, id,
 				      kind_names[h->kind], kind_names[kind]);
 	*out = h;
 	return 0;
@@ -71,32 +115,9 @@ int rpc_handle_get(rpc_handles *t, json_t *params, const char *key, rpc_hkind ki
 
 static void destroy(rpc_handles *t, rpc_handle *h)
 {
-	switch (h->kind) {
-	case H_ROUTER:
-		msb_router_free(h->ptr);
-		break;
-	case H_SANDBOX:
-		if (!h->call_owned)
-			msb_sandbox_release(h->ptr);
-		break;
-	case H_SESSION:
-		msb_tool_session_unref(h->ptr);
-		break;
-	case H_CALL:
-		if (!h->ended) {
-			/* Never ended by the client: end it cancelled, which runs
-			 * the call's own cleanup (docs/serve.md "Shutdown"). */
-			msb_call_outcome oc = MSB_CALL_OUTCOME_INIT;
-			oc.kind = MSB_CALL_CANCELLED;
-			msb_tool_call_end(h->ptr, &oc, NULL, NULL);
-		}
-		free(h->scope);
-		free(h->thread_id);
-		break;
-	case H_REGISTRY:
-		rpc_registry_free(h->ptr);
-		break;
-	}
+	free_object(h->kind, h->ptr, h->call_owned, h->ended);
+	free(h->scope);
+	free(h->thread_id);
 	if (h->aux_free)
 		h->aux_free(h->aux); /* after the object that used it */
 	rpc_handle *parent = h->parent;
@@ -170,4 +191,13 @@ size_t rpc_handles_count(rpc_handles *t)
 		n++;
 	pthread_mutex_unlock(&t->lock);
 	return n;
+}
+
+void rpc_handles_release_all(rpc_handles *t)
+{
+	rpc_handle_close_children(t, H_SANDBOX, NULL);
+	rpc_handle_close_children(t, H_CALL, NULL);
+	rpc_handle_close_children(t, H_SESSION, NULL);
+	rpc_handle_close_children(t, H_ROUTER, NULL);
+	rpc_handle_close_children(t, H_REGISTRY, NULL);
 }

@@ -24,9 +24,11 @@ typedef enum rpc_hkind {
 /* Frees a registry handle's object (hosttools.c). */
 void rpc_registry_free(void *p);
 
+#define RPC_HANDLE_ID_MAX 40
+
 typedef struct rpc_handle rpc_handle;
 struct rpc_handle {
-	char id[40];
+	char id[RPC_HANDLE_ID_MAX];
 	rpc_hkind kind;
 	int refs;
 	bool closed;
@@ -54,16 +56,22 @@ typedef struct rpc_handle_extra {
 	bool call_owned;       /* a sandbox owned by its parent call */
 	const char *scope;     /* a call's caller context (copied) */
 	const char *thread_id; /* (copied; NULL = no thread) */
+	void *aux;	       /* owned by the handle from rpc_handle_add on */
+	void (*aux_free)(void *aux);
+	char *id_out; /* receives the handle's name (RPC_HANDLE_ID_MAX bytes), for the object */
 } rpc_handle_extra;
 
 /* A new handle with one reference held by the table; takes a reference on
- * parent. `extra` may be NULL. NULL on allocation failure (ptr is then not
- * freed). */
+ * parent. `extra` may be NULL. The handle owns ptr (and extra->aux) from
+ * here on: on allocation failure both are freed and NULL is returned. */
 rpc_handle *rpc_handle_add(rpc_handles *t, rpc_hkind kind, void *ptr, rpc_handle *parent,
 			   const rpc_handle_extra *extra);
-/* Look up params[key] as a handle of `kind` and take a reference. */
-int rpc_handle_get(rpc_handles *t, json_t *params, const char *key, rpc_hkind kind,
-		   rpc_handle **out, msb_error **err);
+/* Free an object of `kind` that no handle holds (as closing its handle would). */
+void rpc_object_free(rpc_hkind kind, void *ptr, const rpc_handle_extra *extra);
+/* The handle named `id` (len bytes), of `kind`, with a reference taken;
+ * `param` names the parameter in the refusals. */
+int rpc_handle_find(rpc_handles *t, const char *id, const char *param, rpc_hkind kind,
+		    rpc_handle **out, msb_error **err);
 void rpc_handle_put(rpc_handles *t, rpc_handle *h);
 /* Remove from the table (idempotent); freed when the last request lets go. */
 void rpc_handle_close(rpc_handles *t, rpc_handle *h);
@@ -75,5 +83,10 @@ bool rpc_handle_wait_refs(rpc_handles *t, rpc_handle *h, int n);
 void rpc_handle_close_children(rpc_handles *t, rpc_hkind kind, rpc_handle *parent);
 /* The number of open handles (for tests and the shutdown rule). */
 size_t rpc_handles_count(rpc_handles *t);
+/* The shutdown rule (docs/serve.md): close every handle the client left
+ * open, children first, disposing nothing. */
+void rpc_handles_release_all(rpc_handles *t);
+/* "router", "sandbox", ... */
+const char *rpc_hkind_name(rpc_hkind kind);
 
 #endif

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "invoke.h"
 #include "mcp.h"
 
 /* Newest first; the first is what an unknown version is answered with. */
@@ -31,21 +32,33 @@ static msb_key conversation_key(mcp_state *st)
 
 /* ---- lifecycle ------------------------------------------------------------------------------- */
 
-static int m_initialize(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
+typedef struct {
+	const char *protocolVersion;
+	json_t *result;
+} f_initialize;
+
+typedef struct {
+	json_t *result;
+} f_mcp;
+
+typedef struct {
+	const char *name;
+	json_t *arguments;
+	json_t *result;
+} f_tools_call;
+
+static int m_initialize(rpc_call *c, void *frame, msb_error **err)
 {
-	mcp_state *st = state(srv);
-	const char *asked = NULL;
-	int r = rpc_str(params, "protocolVersion", true, &asked, err);
-	if (r < 0)
-		return r;
+	f_initialize *a = frame;
+	mcp_state *st = state(c->srv);
 	const char *answer = protocol_versions[0];
 	for (size_t i = 0; protocol_versions[i]; i++)
-		if (strcmp(asked, protocol_versions[i]) == 0)
+		if (strcmp(a->protocolVersion, protocol_versions[i]) == 0)
 			answer = protocol_versions[i];
 	pthread_mutex_lock(&st->lock);
 	snprintf(st->protocol, sizeof(st->protocol), "%s", answer);
 	pthread_mutex_unlock(&st->lock);
-	*result = json_pack(
+	a->result = json_pack(
 		"{s:s, s:{s:{s:b}}, s:{s:s, s:s}, s:s}", "protocolVersion", answer, "capabilities",
 		"tools", "listChanged", 0, "serverInfo", "name", "msb", "version", msb_version(),
 		"instructions",
@@ -55,24 +68,12 @@ static int m_initialize(rpc_server *srv, json_t *params, json_t **result, msb_er
 	return 0;
 }
 
-static int m_initialized(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
+static int m_initialized(rpc_call *c, void *frame, msb_error **err)
 {
-	(void)params;
-	(void)err;
-	mcp_state *st = state(srv);
+	mcp_state *st = state(c->srv);
 	pthread_mutex_lock(&st->lock);
 	st->initialized = true;
 	pthread_mutex_unlock(&st->lock);
-	*result = NULL;
-	return 0;
-}
-
-static int m_ping(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
-{
-	(void)srv;
-	(void)params;
-	(void)err;
-	*result = json_object();
 	return 0;
 }
 
@@ -107,10 +108,10 @@ static int require_initialize(rpc_server *srv, msb_error **err)
 	return RPC_INVALID_REQUEST;
 }
 
-static int m_tools_list(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
+static int m_tools_list(rpc_call *c, void *frame, msb_error **err)
 {
-	(void)params;
-	int r = require_initialize(srv, err);
+	f_mcp *a = frame;
+	int r = require_initialize(c->srv, err);
 	if (r < 0)
 		return r;
 	json_t *tools = json_array();
@@ -124,8 +125,17 @@ static int m_tools_list(rpc_server *srv, json_t *params, json_t **result, msb_er
 		     "/bin/sh\"},"
 		     "\"timeout\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"description\":"
 		     "\"seconds (default 60)\"},"
-		     "\"working_directory\":{\"type\":\"string\",\"description\":\"relative to "
-		     "the sandbox's storage base\"}},"
+		     "\"working_directory\":{\"type\":\"string\",\"description\":\"absolute, or "
+		     "relative to the sandbox's storage base\"},"
+		     "\"env\":{\"type\":\"object\",\"additionalProperties\":{\"type\":"
+		     "\"string\"},\"description\":\"environment variables for the command "
+		     "(the proxy variables and PYTHONNOUSERSITE are reserved)\"},"
+		     "\"tty\":{\"type\":\"boolean\",\"description\":\"run the command on a "
+		     "terminal (for tools that want one); stderr is merged into the output\"},"
+		     "\"rows\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":4096,"
+		     "\"description\":\"the terminal's rows (default 24)\"},"
+		     "\"cols\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":4096,"
+		     "\"description\":\"the terminal's columns (default 80)\"}},"
 		     "\"required\":[\"command\"],\"additionalProperties\":false}",
 		     WRITES));
 	json_array_append_new(
@@ -173,7 +183,7 @@ static int m_tools_list(rpc_server *srv, json_t *params, json_t **result, msb_er
 		     "gone; the next call starts a fresh one.",
 		     "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}",
 		     WRITES));
-	*result = json_pack("{s:o}", "tools", tools);
+	a->result = json_pack("{s:o}", "tools", tools);
 	return 0;
 }
 
@@ -253,17 +263,87 @@ static int acquire(mcp_state *st, msb_sandbox **sb, msb_error **err)
 	return r;
 }
 
+/* `env`: an object of strings, as NAME=VALUE entries (*out: NULL-terminated,
+ * its strings owned, free with env_free). The library checks the names. */
+static void env_free(char **env)
+{
+	for (size_t i = 0; env && env[i]; i++)
+		free(env[i]);
+	free(env);
+}
+
+static int args_env(json_t *args, char ***out, json_t **fail)
+{
+	json_t *v = json_object_get(args, "env");
+	*out = NULL;
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_object(v) || json_object_size(v) > MSB_EXEC_ENV_MAX) {
+		*fail = bad_argument("invalid arguments: `env` must be an object of at most %u "
+				     "strings",
+				     MSB_EXEC_ENV_MAX);
+		return -1;
+	}
+	char **env = calloc(json_object_size(v) + 1, sizeof(*env));
+	size_t n = 0;
+	const char *name;
+	json_t *val;
+	json_object_foreach (v, name, val) {
+		if (!env || !json_is_string(val) ||
+		    strlen(json_string_value(val)) != json_string_length(val)) {
+			env_free(env);
+			*fail = bad_argument("invalid arguments: `env` values must be strings "
+					     "without NUL");
+			return -1;
+		}
+		if (asprintf(&env[n], "%s=%s", name, json_string_value(val)) < 0) {
+			env[n] = NULL;
+			env_free(env);
+			*fail = bad_argument("out of memory");
+			return -1;
+		}
+		n++;
+	}
+	*out = env;
+	return 0;
+}
+
+static int args_dim(json_t *args, const char *key, unsigned *out, json_t **fail)
+{
+	json_t *v = json_object_get(args, key);
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+	    json_integer_value(v) > (json_int_t)MSB_TTY_MAX_DIM) {
+		*fail = bad_argument("invalid arguments: `%s` must be an integer 1..%u", key,
+				     MSB_TTY_MAX_DIM);
+		return -1;
+	}
+	*out = (unsigned)json_integer_value(v);
+	return 0;
+}
+
 static json_t *t_execute(mcp_state *st, json_t *args)
 {
-	static const char *const allowed[] = {"command", "timeout", "working_directory", NULL};
+	static const char *const allowed[] = {
+		"command", "timeout", "working_directory", "env", "tty", "rows", "cols", NULL};
 	json_t *fail = NULL;
 	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
 	req.timeout = 60.0;
 	req.max_output_bytes = st->max_output;
+	bool tty = false;
+	unsigned rows = 24, cols = 80;
+	json_t *t_arg = json_object_get(args, "tty");
 	if (!args_only(args, allowed, &fail) ||
 	    args_str(args, "command", true, &req.shell, &fail) ||
-	    args_str(args, "working_directory", false, &req.working_directory, &fail))
+	    args_str(args, "working_directory", false, &req.working_directory, &fail) ||
+	    args_dim(args, "rows", &rows, &fail) || args_dim(args, "cols", &cols, &fail))
 		return fail;
+	if (t_arg && !json_is_null(t_arg)) {
+		if (!json_is_boolean(t_arg))
+			return bad_argument("invalid arguments: `tty` must be true or false");
+		tty = json_is_true(t_arg);
+	}
 	json_t *t = json_object_get(args, "timeout");
 	if (t && !json_is_null(t)) {
 		if (!json_is_number(t) || !(json_number_value(t) > 0))
@@ -271,10 +351,29 @@ static json_t *t_execute(mcp_state *st, json_t *args)
 					    "timeout");
 		req.timeout = json_number_value(t);
 	}
+	char **env = NULL;
+	if (args_env(args, &env, &fail) < 0)
+		return fail;
+	req.env = (const char *const *)env;
+	msb_exec_io io = MSB_EXEC_IO_INIT;
+	msb_tty *term = NULL;
+	if (tty && msb_tty_new(rows, cols, &term, NULL) == 0) {
+		io.tty = term;
+		req.io = &io;
+	}
 	msb_error *err = NULL;
 	msb_sandbox *sb = NULL;
 	msb_exec_result res = {0};
-	if (acquire(st, &sb, &err) < 0 || msb_sandbox_exec_bounded(sb, &req, &res, &err) < 0) {
+	/* a reserved name is refused before any sandbox is made */
+	int r = msb_exec_env_check(req.env, &err);
+	if (r == 0)
+		r = acquire(st, &sb, &err);
+	if (r == 0)
+		r = tty && !term ? msb_error_set(&err, MSB_E_NOMEM, "out of memory")
+				 : msb_sandbox_exec_bounded(sb, &req, &res, &err);
+	msb_tty_free(term);
+	env_free(env);
+	if (r < 0) {
 		json_t *out = tool_refusal(err);
 		msb_error_free(err);
 		msb_sandbox_release(sb);
@@ -463,7 +562,8 @@ static json_t *t_collect_outputs(mcp_state *st, json_t *args)
 	msb_spec *holder = NULL;
 	const msb_declared_output *outs = NULL;
 	msb_collect_options co = MSB_COLLECT_OPTIONS_INIT;
-	if (rpc_call_time_outputs(args, "outputs", &holder, &outs, &co.n_outputs, &err) < 0) {
+	if (rpc_call_time_outputs_of(json_object_get(args, "outputs"), "outputs", &holder, &outs,
+				     &co.n_outputs, &err) < 0) {
 		json_t *out = bad_argument("invalid arguments: %s", msb_error_message(err));
 		msb_error_free(err);
 		return out;
@@ -520,48 +620,45 @@ static const struct {
 	{"list_files", t_list_files},		{"dispose", t_dispose},
 };
 
-static int m_tools_call(rpc_server *srv, json_t *params, json_t **result, msb_error **err)
+static int m_tools_call(rpc_call *c, void *frame, msb_error **err)
 {
-	const char *name = NULL;
-	int r = require_initialize(srv, err);
+	f_tools_call *a = frame;
+	mcp_state *st = state(c->srv);
+	int r = require_initialize(c->srv, err);
 	if (r < 0)
 		return r;
-	r = rpc_str(params, "name", true, &name, err);
-	if (r < 0)
-		return r;
-	json_t *args = json_object_get(params, "arguments");
-	if (args && !json_is_object(args) && !json_is_null(args))
-		return rpc_bad_params(err, "`arguments` must be an object");
-	json_t *empty = NULL;
-	if (!args || json_is_null(args))
-		args = empty = json_object();
 	for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]); i++) {
-		if (strcmp(tools[i].name, name) == 0) {
-			*result = tools[i].fn(state(srv), args);
-			json_decref(empty);
-			/* structuredContent arrived with protocol 2025-06-18. */
-			mcp_state *st = state(srv);
-			pthread_mutex_lock(&st->lock);
-			bool old = st->protocol[0] && strcmp(st->protocol, "2025-06-18") < 0;
-			pthread_mutex_unlock(&st->lock);
-			if (old && *result)
-				json_object_del(*result, "structuredContent");
-			return 0;
-		}
+		if (strcmp(tools[i].name, a->name) != 0)
+			continue;
+		json_t *empty = a->arguments ? NULL : json_object();
+		a->result = tools[i].fn(st, a->arguments ? a->arguments : empty);
+		json_decref(empty);
+		/* structuredContent arrived with protocol 2025-06-18. */
+		pthread_mutex_lock(&st->lock);
+		bool old = st->protocol[0] && strcmp(st->protocol, "2025-06-18") < 0;
+		pthread_mutex_unlock(&st->lock);
+		if (old && a->result)
+			json_object_del(a->result, "structuredContent");
+		return 0;
 	}
-	json_decref(empty);
-	return rpc_bad_params(err, "unknown tool `%.80s`", name);
+	return rpc_bad_params(err, "unknown tool `%.80s`", a->name);
 }
 
 /* MCP requests carry members beyond the ones read (_meta, capabilities, ...):
- * NULL params means any are accepted. */
+ * every method accepts parameters it does not declare. */
 const rpc_method mcp_methods[] = {
-	{"initialize", NULL, m_initialize},
-	{"notifications/initialized", NULL, m_initialized},
-	{"ping", NULL, m_ping},
-	{"tools/list", NULL, m_tools_list},
-	{"tools/call", NULL, m_tools_call},
-	{NULL, NULL, NULL},
+	{"initialize", RPC_FRAME(f_initialize), m_initialize,
+	 RPC_PARAMS(P_STR(f_initialize, protocolVersion, RPC_REQ)),
+	 RPC_RESULTS(R_JSON(NULL, f_initialize, result)), RPC_FLAGS(RPC_M_OPEN)},
+	{"notifications/initialized", RPC_FRAME(f_mcp), m_initialized, RPC_NO_PARAMS,
+	 RPC_FLAGS(RPC_M_OPEN | RPC_M_NULL_RESULT)},
+	{"ping", RPC_FRAME(f_mcp), NULL, RPC_NO_PARAMS, RPC_FLAGS(RPC_M_OPEN)},
+	{"tools/list", RPC_FRAME(f_mcp), m_tools_list, RPC_NO_PARAMS,
+	 RPC_RESULTS(R_JSON(NULL, f_mcp, result)), RPC_FLAGS(RPC_M_OPEN)},
+	{"tools/call", RPC_FRAME(f_tools_call), m_tools_call,
+	 RPC_PARAMS(P_STR(f_tools_call, name, RPC_REQ), P_OBJECT(f_tools_call, arguments)),
+	 RPC_RESULTS(R_JSON(NULL, f_tools_call, result)), RPC_FLAGS(RPC_M_OPEN)},
+	{.name = NULL},
 };
 
 void mcp_at_eof(rpc_server *srv)

@@ -9,17 +9,16 @@
 
 #include "rpc.h"
 
-int rpc_call_time_outputs(json_t *params, const char *key, msb_spec **holder,
-			  const msb_declared_output **outs, size_t *n, msb_error **err)
+int rpc_call_time_outputs_of(json_t *v, const char *name, msb_spec **holder,
+			     const msb_declared_output **outs, size_t *n, msb_error **err)
 {
-	json_t *v = json_object_get(params, key);
 	*holder = NULL;
 	*outs = NULL;
 	*n = 0;
 	if (!v || json_is_null(v))
 		return 0;
 	if (!json_is_array(v))
-		return rpc_bad_params(err, "`%s` must be a list of declared outputs", key);
+		return rpc_bad_params(err, "`%s` must be a list of declared outputs", name);
 	/* The spec's reader checks each entry exactly as it checks declared_outputs. */
 	json_t *wrap = json_pack("{s:s, s:O}", "kind", "call-time", "declared_outputs", v);
 	char *text = wrap ? json_dumps(wrap, JSON_COMPACT) : NULL;
@@ -29,7 +28,7 @@ int rpc_call_time_outputs(json_t *params, const char *key, msb_spec **holder,
 	int r = msb_spec_from_json(text, strlen(text), holder, err);
 	free(text);
 	if (r < 0) {
-		msb_error_wrap(err, "%s", key);
+		msb_error_wrap(err, "%s", name);
 		return RPC_INVALID_PARAMS;
 	}
 	*n = msb_spec_declared_output_count(*holder);
@@ -39,6 +38,7 @@ int rpc_call_time_outputs(json_t *params, const char *key, msb_spec **holder,
 	if (!v2) {
 		msb_spec_unref(*holder);
 		*holder = NULL;
+		*n = 0;
 		return msb_error_set(err, MSB_E_NOMEM, "out of memory");
 	}
 	for (size_t i = 0; i < *n; i++)

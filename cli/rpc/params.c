@@ -103,8 +103,8 @@ int rpc_strv(json_t *params, const char *key, bool required, const char ***out, 
 	return 0;
 }
 
-int rpc_bytes(json_t *params, const char *key, bool required, uint8_t **out, size_t *len,
-	      msb_error **err)
+int rpc_base64(json_t *params, const char *key, bool required, uint8_t **out, size_t *len,
+	       msb_error **err)
 {
 	json_t *v = get(params, key);
 	if (!v)

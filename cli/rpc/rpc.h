@@ -34,29 +34,47 @@
 #define RPC_WORKERS_DEFAULT 8
 
 typedef struct rpc_server rpc_server;
+typedef struct rpc_call rpc_call;     /* the request being served (invoke.h) */
+typedef struct rpc_param rpc_param;   /* (invoke.h) */
+typedef struct rpc_result rpc_result; /* (invoke.h) */
 
 /*
- * A handler: 0 and *result (a new reference; NULL means JSON null), or a
+ * A handler: the library call, with the method's frame (invoke.h) holding
+ * its parameters, read and checked, and taking its results. 0, or a
  * negative code with *err set - RPC_INVALID_PARAMS for a parameter the
  * method cannot take (rpc_bad_params), RPC_INVALID_REQUEST for a request
- * the method will not serve in the session's state, any MSB_E_* code for a library
- * refusal. Runs on a worker thread; several handlers run at once.
+ * the method will not serve in the session's state, any MSB_E_* code for a
+ * library refusal. Runs on a worker thread; several handlers run at once.
  */
-typedef int (*rpc_method_fn)(rpc_server *srv, json_t *params, json_t **result, msb_error **err);
+typedef int (*rpc_method_fn)(rpc_call *c, void *frame, msb_error **err);
+
+/* Method flags. */
+#define RPC_M_OPEN 1u	     /* parameters beyond the declared ones are accepted (MCP's _meta) */
+#define RPC_M_NULL_RESULT 2u /* the result is null, not an object */
 
 typedef struct rpc_method {
 	const char *name;
-	const char *const *params; /* the accepted parameter names; NULL-terminated */
-	rpc_method_fn fn;
+	size_t frame_size;	   /* sizeof the handler's frame */
+	rpc_method_fn fn;	   /* NULL: the parameters' effects only (RPC_CLOSE) */
+	const rpc_param *params;   /* terminated by a name NULL */
+	const rpc_result *results; /* the result's members; NULL: {} */
+	unsigned flags;
 } rpc_method;
 
+/* Where response lines go instead of stdout (in-process use): one whole
+ * JSON text per call, without its newline. */
+typedef void (*rpc_output_fn)(void *ud, const char *line, size_t len);
+
 typedef struct rpc_server_options {
-	const rpc_method *methods; /* terminated by an entry with name NULL */
-	size_t max_message;	   /* 0 = RPC_MAX_MESSAGE_DEFAULT */
-	unsigned workers;	   /* 0 = RPC_WORKERS_DEFAULT */
-	bool events;		   /* observer events as "event" notifications */
-	int events_fd;		   /* >= 0: observer events as JSON lines to this fd instead */
-	void *userdata;		   /* the front end's state (rpc_server_userdata) */
+	const rpc_method *methods;   /* terminated by an entry with name NULL */
+	size_t max_message;	     /* 0 = RPC_MAX_MESSAGE_DEFAULT */
+	unsigned workers;	     /* 0 = RPC_WORKERS_DEFAULT */
+	bool events;		     /* observer events as "event" notifications */
+	int events_fd;		     /* >= 0: observer events as JSON lines to this fd instead */
+	void *userdata;		     /* the front end's state (rpc_server_userdata) */
+	struct rpc_handles *handles; /* the handle table of methods that take handles */
+	rpc_output_fn output;	     /* NULL: stdout */
+	void *output_ud;
 	/* Called once after stdin closed and every request finished: release
 	 * what the front end holds. */
 	void (*at_eof)(rpc_server *srv);
@@ -64,6 +82,17 @@ typedef struct rpc_server_options {
 
 /* Serve stdin/stdout until EOF. Returns the process exit status. */
 int rpc_serve(const rpc_server_options *opts);
+
+/*
+ * The same dispatcher in-process, without threads or stdin (tests and fuzz
+ * targets): rpc_server_serve_line() serves one line as a worker would and
+ * writes its responses through opts->output before returning. A request to
+ * the client (rpc_client_request) fails at once: there is no reader.
+ * rpc_server_free() calls at_eof first. Events are not supported here.
+ */
+rpc_server *rpc_server_new(const rpc_server_options *opts);
+void rpc_server_serve_line(rpc_server *srv, const char *line, size_t len);
+void rpc_server_free(rpc_server *srv);
 
 void *rpc_server_userdata(rpc_server *srv);
 /* The observer every router made by the front end should carry (may be NULL). */
@@ -98,8 +127,8 @@ int rpc_json_text(json_t *params, const char *key, bool required, char **out, si
 /* A NULL-terminated array of strings (the array itself malloc()ed; strings borrowed). */
 int rpc_strv(json_t *params, const char *key, bool required, const char ***out, msb_error **err);
 /* base64 bytes (malloc()ed, *len). */
-int rpc_bytes(json_t *params, const char *key, bool required, uint8_t **out, size_t *len,
-	      msb_error **err);
+int rpc_base64(json_t *params, const char *key, bool required, uint8_t **out, size_t *len,
+	       msb_error **err);
 
 /* base64 comes from util/base64.h (strict decoding, no whitespace on the wire). */
 
@@ -113,14 +142,20 @@ json_t *rpc_text(const char *s);
 /* {"name", "message", "code", "categories", "payload"?} for a library error. */
 json_t *rpc_error_data(const msb_error *err);
 
+/* {stdout, stderr (base64), exit_code, term_signal, truncated, oom_killed,
+ * pids_exhausted, no_space} (invoke.c) */
+json_t *rpc_exec_result_json(const msb_exec_result *r);
+/* An array of strings (text; NULL v is []). */
+json_t *rpc_strv_json(char *const *v);
+
 /* ---- collect_outputs (outputs.c) ------------------------------------------------------------ */
 
-/* params[key], a list of declared outputs in the spec's JSON, read by the
- * spec's reader: *outs (free()) points into *holder (msb_spec_unref) and
- * both stay NULL when absent. RPC_INVALID_PARAMS for a list the reader
- * refuses. */
-int rpc_call_time_outputs(json_t *params, const char *key, msb_spec **holder,
-			  const msb_declared_output **outs, size_t *n, msb_error **err);
+/* v (the parameter `name`), a list of declared outputs in the spec's JSON,
+ * read by the spec's reader: *outs (free()) points into *holder
+ * (msb_spec_unref) and both stay NULL when v is absent or null.
+ * RPC_INVALID_PARAMS for a list the reader refuses. */
+int rpc_call_time_outputs_of(json_t *v, const char *name, msb_spec **holder,
+			     const msb_declared_output **outs, size_t *n, msb_error **err);
 /* [{name, display, handle, media_type, size_bytes, sha256}] */
 json_t *rpc_landed_json(const msb_landed_artifact *v, size_t n);
 

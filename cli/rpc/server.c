@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rpc.h"
+#include "invoke.h"
 
 /* Messages read but not yet taken by a worker: past this the reader stops
  * reading stdin until a worker takes one (backpressure, not refusal). */
@@ -125,7 +125,9 @@ static void send_json(rpc_server *srv, json_t *msg)
 	char *text = json_dumps(msg, JSON_COMPACT);
 	pthread_mutex_lock(&srv->out_lock);
 	drain_events_locked(srv);
-	if (text) {
+	if (text && srv->o.output) {
+		srv->o.output(srv->o.output_ud, text, strlen(text));
+	} else if (text) {
 		write_all(text, strlen(text));
 		write_all("\n", 1);
 	}
@@ -237,20 +239,26 @@ static bool valid_id(json_t *id)
 	return json_is_string(id) || json_is_integer(id) || json_is_real(id) || json_is_null(id);
 }
 
-static const rpc_method *find_method(rpc_server *srv, const char *name)
+/* A JSON string equal to `s`, compared by length: an embedded NUL never
+ * makes "msb.version\u0000evil" equal "msb.version". */
+static bool string_is(json_t *v, const char *s)
 {
-	for (const rpc_method *m = srv->o.methods; m->name; m++)
-		if (strcmp(m->name, name) == 0)
-			return m;
-	return NULL;
+	size_t n = strlen(s);
+	return json_is_string(v) && json_string_length(v) == n &&
+	       memcmp(json_string_value(v), s, n) == 0;
 }
 
-static bool param_known(const rpc_method *m, const char *key)
+static bool has_nul(json_t *v)
 {
-	for (size_t i = 0; m->params && m->params[i]; i++)
-		if (strcmp(m->params[i], key) == 0)
-			return true;
-	return false;
+	return memchr(json_string_value(v), '\0', json_string_length(v)) != NULL;
+}
+
+static const rpc_method *find_method(rpc_server *srv, json_t *name)
+{
+	for (const rpc_method *m = srv->o.methods; m->name; m++)
+		if (string_is(name, m->name))
+			return m;
+	return NULL;
 }
 
 /* One request or notification; returns the response, or NULL for a notification. */
@@ -269,6 +277,7 @@ static json_t *handle_one(rpc_server *srv, json_t *req)
 	if (id && !valid_id(id))
 		return error_response(NULL, RPC_INVALID_REQUEST,
 				      "invalid request: id must be a string, number or null", NULL);
+	/* The parser refuses a NUL in a member name: names compare as C strings. */
 	const char *key;
 	json_t *value;
 	json_object_foreach (req, key, value) {
@@ -280,20 +289,24 @@ static json_t *handle_one(rpc_server *srv, json_t *req)
 		}
 	}
 	json_t *version = json_object_get(req, "jsonrpc");
-	if (!json_is_string(version) || strcmp(json_string_value(version), "2.0") != 0)
+	if (!string_is(version, "2.0"))
 		return error_response(id, RPC_INVALID_REQUEST,
 				      "invalid request: jsonrpc must be \"2.0\"", NULL);
 	json_t *method = json_object_get(req, "method");
 	if (!json_is_string(method))
 		return error_response(id, RPC_INVALID_REQUEST,
 				      "invalid request: method must be a string", NULL);
+	if (has_nul(method))
+		return error_response(id, RPC_INVALID_REQUEST,
+				      "invalid request: method must not contain a NUL character",
+				      NULL);
 	json_t *params = json_object_get(req, "params");
 	if (params && !json_is_object(params) && !json_is_array(params))
 		return error_response(id, RPC_INVALID_REQUEST,
 				      "invalid request: params must be an object or an array",
 				      NULL);
 
-	const rpc_method *m = find_method(srv, json_string_value(method));
+	const rpc_method *m = find_method(srv, method);
 	if (!m) {
 		if (is_notification)
 			return NULL;
@@ -303,25 +316,7 @@ static json_t *handle_one(rpc_server *srv, json_t *req)
 	}
 	json_t *result = NULL;
 	msb_error *err = NULL;
-	int r;
-	json_t *empty = NULL;
-	if (params && json_is_array(params)) {
-		r = rpc_bad_params(&err, "`%s` takes named parameters (an object)", m->name);
-	} else {
-		if (!params)
-			params = empty = json_object();
-		r = 0;
-		json_object_foreach (params, key, value) {
-			if (m->params && !param_known(m, key)) {
-				r = rpc_bad_params(&err, "`%s` takes no parameter `%.100s`",
-						   m->name, key);
-				break;
-			}
-		}
-		if (r == 0)
-			r = m->fn(srv, params, &result, &err);
-	}
-	json_decref(empty);
+	int r = rpc_invoke(srv, srv->o.handles, m, params, &result, &err);
 	if (is_notification) {
 		json_decref(result);
 		msb_error_free(err);
@@ -481,10 +476,10 @@ static bool is_response(json_t *m)
  * response nothing waits for is dropped. */
 static void deliver_response(rpc_server *srv, json_t *msg)
 {
-	const char *id = json_string_value(json_object_get(msg, "id"));
+	json_t *id = json_object_get(msg, "id");
 	pthread_mutex_lock(&srv->c_lock);
 	for (struct out_call *c = srv->calls; c; c = c->next) {
-		if (!c->response && strcmp(c->id, id) == 0) {
+		if (!c->response && string_is(id, c->id)) {
 			c->response = msg;
 			msg = NULL;
 			pthread_cond_broadcast(&srv->c_cond);
@@ -701,11 +696,11 @@ static void read_loop(rpc_server *srv)
 	free(buf);
 }
 
-int rpc_serve(const rpc_server_options *opts)
+rpc_server *rpc_server_new(const rpc_server_options *opts)
 {
 	rpc_server *srv = calloc(1, sizeof(*srv));
 	if (!srv)
-		return 1;
+		return NULL;
 	srv->o = *opts;
 	if (!srv->o.max_message)
 		srv->o.max_message = RPC_MAX_MESSAGE_DEFAULT;
@@ -722,37 +717,80 @@ int rpc_serve(const rpc_server_options *opts)
 	pthread_cond_init(&srv->c_cond, &ca);
 	pthread_condattr_destroy(&ca);
 	srv->ev[0] = srv->ev[1] = srv->stop_pipe[0] = srv->stop_pipe[1] = -1;
+	srv->reader_done = true; /* no reader until rpc_serve starts one */
+	return srv;
+}
 
+void rpc_server_serve_line(rpc_server *srv, const char *line, size_t len)
+{
+	size_t a = 0;
+	while (a < len && (line[a] == ' ' || line[a] == '\t' || line[a] == '\r'))
+		a++;
+	if (a < len)
+		serve_line(srv, line, len);
+}
+
+void rpc_server_free(rpc_server *srv)
+{
+	if (!srv)
+		return;
+	if (srv->o.at_eof)
+		srv->o.at_eof(srv);
+	pthread_mutex_lock(&srv->out_lock);
+	drain_events_locked(srv);
+	pthread_mutex_unlock(&srv->out_lock);
+	msb_jsonl_recorder_free(srv->recorder);
+	for (int i = 0; i < 2; i++) {
+		if (srv->ev[i] >= 0)
+			close(srv->ev[i]);
+		if (srv->stop_pipe[i] >= 0)
+			close(srv->stop_pipe[i]);
+	}
+	free(srv->ev_buf);
+	pthread_mutex_destroy(&srv->out_lock);
+	pthread_mutex_destroy(&srv->q_lock);
+	pthread_cond_destroy(&srv->q_cond);
+	pthread_cond_destroy(&srv->q_space);
+	pthread_mutex_destroy(&srv->c_lock);
+	pthread_cond_destroy(&srv->c_cond);
+	free(srv);
+}
+
+/* Observer events: as notifications on stdout, or as JSON lines to a file. */
+static int start_events(rpc_server *srv)
+{
 	msb_error *err = NULL;
-	pthread_t fwd;
-	bool fwd_started = false;
 	if (srv->o.events) {
 		int sz = (int)EVENT_MAX + 4096;
 		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, srv->ev) < 0 ||
 		    pipe2(srv->stop_pipe, O_CLOEXEC) < 0 || !(srv->ev_buf = malloc(EVENT_MAX))) {
 			fprintf(stderr, "msb: cannot set up the event channel: %s\n",
 				strerror(errno));
-			return 1;
+			return -1;
 		}
 		setsockopt(srv->ev[1], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
 		setsockopt(srv->ev[0], SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
-		if (msb_jsonl_recorder_new(srv->ev[1], &srv->recorder, &srv->observer, &err) < 0) {
-			fprintf(stderr, "msb: %s\n", msb_error_message(err));
-			msb_error_free(err);
-			return 1;
-		}
-		srv->have_observer = true;
-		fwd_started = pthread_create(&fwd, NULL, event_forwarder, srv) == 0;
-	} else if (srv->o.events_fd >= 0) {
-		if (msb_jsonl_recorder_new(srv->o.events_fd, &srv->recorder, &srv->observer, &err) <
-		    0) {
-			fprintf(stderr, "msb: %s\n", msb_error_message(err));
-			msb_error_free(err);
-			return 1;
-		}
-		srv->have_observer = true;
 	}
+	int fd = srv->o.events ? srv->ev[1] : srv->o.events_fd;
+	if (fd < 0)
+		return 0;
+	if (msb_jsonl_recorder_new(fd, &srv->recorder, &srv->observer, &err) < 0) {
+		fprintf(stderr, "msb: %s\n", msb_error_message(err));
+		msb_error_free(err);
+		return -1;
+	}
+	srv->have_observer = true;
+	return 0;
+}
 
+int rpc_serve(const rpc_server_options *opts)
+{
+	rpc_server *srv = rpc_server_new(opts);
+	if (!srv || start_events(srv) < 0)
+		return 1;
+	srv->reader_done = false; /* before any worker can send the client a request */
+	pthread_t fwd;
+	bool fwd_started = srv->o.events && pthread_create(&fwd, NULL, event_forwarder, srv) == 0;
 	pthread_t *workers = calloc(srv->o.workers, sizeof(*workers));
 	unsigned started = 0;
 	for (; workers && started < srv->o.workers; started++)
@@ -780,29 +818,13 @@ int rpc_serve(const rpc_server_options *opts)
 	free(workers);
 	if (srv->o.at_eof)
 		srv->o.at_eof(srv);
+	srv->o.at_eof = NULL;
 
 	if (fwd_started) {
 		if (write(srv->stop_pipe[1], "x", 1) < 0)
 			(void)0;
 		pthread_join(fwd, NULL);
 	}
-	pthread_mutex_lock(&srv->out_lock);
-	drain_events_locked(srv);
-	pthread_mutex_unlock(&srv->out_lock);
-	msb_jsonl_recorder_free(srv->recorder);
-	for (int i = 0; i < 2; i++) {
-		if (srv->ev[i] >= 0)
-			close(srv->ev[i]);
-		if (srv->stop_pipe[i] >= 0)
-			close(srv->stop_pipe[i]);
-	}
-	free(srv->ev_buf);
-	pthread_mutex_destroy(&srv->out_lock);
-	pthread_mutex_destroy(&srv->q_lock);
-	pthread_cond_destroy(&srv->q_cond);
-	pthread_cond_destroy(&srv->q_space);
-	pthread_mutex_destroy(&srv->c_lock);
-	pthread_cond_destroy(&srv->c_cond);
-	free(srv);
+	rpc_server_free(srv);
 	return 0;
 }

@@ -128,16 +128,31 @@ typedef struct msb_sandbox_ops {
 	const char *(*instance_id)(void *impl);
 	/* Drop the handle's reference to impl. */
 	void (*release)(void *impl);
+	/* version 2: what exec and exec_bounded serve of msb_exec_io
+	 * (MSB_EXEC_CAN_*, msb/sandbox.h). The library refuses an exec asking for more, with
+	 * MSB_E_NOT_IMPLEMENTED naming the backend, before the backend sees it;
+	 * a version 1 vtable serves none of it. */
+	unsigned exec_io;
 } msb_sandbox_ops;
-#define MSB_SANDBOX_OPS_VERSION 1
+#define MSB_SANDBOX_OPS_VERSION 2
 
 /* Wrap a backend's sandbox. Takes ownership of impl (released via ops->release
  * on failure too, except when ops or ops->release is NULL). Refuses with
- * MSB_E_VALUE a NULL slot (the message names it), a version other than
+ * MSB_E_VALUE a NULL slot (the message names it), a version other than 1 or
  * MSB_SANDBOX_OPS_VERSION, or a NULL backend_name. `backend_name` is copied;
- * *ops is copied too. */
+ * *ops is copied too, and the address `ops` is kept as the handle's identity
+ * for msb_sandbox_impl(): pass the address of a static vtable. */
 MSB_EXTERN int msb_sandbox_new(const msb_sandbox_ops *ops, void *impl, const char *backend_name,
 			       msb_sandbox **out, msb_error **err);
+
+/*
+ * A backend's way back to its own object behind a handle: `impl` as given to
+ * msb_sandbox_new when the handle was made with this very `ops` address, else
+ * NULL (another backend's handle, a wrapper's, or sb NULL). Only the backend
+ * that owns the vtable can name it, so no one else can reach its object.
+ * Borrowed: valid while the handle lives. Thread-safe.
+ */
+MSB_EXTERN void *msb_sandbox_impl(const msb_sandbox *sb, const msb_sandbox_ops *ops);
 
 /* ---- Backends. ------------------------------------------------------------ */
 
@@ -179,6 +194,9 @@ typedef struct msb_backend_info {
  */
 MSB_EXTERN int msb_backend_new(const msb_backend_ops *ops, const msb_backend_info *info, void *impl,
 			       msb_backend **out, msb_error **err);
+/* As msb_sandbox_impl, for a backend: `impl` when `b` was made with this very
+ * `ops` address, else NULL. Borrowed while b lives. Thread-safe. */
+MSB_EXTERN void *msb_backend_impl(const msb_backend *b, const msb_backend_ops *ops);
 MSB_EXTERN msb_backend *msb_backend_ref(msb_backend *b);
 MSB_EXTERN void msb_backend_unref(msb_backend *b);
 MSB_EXTERN const char *msb_backend_name(const msb_backend *b);
@@ -202,6 +220,101 @@ MSB_EXTERN int msb_backend_dispose_scope(msb_backend *b, const char *scope, cons
  */
 MSB_EXTERN int msb_declared_backend_new(const msb_backend_info *info, msb_backend **out,
 					msb_error **err);
+
+/* ==== Backend types (issue 14; docs/internals/backends.md) =====================================
+ *
+ * A backend type is how a backend is made from its JSON description (docs/policy.md, "Backend
+ * JSON"): {"type": NAME, ...the type's own keys}. The library holds one table of the built-in
+ * types; msb_backend_from_json and msb_router_from_json (msb/msb.h) look "type" up in it, so
+ * every front end (msb check, conformance, the sandbox verbs, serve, mcp) builds every backend
+ * the same way. Adding a backend is one folder under src/backends/ and one row of the table.
+ */
+
+/* One host facility a type's doctor tried, and what it found (msb doctor). */
+typedef struct msb_probe {
+	char *name; /* "userns.root", "overlayfs.userns", ...; for a verdict, the type's name */
+	bool ok;
+	char *reason; /* one line */
+} msb_probe;
+
+/*
+ * What a type's doctor reports about this host: the verdict (can this host
+ * serve the type, and in one line what it offers or why not) and the
+ * facilities it tried on the way, in the order tried. Every string and the
+ * details array are malloc()ed; msb_backend_probe_clear() frees them (with
+ * free()) and zeroes the struct.
+ */
+typedef struct msb_backend_probe {
+	bool ok;
+	char *reason;
+	msb_probe *details; /* may be NULL when n_details == 0 */
+	size_t n_details;
+} msb_backend_probe;
+MSB_EXTERN void msb_backend_probe_clear(msb_backend_probe *p);
+
+/*
+ * What the loader hands a type's from_json. The library has already parsed
+ * the document, found "type", and refused every key the type does not list.
+ * When the type lists "declarations", the library has also refused a legacy
+ * top-level declaration key (4.10) and parsed "declarations" strictly (4.11,
+ * 4.12); `declarations` is that value, or NULL when the key is absent - or
+ * when it is unusable and the refusal waits for the router to resolve this
+ * backend (5.16: only inside msb_router_from_json, which then attaches the
+ * refusal to the backend from_json returns). Everything here is borrowed for
+ * the call; from_json copies what it keeps.
+ */
+typedef struct msb_backend_json {
+	unsigned version;
+	const char *json; /* the backend's whole object, NUL-terminated */
+	size_t len;
+	const char *where; /* how messages name the object: "backend", "router.backends[2]" */
+	const msb_declarations *declarations;
+} msb_backend_json;
+#define MSB_BACKEND_JSON_VERSION 1
+
+typedef struct msb_backend_type {
+	unsigned version;
+	const char *name;    /* the "type" of backend JSON: a short id ("ns") */
+	const char *summary; /* one line: what the type is */
+	/* Every key the type's JSON may carry besides "type", NULL-terminated.
+	 * Unknown keys are refused as "WHERE: unknown key `K`" before from_json. */
+	const char *const *keys;
+	/* Make the backend. Refusals name in->where; a value of the wrong JSON
+	 * type is MSB_E_TYPE, a wrong value MSB_E_VALUE. *out only on success. */
+	int (*from_json)(const msb_backend_json *in, msb_backend **out, msb_error **err);
+	/* Probe this host for the type, by trying rather than by version
+	 * numbers. Fills a zeroed *out; the caller clears it (on failure too).
+	 * Fails only when it cannot report (MSB_E_NOMEM); a host that cannot
+	 * serve the type is out->ok == false. Nothing it starts outlives it. */
+	int (*doctor)(msb_backend_probe *out, msb_error **err);
+} msb_backend_type;
+#define MSB_BACKEND_TYPE_VERSION 1
+#define MSB_BACKEND_TYPE_INIT                                                                      \
+	{                                                                                          \
+		MSB_BACKEND_TYPE_VERSION, NULL, NULL, NULL, NULL, NULL                             \
+	}
+
+/* The built-in types, in table order (*n set; n may be NULL); the array is
+ * NULL-terminated and static. Thread-safe. */
+MSB_EXTERN const msb_backend_type *const *msb_backend_types(size_t *n);
+/* The built-in type named `name`, or NULL. Thread-safe. */
+MSB_EXTERN const msb_backend_type *msb_backend_type_find(const char *name);
+
+/*
+ * msb doctor: every built-in type's doctor, in table order. `backends` holds
+ * one verdict per type (name = the type's name) and nothing else; `probes`
+ * the facilities they tried, in the same order. Forks short-lived children
+ * (the ns probes); nothing outlives the call.
+ */
+typedef struct msb_doctor_report {
+	msb_probe *probes;
+	size_t n_probes;
+	msb_probe *backends;
+	size_t n_backends;
+} msb_doctor_report;
+
+MSB_EXTERN int msb_doctor(msb_doctor_report **out, msb_error **err);
+MSB_EXTERN void msb_doctor_report_free(msb_doctor_report *r);
 
 MSB_END_DECLS
 

@@ -49,6 +49,7 @@ typedef enum msb_code {
 	MSB_E_LOOKUP = -1012,	       /* LookupError */
 	MSB_E_NOMEM = -1013,	       /* MemoryError */
 	MSB_E_PROTOCOL = -1014,	       /* a peer broke the wire protocol (msb only) */
+	MSB_E_SANDBOX_GONE = -1015,    /* SandboxGone: the handle's instance is gone (msb only) */
 
 	/* Router policy refusals. */
 	MSB_E_NO_BACKEND = -1100,		     /* NoSandboxBackend */

@@ -28,10 +28,14 @@
 MSB_BEGIN_DECLS
 
 /*
- * Make a backend from its JSON description:
- *   {"type": "declared"|"fake", "name": ..., "isolation": ..., "declarations": {...}, ...}
- * A top-level legacy declaration key (capabilities, limits, egress_modes,
- * os_families) is refused naming the key (4.10). Unknown keys are refused.
+ * Make a backend from its JSON description (docs/policy.md, "Backend JSON"):
+ *   {"type": NAME, ...the type's own keys}
+ * NAME is looked up in the table of built-in types (msb_backend_types() in
+ * msb/backend.h); a missing or unknown type is refused (MSB_E_VALUE) listing
+ * the table's names, and so is a key the type does not take. For a type that
+ * carries declarations (`declared`, `fake`), a top-level legacy declaration
+ * key (capabilities, limits, egress_modes, os_families) is refused naming the
+ * key (4.10). Thread-safe.
  */
 MSB_EXTERN int msb_backend_from_json(const char *json, size_t len, msb_backend **out,
 				     msb_error **err);
@@ -39,7 +43,10 @@ MSB_EXTERN int msb_backend_from_json(const char *json, size_t len, msb_backend *
 /*
  * A whole router from JSON: the options of msb_router_options_from_json plus
  * "backends": [ <backend JSON>, ... ]. opts_extra (may be NULL) supplies what
- * JSON cannot carry: observer and log callback.
+ * JSON cannot carry: observer and log callback. What a backend declares - a
+ * legacy key, unusable declarations - is judged when the router resolves that
+ * backend (5.16): FIXED refuses only the backend it resolves, PER_SPEC every
+ * registered one. Messages name the backend as `router.backends[I]`.
  */
 MSB_EXTERN int msb_router_from_json(const char *json, size_t len,
 				    const msb_router_options *opts_extra, msb_router **out,

@@ -9,6 +9,12 @@
  * the name is derived from the key and kind by SHA-256, so any process can
  * find, reuse and dispose a sandbox another process made (DESIGN §5).
  *
+ * As a backend type (msb/backend.h) `ns` reads backend JSON with the keys of
+ * msb_ns_options by the same names - name, state_dir, image, memory_bytes,
+ * pids_max, cpu_millis, writable_bytes, start_timeout, egress (an object,
+ * docs/egress.md) - and its doctor probes what the boundary needs (user
+ * namespaces, overlayfs, cgroup v2/v1, seccomp, openat2, Landlock, ...).
+ *
  * Thread-safety: the backend and its sandboxes may be used from any thread;
  * get-or-create is serialised across processes by flock on the sandbox's
  * state directory.
@@ -23,6 +29,25 @@
 #include <msb/error.h>
 
 MSB_BEGIN_DECLS
+
+/*
+ * Progress of an OCI image's first unpack (image `oci:...`): reported on the
+ * acquiring thread while the layers not yet in the image cache are unpacked,
+ * at each layer's start and end and about every MiB of its blob in between,
+ * then once with `done`. Nothing is reported when every layer is cached. The
+ * pointer and its strings are valid only during the call.
+ */
+typedef struct msb_ns_progress {
+	const char *image;    /* the image, as the backend spells it */
+	unsigned layer;	      /* 1-based: the layer being unpacked now */
+	unsigned layers;      /* the layers this acquire unpacks */
+	uint64_t layer_bytes; /* bytes of the layer's blob read so far */
+	uint64_t layer_size;  /* the blob's size (the manifest's) */
+	uint64_t bytes;	      /* the same over every layer this acquire unpacks */
+	uint64_t total;
+	bool done; /* the last report: every layer is in place */
+} msb_ns_progress;
+typedef void (*msb_ns_progress_fn)(void *userdata, const msb_ns_progress *p);
 
 /* memory_bytes, pids_max, cpu_millis and writable_bytes are each sandbox's
  * default and the most a spec may ask for (the spec's `resources`; more is
@@ -46,17 +71,33 @@ typedef struct msb_ns_options {
 	 * header_timeout_ms, connect_timeout_ms, max_tunnels. NULL = defaults
 	 * (no private destination allowed). Copied. */
 	const char *egress_config;
+	/* Version 2: image unpack progress (msb_ns_progress); NULL = none.
+	 * Version 1 options (without these fields) are still accepted. */
+	msb_ns_progress_fn progress;
+	void *progress_userdata;
 } msb_ns_options;
-#define MSB_NS_OPTIONS_VERSION 1
+#define MSB_NS_OPTIONS_VERSION 2
 #define MSB_NS_OPTIONS_INIT                                                                        \
 	{                                                                                          \
-		MSB_NS_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL          \
+		MSB_NS_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL,   \
+			NULL                                                                       \
 	}
 
 /* Make the backend. Nothing is started until acquire. */
 MSB_EXTERN int msb_ns_backend_new(const msb_ns_options *opts, msb_backend **out, msb_error **err);
 
-/* One sandbox as recorded in the state directory (msb ls). */
+/*
+ * Report image unpack progress to `fn` (NULL: stop) on a backend made from
+ * backend JSON, where no options struct reaches the caller. MSB_E_VALUE
+ * when `b` is not an ns backend. Call it before the backend is used from
+ * more than one thread.
+ */
+MSB_EXTERN int msb_ns_backend_set_progress(msb_backend *b, msb_ns_progress_fn fn, void *userdata,
+					   msb_error **err);
+
+/* One sandbox as recorded in the state directory (msb ls). Exactly one of
+ * `alive` and `dead` is true, or neither (stale: never started, or taken
+ * down on purpose; the next acquire replaces it). */
 typedef struct msb_ns_entry {
 	char *name;
 	char *scope;
@@ -65,8 +106,14 @@ typedef struct msb_ns_entry {
 	char *kind;
 	char *call_id; /* NULL when conversation-scoped */
 	char *instance_id;
-	int64_t shim_pid; /* 0 when the shim is gone */
-	bool alive;
+	int64_t shim_pid;   /* 0 when the shim is gone (a zombie is gone) */
+	bool alive;	    /* running: its shim is alive and its agent not known dead */
+	bool dead;	    /* its agent or its shim died unasked: acquire refuses the key
+			       (SandboxUnclean) until it is disposed of */
+	char *reason;	    /* when dead: what happened, one line; else NULL */
+	char *image;	    /* the image it was made from ("host", "dir:...", "oci:..."); NULL
+			     * when its labels predate the field */
+	int64_t created_ns; /* when it was made: CLOCK_REALTIME nanoseconds; 0 = unknown */
 } msb_ns_entry;
 
 /* Every sandbox under the state root, read from labels on disk. */
@@ -75,26 +122,12 @@ MSB_EXTERN int msb_ns_list(const msb_ns_options *opts, msb_ns_entry **entries, s
 MSB_EXTERN void msb_ns_entries_free(msb_ns_entry *entries, size_t n);
 
 /*
- * msb doctor: probe this host (user namespaces, overlayfs, cgroup v2 and v1
- * controllers, seccomp, openat2, Landlock, KVM, ...) by trying each facility,
- * and give a verdict per backend with the reason. Forks short-lived children;
- * nothing outlives the call.
+ * The state root an ns backend resolved (its options' state_root, else
+ * $MSB_STATE_DIR, else /run/msb as root or $XDG_RUNTIME_DIR/msb), which
+ * holds ns/<name>/ per sandbox: what the escape suite and `msb ls` read.
+ * NULL when `b` is not an ns backend. Borrowed while b lives.
  */
-typedef struct msb_probe {
-	char *name;
-	bool ok;
-	char *reason; /* one line */
-} msb_probe;
-
-typedef struct msb_doctor_report {
-	msb_probe *probes;
-	size_t n_probes;
-	msb_probe *backends; /* one verdict per backend ("ns", "fake", "vm", ...) */
-	size_t n_backends;
-} msb_doctor_report;
-
-MSB_EXTERN int msb_doctor(msb_doctor_report **out, msb_error **err);
-MSB_EXTERN void msb_doctor_report_free(msb_doctor_report *r);
+MSB_EXTERN const char *msb_ns_backend_state_root(const msb_backend *b);
 
 /*
  * The native host-tool channel on an ns sandbox (docs/hosttools.md): serve

@@ -27,43 +27,38 @@ int64_t msb_client__deadline(double seconds)
 
 size_t msb_client__queued(const msb_client *c)
 {
-	return c->out_len - c->out_head;
+	return msb_proto_outq_pending(&c->out);
 }
 
-uint8_t *msb_client__reserve(msb_client *c, size_t n)
+int msb_client__reserve(msb_client *c, size_t n, uint8_t **dst, msb_error **err)
 {
-	if (c->out_head > 0) {
-		memmove(c->out, c->out + c->out_head, c->out_len - c->out_head);
-		c->out_len -= c->out_head;
-		c->out_head = 0;
-	}
-	if (c->out_cap - c->out_len < n) {
-		size_t cap = c->out_cap ? c->out_cap : 16384;
-		while (cap - c->out_len < n) {
-			if (msb__mul_overflow(cap, 2, &cap))
-				return NULL;
-		}
-		uint8_t *p = realloc(c->out, cap);
-		if (!p)
-			return NULL;
-		c->out = p;
-		c->out_cap = cap;
-	}
-	return c->out + c->out_len;
+	int rc = msb_proto_outq_reserve(&c->out, n, dst);
+	if (rc == 0)
+		return 0;
+	size_t queued = msb_client__queued(c);
+	msb_client__drop(c);
+	if (rc == MSB_PROTO_E_NOMEM)
+		return msb__error_nomem(err);
+	return msb_error_set(err, MSB_E_PROTOCOL,
+			     "sandbox agent is not reading: %zu bytes queued for it, and %zu more "
+			     "would pass the send queue's maximum of %u bytes",
+			     queued, n, MSB_CLIENT_OUTQ_MAX);
 }
 
 void msb_client__commit(msb_client *c, size_t n)
 {
-	c->out_len += n;
+	msb_proto_outq_commit(&c->out, n);
 }
 
-int msb_client__queue_small(msb_client *c, const uint8_t *frame, int len)
+int msb_client__queue_small(msb_client *c, const uint8_t *frame, int len, msb_error **err)
 {
 	if (len <= 0)
-		return -EINVAL;
-	uint8_t *dst = msb_client__reserve(c, (size_t)len);
-	if (!dst)
-		return -ENOMEM;
+		return msb_error_set(err, MSB_E_RUNTIME, "cannot encode a frame: %s",
+				     msb_proto_strerror(len));
+	uint8_t *dst;
+	int rc = msb_client__reserve(c, (size_t)len, &dst, err);
+	if (rc < 0)
+		return rc;
 	memcpy(dst, frame, (size_t)len);
 	msb_client__commit(c, (size_t)len);
 	return 0;
@@ -76,7 +71,7 @@ void msb_client__drop(msb_client *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
-	c->out_head = c->out_len = 0;
+	msb_proto_outq_clear(&c->out);
 	c->last_channel = 0;
 	if (c->rd)
 		msb_proto_reader_init(c->rd, MSB_PROTO_MAX_PAYLOAD);
@@ -138,42 +133,35 @@ int msb_client__peer_error(msb_client *c, const msb_proto_frame *f, msb_error **
 
 static int flush(msb_client *c)
 {
-	while (msb_client__queued(c) > 0) {
-		ssize_t n = send(c->fd, c->out + c->out_head, msb_client__queued(c),
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return 0;
-			return errno == ECONNRESET ? -EPIPE : -errno;
-		}
-		c->out_head += (size_t)n;
-	}
-	c->out_head = c->out_len = 0;
-	return 0;
+	int rc = msb_proto_outq_send(&c->out, c->fd);
+	return rc == -ECONNRESET ? -EPIPE : rc;
 }
 
-int msb_client__io(msb_client *c, int64_t deadline, int cancel_fd, bool *cancelled)
+int msb_client__io(msb_client *c, int64_t deadline, msb_client_watch *w, size_t nw)
 {
 	if (c->fd < 0)
 		return -EPIPE;
+	if (nw > MSB_CLIENT_MAX_WATCH)
+		return -EINVAL;
 	int rc = flush(c);
 	if (rc < 0)
 		return rc;
+	for (size_t i = 0; i < nw; i++)
+		w[i].revents = 0;
 	for (;;) {
 		int64_t now = msb__now_ns();
 		if (now >= deadline)
 			return 0;
 		int64_t ms = (deadline - now + 999999) / 1000000;
 		int timeout = deadline == INT64_MAX ? -1 : ms > INT_MAX ? INT_MAX : (int)ms;
-		struct pollfd p[2] = {
-			{.fd = c->fd, .events = POLLIN},
-			{.fd = cancel_fd, .events = POLLIN},
-		};
+		struct pollfd p[1 + MSB_CLIENT_MAX_WATCH];
+		p[0] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+		for (size_t i = 0; i < nw; i++)
+			p[1 + i] = (struct pollfd){.fd = w[i].events ? w[i].fd : -1,
+						   .events = w[i].events};
 		if (msb_client__queued(c) > 0)
 			p[0].events |= POLLOUT;
-		int n = poll(p, cancel_fd >= 0 ? 2 : 1, timeout);
+		int n = poll(p, 1 + nw, timeout);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -182,9 +170,11 @@ int msb_client__io(msb_client *c, int64_t deadline, int cancel_fd, bool *cancell
 		if (n == 0)
 			continue; /* re-check the clock */
 		bool progress = false;
-		if (cancel_fd >= 0 && (p[1].revents & POLLIN)) {
-			*cancelled = true;
-			progress = true;
+		for (size_t i = 0; i < nw; i++) {
+			if (p[1 + i].fd >= 0 && p[1 + i].revents) {
+				w[i].revents = p[1 + i].revents;
+				progress = true;
+			}
 		}
 		if (p[0].revents & POLLOUT) {
 			if ((rc = flush(c)) < 0)
@@ -220,8 +210,7 @@ static int next_frame(msb_client *c, int64_t deadline, msb_proto_frame *f)
 		int rc = msb_proto_reader_next(c->rd, f);
 		if (rc != 0)
 			return rc < 0 ? -EPROTO : 1;
-		bool dummy = false;
-		rc = msb_client__io(c, deadline, -1, &dummy);
+		rc = msb_client__io(c, deadline, NULL, 0);
 		if (rc <= 0)
 			return rc;
 	}
@@ -232,10 +221,11 @@ static int hello(msb_client *c, int64_t deadline, msb_error **err)
 	msb_proto_hello mine, theirs;
 	msb_proto_hello_default(&mine, MSB_PROTO_ROLE_HOST);
 	uint8_t buf[64];
-	if (msb_client__queue_small(c, buf, msb_proto_enc_hello(buf, sizeof(buf), &mine)) < 0)
-		return msb__error_nomem(err);
+	int rc = msb_client__queue_small(c, buf, msb_proto_enc_hello(buf, sizeof(buf), &mine), err);
+	if (rc < 0)
+		return rc;
 	msb_proto_frame f;
-	int rc = next_frame(c, deadline, &f);
+	rc = next_frame(c, deadline, &f);
 	if (rc == 0) {
 		msb_client__drop(c);
 		return msb_error_set(err, MSB_E_TIMEOUT,
@@ -322,6 +312,7 @@ static int client_new(msb_client **out, msb_error **err)
 		return msb__error_nomem(err);
 	}
 	msb_proto_reader_init(c->rd, MSB_PROTO_MAX_PAYLOAD);
+	(void)msb_proto_outq_init(&c->out, MSB_CLIENT_OUTQ_INITIAL, MSB_CLIENT_OUTQ_MAX);
 	c->fd = -1;
 	pthread_mutex_init(&c->lock, NULL);
 	*out = c;
@@ -390,7 +381,7 @@ void msb_client__free(msb_client *c)
 	msb_client__drop(c);
 	pthread_mutex_destroy(&c->lock);
 	free(c->rd);
-	free(c->out);
+	msb_proto_outq_free(&c->out);
 	free(c->path);
 	free(c);
 }
@@ -410,9 +401,10 @@ static int ping_locked(msb_client *c, double timeout, msb_error **err)
 		return rc;
 	uint64_t cookie = (uint64_t)msb__now_ns();
 	uint8_t buf[32];
-	if (msb_client__queue_small(
-		    c, buf, msb_proto_enc_ping(buf, sizeof(buf), MSB_PROTO_PING, cookie)) < 0)
-		return msb__error_nomem(err);
+	rc = msb_client__queue_small(
+		c, buf, msb_proto_enc_ping(buf, sizeof(buf), MSB_PROTO_PING, cookie), err);
+	if (rc < 0)
+		return rc;
 	for (;;) {
 		msb_proto_frame f;
 		rc = next_frame(c, deadline, &f);
@@ -479,6 +471,27 @@ static char **split_argv(const msb_proto_str *s)
 	return v;
 }
 
+/* Charge one entry's command line to a snapshot's budget, or refuse. */
+static int ps_budget(msb_client *c, const msb_proto_str *argv, size_t *bytes, size_t *args,
+		     msb_error **err)
+{
+	size_t n = argv->len ? 1 : 0;
+	for (size_t i = 0; i < argv->len; i++)
+		n += argv->ptr[i] == 0 && i + 1 < argv->len;
+	*bytes += argv->len;
+	*args += n;
+	if (*bytes <= MSB_CLIENT_PS_MAX_ARGV_BYTES && *args <= MSB_CLIENT_PS_MAX_ARGS)
+		return 0;
+	msb_client__drop(c);
+	if (*args > MSB_CLIENT_PS_MAX_ARGS)
+		return msb_error_set(err, MSB_E_RUNTIME,
+				     "process snapshot exceeds %u command-line arguments",
+				     MSB_CLIENT_PS_MAX_ARGS);
+	return msb_error_set(err, MSB_E_RUNTIME,
+			     "process snapshot exceeds %zu bytes of command lines",
+			     MSB_CLIENT_PS_MAX_ARGV_BYTES);
+}
+
 static int ps_locked(msb_client *c, double timeout, msb_client_proc **procs, size_t *nprocs,
 		     msb_error **err)
 {
@@ -493,12 +506,13 @@ static int ps_locked(msb_client *c, double timeout, msb_client_proc **procs, siz
 	}
 	msb_proto_ps_request q = {MSB_PROTO_MAX_PS_ENTRIES, MSB_PROTO_MAX_PS_ARGV};
 	uint8_t buf[64];
-	if (msb_client__queue_small(c, buf, msb_proto_enc_ps_request(buf, sizeof(buf), chan, &q)) <
-	    0)
-		return msb__error_nomem(err);
+	rc = msb_client__queue_small(c, buf, msb_proto_enc_ps_request(buf, sizeof(buf), chan, &q),
+				     err);
+	if (rc < 0)
+		return rc;
 
 	msb_client_proc *v = NULL;
-	size_t n = 0;
+	size_t n = 0, argv_bytes = 0, argv_args = 0;
 	bool more = true;
 	while (more) {
 		msb_proto_frame f;
@@ -558,6 +572,8 @@ static int ps_locked(msb_client *c, double timeout, msb_client_proc **procs, siz
 		v = nv;
 		msb_proto_ps_entry e;
 		while (msb_proto_ps_next(&r, &e)) {
+			if ((rc = ps_budget(c, &e.argv, &argv_bytes, &argv_args, err)) < 0)
+				goto fail;
 			msb_client_proc *p = &v[n];
 			memset(p, 0, sizeof(*p));
 			p->pid = e.pid;

@@ -60,6 +60,7 @@ static const struct code_info {
 	{MSB_E_LOOKUP, "LookupError", L, 1},
 	{MSB_E_NOMEM, "MemoryError", R, 1},
 	{MSB_E_PROTOCOL, "ProtocolError", R, 1},
+	{MSB_E_SANDBOX_GONE, "SandboxGone", R, 1},
 
 	{MSB_E_NO_BACKEND, "NoSandboxBackend", L, 3},
 	{MSB_E_BACKEND_NOT_PERMITTED, "SandboxBackendNotPermitted", P, 3},
@@ -402,6 +403,19 @@ static int errno_code(int errnum)
 	}
 }
 
+const char *msb__strerror(int errnum, char *buf, size_t size)
+{
+	if (errnum < 0)
+		errnum = -errnum;
+	if (errnum == EMFILE)
+		return "out of file descriptors (this process's RLIMIT_NOFILE is reached: Too many "
+		       "open files)";
+	if (errnum == ENFILE)
+		return "out of file descriptors (the system's file table is full: Too many open "
+		       "files in system)";
+	return strerror_r(errnum, buf, size);
+}
+
 int msb__error_errno(msb_error **err, int errnum, const char *fmt, ...)
 {
 	if (errnum < 0)
@@ -416,7 +430,7 @@ int msb__error_errno(msb_error **err, int errnum, const char *fmt, ...)
 	if (!prefix)
 		return msb__error_nomem(err);
 	char buf[128];
-	const char *s = strerror_r(errnum, buf, sizeof(buf));
+	const char *s = msb__strerror(errnum, buf, sizeof(buf));
 	msb_error_set(err, code, "%s: %s", prefix, s);
 	free(prefix);
 	return code;

@@ -11,6 +11,12 @@
 
 #include "util.h"
 
+static inline void msb__json_decrefp(json_t **p)
+{
+	json_decref(*p);
+}
+#define _cleanup_json_ _cleanup_(msb__json_decrefp)
+
 /* Parse a document whose top level must be an object. Rejects NaN/Inf,
  * duplicate keys, and trailing data. */
 int msb__json_load_object(const char *json, size_t len, const char *where, json_t **out,

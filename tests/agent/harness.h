@@ -25,10 +25,14 @@ int agent_start(struct agent_proc *ap);
 /* The same as PID 1 of new pid and mount namespaces (util-linux unshare,
  * root only); ap->pid is then unshare's pid. -ENOTSUP when not possible. */
 int agent_start_pid1(struct agent_proc *ap);
-/* SIGTERM, wait, remove the directory. */
+/* SIGTERM, wait, remove the directory. An agent that ends otherwise than
+ * with status 0 aborts the test (a sanitizer's report, a crash). */
 void agent_stop(struct agent_proc *ap);
 /* A raw stream connection to the agent's socket (-1 on failure). */
 int agent_dial(const struct agent_proc *ap);
+/* The agent's pid as this process sees it (in pid1 mode: unshare's child),
+ * -1 when it cannot be found. */
+pid_t agent_pid(const struct agent_proc *ap);
 /* true while the agent process is alive. */
 bool agent_alive(const struct agent_proc *ap);
 

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -217,36 +218,63 @@ Test(agent, working_directory_is_honoured)
 	msb_exec_result_clear(&res);
 }
 
-Test(agent, working_directory_escape_is_refused)
+/*
+ * Issue 16: exec is not confined (the seed's semantics): any existing guest
+ * directory is accepted, absolute or relative to the storage base, links
+ * followed; one that cannot be entered is exit 126 with the reason on
+ * stderr, like an engine's `exec -w` - not a refusal of the call. (The file
+ * plane keeps its confinement: ns_files/working_directories.)
+ */
+Test(agent, working_directory_is_any_guest_directory)
 {
 	mkdir_p(ap.work, "sub");
-	char link[512], file[512];
+	char link[512], file[512], real_etc[4096], real_parent[4096], want[4200];
 	snprintf(link, sizeof(link), "%s/out", ap.work);
 	cr_assert_eq(symlink("/etc", link), 0);
 	snprintf(file, sizeof(file), "%s/plain", ap.work);
 	FILE *f = fopen(file, "w");
 	cr_assert(f);
 	fclose(f);
+	cr_assert(realpath("/etc", real_etc));
+	cr_assert(realpath(ap.dir, real_parent));
 
-	static const char *const escapes[] = {"..", "sub/../..", "../work", "/etc", "out", NULL};
-	for (size_t i = 0; escapes[i]; i++) {
+	static const struct {
+		const char *wd;
+		int want; /* 0 /, 1 /etc, 2 the base's parent */
+	} ok[] = {{"/", 0}, {"/etc", 1}, {"out", 1}, {"..", 2}, {"sub/../..", 2}, {"../../", -1}};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		msb_exec_result res;
 		msb_error *err = NULL;
-		int rc = exec_in(escapes[i], &res, &err);
-		cr_assert_eq(rc, MSB_E_VALUE, "`%s`: %d %s", escapes[i], rc,
-			     err ? msb_error_message(err) : "");
-		cr_assert(strstr(msb_error_message(err), "escapes the storage base"));
-		msb_error_free(err);
+		int rc = exec_in(ok[i].wd, &res, &err);
+		cr_assert_eq(rc, 0, "`%s`: %s", ok[i].wd, err ? msb_error_message(err) : "");
+		cr_assert_eq(res.exit_code, 0, "`%s`: %s", ok[i].wd, res.stderr_bytes);
+		if (ok[i].want >= 0) {
+			snprintf(want, sizeof(want), "%s\n",
+				 ok[i].want == 0   ? "/"
+				 : ok[i].want == 1 ? real_etc
+						   : real_parent);
+			cr_assert_str_eq((const char *)res.stdout_bytes, want, "`%s`", ok[i].wd);
+		}
+		msb_exec_result_clear(&res);
 	}
-	msb_exec_result res;
-	msb_error *err = NULL;
-	cr_assert_eq(exec_in("missing", &res, &err), MSB_E_NOT_FOUND);
-	msb_error_free(err);
-	err = NULL;
-	cr_assert_eq(exec_in("plain", &res, &err), MSB_E_NOT_DIRECTORY);
-	msb_error_free(err);
-	/* the channel was refused, the connection serves on */
-	res = sh_ok("echo still", 10);
+	static const struct {
+		const char *wd, *why;
+	} bad[] = {{"missing", "No such file or directory"},
+		   {"/no/such/dir", "No such file or directory"},
+		   {"plain", "Not a directory"}};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		msb_exec_result res;
+		msb_error *err = NULL;
+		cr_assert_eq(exec_in(bad[i].wd, &res, &err), 0, "`%s`: %s", bad[i].wd,
+			     err ? msb_error_message(err) : "");
+		cr_assert_eq(res.exit_code, 126, "`%s`", bad[i].wd);
+		cr_assert_eq(res.stdout_len, 0);
+		const char *e = (const char *)res.stderr_bytes;
+		cr_assert(strstr(e, "working directory") && strstr(e, bad[i].why), "%s", e);
+		msb_exec_result_clear(&res);
+	}
+	/* the connection serves on */
+	msb_exec_result res = sh_ok("echo still", 10);
 	cr_assert_str_eq((const char *)res.stdout_bytes, "still\n");
 	msb_exec_result_clear(&res);
 }
@@ -318,6 +346,59 @@ Test(agent, large_output_arrives_exactly)
 	assert_bytes(res.stdout_bytes, res.stdout_len, want, len);
 	free(want);
 	msb_exec_result_clear(&res);
+}
+
+/* The budget of an unbounded exec (docs/security.md, issue 15 finding 4):
+ * stdout and stderr together up to MSB_CLIENT_MAX_OUTPUT are delivered; one
+ * byte more is refused typed, and the host never held much more than it. */
+Test(agent, unbounded_exec_output_budget)
+{
+	char line[128];
+	snprintf(line, sizeof(line), "head -c %llu /dev/zero",
+		 (unsigned long long)MSB_CLIENT_MAX_OUTPUT);
+	msb_exec_result res = sh_ok(line, 60);
+	cr_assert_eq(res.stdout_len, MSB_CLIENT_MAX_OUTPUT);
+	msb_exec_result_clear(&res);
+
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	uint64_t before = (uint64_t)ru.ru_maxrss * 1024;
+	snprintf(line, sizeof(line), "printf x >&2; head -c %llu /dev/zero; sleep 30",
+		 (unsigned long long)MSB_CLIENT_MAX_OUTPUT);
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	msb_error *err = NULL;
+	req.shell = line;
+	req.timeout = 60;
+	cr_assert_eq(run_req(cl, &req, &res, &err), MSB_E_RUNTIME, "%s",
+		     err ? msb_error_message(err) : "delivered");
+	cr_assert(strstr(msb_error_message(err), "exec output exceeds 67108864 bytes"), "%s",
+		  msb_error_message(err));
+	msb_error_free(err);
+	getrusage(RUSAGE_SELF, &ru);
+	uint64_t grew = (uint64_t)ru.ru_maxrss * 1024 - before;
+	cr_assert_lt(grew, 2 * MSB_CLIENT_MAX_OUTPUT, "peak RSS grew by %llu bytes",
+		     (unsigned long long)grew);
+	/* The refusal dropped the connection; the next exec has a new one. */
+	res = sh_ok("echo next", 10);
+	cr_assert_str_eq((const char *)res.stdout_bytes, "next\n");
+	msb_exec_result_clear(&res);
+}
+
+/* A timed-out exec's partial output is a payload of its own budget. */
+Test(agent, timeout_partial_output_budget)
+{
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	msb_exec_result res;
+	msb_error *err = NULL;
+	req.shell = "head -c 3145728 /dev/zero; sleep 30";
+	req.timeout = 3;
+	cr_assert_eq(run_req(cl, &req, &res, &err), MSB_E_TIMEOUT);
+	int sig = 0;
+	const uint8_t *out = NULL;
+	size_t len = 0;
+	cr_assert(msb_error_timeout(err, &sig, &out, &len));
+	cr_assert_eq(len, MSB_CLIENT_PARTIAL_MAX, "%zu bytes of partial output", len);
+	msb_error_free(err);
 }
 
 /* ---- exec_bounded (9.8) --------------------------------------------------- */

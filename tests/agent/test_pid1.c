@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * msb-agent as PID 1 of fresh pid and mount namespaces (its production
- * role), when the tests run as root with util-linux unshare: it reaps
- * orphans, a timeout leaves nothing of the command in the namespace, and
- * SIGTERM takes everything down. Skipped otherwise.
+ * role), when the tests run as root with util-linux unshare: workloads run
+ * in a pid namespace of their own where the agent does not exist (issue 15
+ * finding 2), orphans are reaped, a timeout leaves nothing of the command
+ * in the namespace, and SIGTERM takes everything down. Skipped otherwise.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,11 +78,97 @@ static void count_procs(size_t *live, size_t *zombies)
 	msb_client__procs_free(procs, n);
 }
 
+/* The agent is PID 1 of its namespace (the snapshot is taken from there),
+ * and a workload's parent is outside the workloads' own namespace: pid 0, as
+ * for a process `docker exec` started. */
 Test(pid1, runs_as_init)
 {
-	msb_exec_result res = sh("echo $PPID", 10, 0);
-	cr_assert_str_eq((const char *)res.stdout_bytes, "1\n");
+	size_t live, zombies;
+	count_procs(&live, &zombies);
+	cr_assert_eq(live, 0, "the snapshot lists the agent only");
+	msb_exec_result res = sh("echo $PPID; echo $$", 10, 0);
+	cr_assert_str_eq((const char *)res.stdout_bytes, "0\n2\n",
+			 "the first workload is pid 2 of its namespace, its parent invisible");
 	msb_exec_result_clear(&res);
+}
+
+/* Issue 15 finding 2: nothing of PID 1 is within a workload's reach - its
+ * /proc entries (score, environment, memory, maps, exe), its signals. The
+ * reaper that is PID 1 of the workloads' namespace is hidden too. */
+Test(pid1, workloads_cannot_reach_pid1)
+{
+	msb_exec_result res =
+		sh("for f in oom_score_adj environ mem maps exe cmdline; do "
+		   "  [ -e /proc/1/$f ] && echo \"reached $f\"; done; "
+		   "(echo 1000 > /proc/1/oom_score_adj) 2>/dev/null && echo wrote-score; "
+		   "cat /proc/1/environ 2>/dev/null && echo read-environ; "
+		   "head -c1 /proc/1/mem 2>/dev/null && echo read-mem; "
+		   "for s in TERM INT QUIT HUP USR1 USR2 KILL; do kill -$s 1 2>/dev/null; done; "
+		   "ls /proc | grep -qx 1 && echo listed-1; echo done",
+		   10, 0);
+	cr_assert_str_eq((const char *)res.stdout_bytes, "done\n", "reached: %s",
+			 (const char *)res.stdout_bytes);
+	msb_exec_result_clear(&res);
+	usleep(200 * 1000);
+	cr_assert(agent_alive(&ap), "the agent died of its workload's signals");
+	char path[64], score[32] = "";
+	snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)agent_pid(&ap));
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	cr_assert_gt(read(fd, score, sizeof(score) - 1), 0);
+	close(fd);
+	cr_assert_str_eq(score, "0\n", "the agent's OOM score is untouched");
+	res = sh("echo ok", 10, 0);
+	cr_assert_str_eq((const char *)res.stdout_bytes, "ok\n");
+	msb_exec_result_clear(&res);
+}
+
+/* The agent's child that is not an exec: the workloads' reaper. */
+static pid_t find_reaper(void)
+{
+	pid_t agent = agent_pid(&ap);
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)agent, (int)agent);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	cr_assert_gt(n, 0, "the agent has no child");
+	buf[n] = 0;
+	for (char *p = buf; *p;) {
+		pid_t pid = (pid_t)strtol(p, &p, 10);
+		char comm[64] = "";
+		snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			ssize_t m = read(fd, comm, sizeof(comm) - 1);
+			close(fd);
+			comm[m > 0 ? m : 0] = 0;
+		}
+		if (strcmp(comm, "msb-agent\n") == 0)
+			return pid;
+		while (*p == ' ' || *p == '\n')
+			p++;
+	}
+	cr_assert_fail("no reaper among the agent's children: %s", buf);
+	return -1;
+}
+
+/* The reaper dies (an OOM kill would do it): its namespace and every
+ * workload in it go, and the next exec runs in a new one. */
+Test(pid1, a_dead_reaper_is_replaced)
+{
+	msb_exec_result res = sh("setsid sleep 100 >/dev/null 2>&1 </dev/null & exit 0", 10, 0);
+	msb_exec_result_clear(&res);
+	pid_t reaper = find_reaper();
+	cr_assert_eq(kill(reaper, SIGKILL), 0);
+	cr_assert(pid_gone(reaper, 5), "the reaper outlived SIGKILL");
+	res = sh("echo $$; set -- /proc/[0-9]*; echo $#; [ -e /proc/1 ] || echo hidden", 10, 0);
+	cr_assert_str_eq((const char *)res.stdout_bytes, "2\n1\nhidden\n",
+			 "a new namespace (the sleeper went with the old one): %s",
+			 (const char *)res.stdout_bytes);
+	msb_exec_result_clear(&res);
+	cr_assert_neq(find_reaper(), reaper);
 }
 
 Test(pid1, reaps_orphans)

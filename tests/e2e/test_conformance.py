@@ -9,6 +9,7 @@ import http.server
 import json
 import os
 import shutil
+import subprocess
 import threading
 
 import pytest
@@ -104,10 +105,47 @@ def test_table_has_one_row_per_probe_and_a_summary(msb):
 
 def test_usage_errors(msb):
     assert msb("conformance").returncode == 2
-    assert msb("conformance", "nosuch").returncode == 2
+    p = msb("conformance", "nosuch")
+    # The type is looked up in the backend-type table, before any output.
+    assert p.returncode == 2 and not p.stdout, p.stdout
+    assert b"`nosuch` is not a backend type: expected one of `declared`, `fake`, `ns`, `oci`" in p.stderr
     assert msb("conformance", "fake", "--suite", "network").returncode == 2
     p = msb("conformance", "fake", "--allowed-url", "http://a.test/")
     assert p.returncode == 2 and b"go together" in p.stderr
+
+
+def test_config_is_backend_json(msb, write_json):
+    # --config takes the object a router's `backends` list takes; its type
+    # names the backend, and BACKEND may then be left out (issue 14).
+    cfg = write_json("fake.json", {"type": "fake", "posix_guest": True,
+                                   "declarations": {"capabilities": ["exec", "reclaim"],
+                                                    "egress_modes": ["closed"]}})
+    p, doc = run_json(msb, "--config", cfg, "--suite", "exec")
+    assert p.returncode == 0, p.stderr
+    assert doc["backend"] == "fake" and doc["passed"] == PROBES["EXEC"]
+    p = msb("conformance", "ns", "--config", cfg)
+    assert p.returncode == 2 and b"is not a `ns` backend" in p.stderr, p.stderr
+    # The flags write over the JSON's keys; a type without the key refuses it.
+    p = msb("conformance", "fake", "--state-dir", "/tmp/x")
+    assert p.returncode == 2 and b"unknown key `state_dir`" in p.stderr, p.stderr
+    p = msb("conformance", "fake", "--config", write_json("bad.json", {"colour": 1}))
+    assert p.returncode == 2 and b"backend: unknown key `colour`" in p.stderr, p.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
+                    reason="becomes nobody with setpriv")
+@pytest.mark.parametrize("args", [("conformance", "ns"), ("conformance", "--escape", "ns"),
+                                  ("ls",), ("purge", "--thread", "t")])
+def test_ns_state_root_of_an_ordinary_user_without_xdg_runtime_dir(msb, args):
+    # One state-root rule, the ns backend's (ns_state.c): an ordinary user
+    # with neither MSB_STATE_DIR nor XDG_RUNTIME_DIR is refused - never sent
+    # to /run/msb, which is root's - and before anything is printed.
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        "env", "-i", "PATH=/usr/bin:/bin", msb.path, *args],
+                       capture_output=True, timeout=60)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert not p.stdout, p.stdout
+    assert b"no state directory: set MSB_STATE_DIR or XDG_RUNTIME_DIR" in p.stderr, p.stderr
 
 
 # ---- ns ------------------------------------------------------------------------------

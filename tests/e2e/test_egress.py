@@ -546,6 +546,19 @@ def test_allowlisted_name_resolving_to_loopback_is_refused(msb, state, servers):
     assert [(e["decision"], e["reason"]) for e in evs] == [("DENY", "loopback")]
 
 
+def settled_fds(state, quiet=0.5, limit=10):
+    """fds() once it has stopped changing for `quiet` seconds: the agent closes
+    the connection of a client that has just exited a moment after the exit,
+    so a count taken at once may still hold it (and the test would race)."""
+    last, since, deadline = fds(state), time.monotonic(), time.monotonic() + limit
+    while time.monotonic() < deadline and time.monotonic() - since < quiet:
+        time.sleep(0.05)
+        now = fds(state)
+        if now != last:
+            last, since = now, time.monotonic()
+    return last
+
+
 def fds(state):
     """Open fds of the shim and of the agent (the sandbox's init)."""
     for dirpath, _, files in os.walk(os.path.join(state, "ns")):
@@ -608,7 +621,7 @@ def test_thousand_concurrent_tunnels_bounded_and_nothing_leaked(msb, state, serv
     thread = f"flood-{os.getpid()}"
     p, _ = run(msb, state, "print('warm')", verb="exec", thread=thread)
     assert p.returncode == 0, p.stderr
-    before = fds(state)
+    before = settled_fds(state)
     p, evs = run(msb, state, FLOOD, str(tls.port), "1000", verb="exec", thread=thread,
                  timeout=180)
     assert p.returncode == 0, p.stderr

@@ -247,6 +247,56 @@ def test_raw_wire_errors_and_ping(fake_config):
     assert "exit code: 0" in by_id[5]["result"]["content"][0]["text"]
 
 
+def test_an_embedded_nul_is_refused_never_cut_short(fake_config):
+    """(issue 15 finding 8) A NUL inside the method, jsonrpc, a tool name or a
+    path is refused naming the member, never read as the prefix before it."""
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "0"}}}
+    out = raw_session(init,
+                      {"jsonrpc": "2.0", "id": 2, "method": "ping\u0000evil"},
+                      {"jsonrpc": "2.0\u0000", "id": 3, "method": "ping"},
+                      {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                       "params": {"name": "write_file",
+                                  "arguments": {"path": "a.txt", "content": "hi"}}},
+                      {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                       "params": {"name": "read_file\u0000x", "arguments": {"path": "a.txt"}}},
+                      {"jsonrpc": "2.0", "id": 6, "method": "tools/call",
+                       "params": {"name": "read_file", "arguments": {"path": "a.txt\u0000x"}}},
+                      {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                       "params": {"name": "read_file", "arguments": {"path": "a.txt"}}},
+                      args=("--config", fake_config))
+    by_id = {m["id"]: m for m in out}
+    assert by_id[2]["error"]["code"] == -32600 and "method" in by_id[2]["error"]["message"]
+    assert by_id[3]["error"]["code"] == -32600 and "jsonrpc" in by_id[3]["error"]["message"]
+    assert by_id[4]["result"]["isError"] is False
+    assert by_id[5]["error"]["code"] == -32602 and "`name`" in by_id[5]["error"]["message"]
+    assert by_id[6]["result"]["isError"] is True and "`path`" in text(by_id[6]["result"])
+    assert text(by_id[7]["result"]) == "hi"
+
+
+def test_read_file_through_a_trailing_slash_is_refused(fake_config):
+    """(issue 15 finding 9) "a.txt/" names a directory: the file plane does not
+    read the file a.txt through it."""
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "0"}}}
+
+    def call(i, name, **arguments):
+        return {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments}}
+    out = raw_session(init, call(2, "write_file", path="a.txt", content="hi"),
+                      call(3, "read_file", path="a.txt/"),
+                      call(4, "write_file", path="a.txt/", content="no"),
+                      call(5, "read_file", path="a.txt"), args=("--config", fake_config))
+    by_id = {m["id"]: m["result"] for m in out}
+    for i in (3, 4):
+        assert by_id[i]["isError"] is True, by_id[i]
+        assert text(by_id[i]).startswith("ValueError: ") and "names a directory" in text(
+            by_id[i])
+    assert text(by_id[5]) == "hi"
+
+
 def test_config_errors_fail_at_start(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"router": {}, "extra": 1}))

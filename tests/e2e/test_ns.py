@@ -6,9 +6,11 @@ and after: no process, mount, cgroup or state directory may remain.
 import concurrent.futures
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -29,6 +31,57 @@ def state():
 def sh(msb, state, *cmd, thread="t1", timeout=60, extra=()):
     return msb("exec", "--state-dir", state, *FLOOR, "--thread", thread, *extra, "--",
                *cmd, timeout=timeout)
+
+
+def table_names(msb, write_json):
+    """The backend-type table's names, as the library lists them when a
+    backend names no type (not a copy kept here)."""
+    router = write_json("untyped.json", {"backends": [{"name": "x"}]})
+    spec = write_json("spec.json", {"kind": "k"})
+    p = msb("check", "--spec", spec, "--router", router)
+    msg = p.stderr.decode() + p.stdout.decode()
+    assert "type is required: one of" in msg, msg
+    return re.findall(r"`([a-z0-9_-]+)`", msg.split("one of", 1)[1])
+
+
+def test_doctor_lists_exactly_the_backend_types(msb, write_json):
+    names = table_names(msb, write_json)
+    assert names[:3] == ["declared", "fake", "ns"] and {"oci", "docker", "wslc", "vm"} <= set(names), names
+    p, doc = msb.json("doctor", "--json")
+    assert p.returncode == 0, p.stderr
+    assert [b["name"] for b in doc["backends"]] == names
+    assert all(b["reason"] for b in doc["backends"])
+    ns = next(b for b in doc["backends"] if b["name"] == "ns")
+    assert ns["ok"] and "container rung" in ns["reason"]
+    # Host facilities are what the types' probes tried, each under its
+    # type's name: the `vm` row's (qemu, kernel, the KVM probe) are `vm.*`,
+    # and there is no bare `kvm` probe of a backend outside the table.
+    probes = [pr["name"] for pr in doc["probes"]]
+    assert "kvm" not in probes
+    assert any(p.startswith("vm.") for p in probes), probes
+    text = msb("doctor").stdout.decode().split("backends:\n", 1)[1]
+    assert [line.split()[0] for line in text.splitlines()] == names
+
+
+def test_sandbox_verbs_take_backend_json(msb, state, write_json):
+    # --config is the same backend JSON as everywhere: here a fake with the
+    # emulated guest and a seeded file, run through the router like ns.
+    cfg = write_json("fake.json", {"type": "fake", "posix_guest": True, "seed_files": [
+        {"path": "/maf-sandbox/work/hello.txt", "text": "from the seed"}]})
+    p = msb("exec", "--config", cfg, "--min-isolation", "none", "--thread", "t", "--", "cat",
+            "hello.txt")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == b"from the seed"
+    # The policy is the router's whatever the backend: the fake declares no
+    # call scope, so `msb run` (call-scoped) is refused by name.
+    p = msb("run", "--config", cfg, "--min-isolation", "none", "--", "true")
+    assert p.returncode == 3 and b"SandboxScopeNotEnforced" in p.stderr, p.stderr
+    # ns flags write over its keys; the fake has none of them.
+    p = msb("run", "--config", cfg, "--min-isolation", "none", "--state-dir", state, "--",
+            "true")
+    assert p.returncode == 2 and b"unknown key `state_dir`" in p.stderr, p.stderr
+    p = msb("ls", "--config", cfg)
+    assert p.returncode == 2 and b"is not one" in p.stderr, p.stderr
 
 
 def test_default_floor_refuses_and_says_how_to_opt_down(msb, state):
@@ -133,7 +186,7 @@ def test_the_inside_sees_nothing_of_the_host(msb, state):
             "ls /sys/class/net 2>/dev/null || cat /proc/net/dev; "
             "ls -d /proc/[0-9]* | wc -l; "
             "grep -E '^Cap(Eff|Bnd)' /proc/self/status; "
-            "cat /proc/1/comm; hostname"
+            "test -e /proc/1 || echo pid1-hidden; hostname"
         )
         p = sh(msb, state, "sh", "-c", script, thread="in")
         out = p.stdout.decode()
@@ -142,7 +195,8 @@ def test_the_inside_sees_nothing_of_the_host(msb, state):
         assert "eth" not in out and "lo" in out
         assert "CapEff:\t0000000000000000" in out
         assert "CapBnd:\t0000000000000000" in out
-        assert "msb-agent" in out
+        # The agent is in no namespace a workload can see (issue 15 finding 2).
+        assert "pid1-hidden" in out
         nprocs = int([line for line in out.splitlines() if line.strip().isdigit()][0])
         assert nprocs < 10, out
     finally:
@@ -181,6 +235,121 @@ def test_killing_the_shim_leaves_nothing_purge_cannot_remove(msb, state):
     assert p.returncode == 0, p.stderr
 
 
+def _state_file(state, name):
+    """The one sandbox directory's file `name` (its first field, for pid files)."""
+    (d,) = [x for x in os.listdir(os.path.join(state, "ns")) if x.startswith("msb-")]
+    return os.path.join(state, "ns", d, name)
+
+
+def _pid(state, name):
+    with open(_state_file(state, name)) as f:
+        return int(f.read().split()[0])
+
+
+def test_a_workload_cannot_reach_its_agent_15_2(msb, state):
+    # Issue 15 finding 2: `echo 1000 > /proc/1/oom_score_adj` worked, and a
+    # memory fill then got the agent OOM-killed.
+    mem = ("--memory", "128M")
+    p = sh(msb, state, "sh", "-c",
+           "echo keep > /maf-sandbox/work/f; "
+           "(echo 1000 > /proc/1/oom_score_adj) 2>/dev/null && echo wrote-score; "
+           "cat /proc/1/environ /proc/1/maps 2>/dev/null && echo read-pid1; "
+           "kill -TERM 1; kill -KILL 1; echo done",
+           thread="oom", extra=mem)
+    assert p.returncode == 0 and p.stdout == b"done\n", (p.stdout, p.stderr)
+    p = sh(msb, state, "python3", "-c", "x = bytearray(1 << 30)", thread="oom", extra=mem)
+    assert p.returncode == 137, (p.returncode, p.stderr)
+    assert b"oom_killed" in p.stderr
+    with open(f"/proc/{_pid(state, 'init.pid')}/oom_score_adj") as f:
+        assert f.read().strip() == "0"
+    p = sh(msb, state, "cat", "/maf-sandbox/work/f", thread="oom", extra=mem)
+    assert p.returncode == 0 and p.stdout == b"keep\n", p.stderr
+    assert msb("purge", "--state-dir", state, "--scope", "cli", "--thread", "oom").returncode == 0
+
+
+def test_a_killed_agent_is_reported_and_keeps_its_files_15_2(msb, state):
+    assert sh(msb, state, "sh", "-c", "echo keep > /maf-sandbox/work/f",
+              thread="kill").returncode == 0
+    pending = subprocess.Popen([msb.path, "exec", "--state-dir", state, *FLOOR, "--thread",
+                                "kill", "--", "sleep", "30"], stderr=subprocess.PIPE)
+    time.sleep(1)
+    os.kill(_pid(state, "init.pid"), signal.SIGKILL)
+    _, err = pending.communicate(timeout=30)
+    assert pending.returncode == 1 and b"SandboxGone" in err and b"killed by signal 9" in err, err
+    # Never a fresh sandbox in its place: refused until disposed of, files kept.
+    p = sh(msb, state, "cat", "/maf-sandbox/work/f", thread="kill")
+    assert p.returncode == 3 and b"SandboxUnclean" in p.stderr, (p.returncode, p.stderr)
+    assert b"killed by signal 9" in p.stderr and b"storage base is kept" in p.stderr
+    with open(_state_file(state, "work/f")) as f:
+        assert f.read() == "keep\n"
+    (entry,) = json.loads(msb("ls", "--state-dir", state, "--json").stdout)
+    assert entry["state"] == "dead" and not entry["alive"]
+    assert "killed by signal 9" in entry["reason"]
+    assert msb("purge", "--state-dir", state, "--scope", "cli", "--thread", "kill").returncode == 0
+    p = sh(msb, state, "ls", "/maf-sandbox/work", thread="kill")
+    assert p.returncode == 0 and p.stdout == b""
+    assert msb("purge", "--state-dir", state, "--scope", "cli", "--thread", "kill").returncode == 0
+
+
+# Runs as a child subreaper, so the shim (started fork, fork, exec) becomes
+# its child: killed, it stays a zombie until this process reaps it.
+ZOMBIE_SHIM = r"""
+import ctypes, json, os, signal, subprocess, sys, time
+msb, state = sys.argv[1], sys.argv[2]
+floor = ["--min-isolation", "container", "--thread", "zombie"]
+assert ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+def run(*args):
+    p = subprocess.run([msb, *args], capture_output=True, timeout=60)
+    return {"rc": p.returncode, "out": p.stdout.decode(), "err": p.stderr.decode()}
+out = {"acquire0": run("acquire", "--state-dir", state, *floor)}
+(d,) = [x for x in os.listdir(os.path.join(state, "ns")) if x.startswith("msb-")]
+with open(os.path.join(state, "ns", d, "shim.pid")) as f:
+    shim = int(f.read().split()[0])
+os.kill(shim, signal.SIGKILL)
+os.waitid(os.P_PID, shim, os.WEXITED | os.WNOWAIT)
+time.sleep(0.3)
+with open(f"/proc/{shim}/stat") as f:
+    out["shim_state"] = f.read().rsplit(")", 1)[1].split()[0]
+out["exec"] = run("exec", "--state-dir", state, *floor, "--", "true")
+out["acquire"] = run("acquire", "--state-dir", state, *floor)
+out["ls"] = run("ls", "--state-dir", state, "--json")
+os.waitpid(shim, 0)
+print(json.dumps(out))
+"""
+
+
+def test_a_zombie_shim_is_dead_15_5(msb, state):
+    p = subprocess.run([sys.executable, "-c", ZOMBIE_SHIM, msb.path, state],
+                       capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["acquire0"]["rc"] == 0, out
+    assert out["shim_state"] == "Z", out
+    # Not "connection refused", not the dead instance, not "running".
+    assert out["exec"]["rc"] == 3 and "SandboxUnclean" in out["exec"]["err"], out["exec"]
+    assert "zombie" in out["exec"]["err"], out["exec"]
+    assert out["acquire"]["rc"] == 3 and "SandboxUnclean" in out["acquire"]["err"], out
+    (entry,) = json.loads(out["ls"]["out"])
+    assert entry["state"] == "dead" and not entry["alive"], entry
+    assert msb("purge", "--state-dir", state, "--scope", "cli", "--thread",
+               "zombie").returncode == 0
+
+
+def test_a_stopped_agent_costs_exec_its_own_timeout_15_7(msb, state):
+    assert msb("acquire", "--state-dir", state, *FLOOR, "--thread", "stop").returncode == 0
+    init = _pid(state, "init.pid")
+    os.kill(init, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        p = sh(msb, state, "true", thread="stop", extra=("--timeout", "2"))
+        took = time.monotonic() - t0
+    finally:
+        os.kill(init, signal.SIGCONT)
+    assert p.returncode == 6 and b"TimeoutError" in p.stderr, (p.returncode, p.stderr)
+    assert took < 6, f"a 2 s exec took {took:.1f} s"  # a fixed 10 s HELLO wait before
+    assert msb("purge", "--state-dir", state, "--scope", "cli", "--thread", "stop").returncode == 0
+
+
 def _unprivileged_userns_allowed():
     try:
         with open("/proc/sys/kernel/unprivileged_userns_clone") as f:
@@ -201,6 +370,8 @@ def test_runs_as_an_ordinary_user(msb):
             os.makedirs(os.path.join(top, sub))
             shutil.copy2(os.path.join(build, sub, name), os.path.join(top, sub, name))
             os.chmod(os.path.join(top, sub), 0o755)
+        # msb links libmsb.so, found through its build RUNPATH ($ORIGIN/..).
+        shutil.copy2(os.path.join(build, "libmsb.so.0"), os.path.join(top, "libmsb.so.0"))
         xdg = os.path.join(top, "xdg")
         os.makedirs(xdg)
         os.chown(xdg, 65534, 65534)

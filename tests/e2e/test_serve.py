@@ -218,6 +218,29 @@ def test_invalid_requests_are_32600(serve, raw, why):
     assert s.call("msb.version")
 
 
+def test_an_embedded_nul_is_refused_never_cut_short(fake):
+    """(issue 15 finding 8) Every string the server reads is taken with its
+    length: "msb.version\\u0000evil" is not msb.version, "2.0\\u0000x" is not
+    "2.0", and a parameter or handle name with a NUL is refused, naming it."""
+    s = fake
+    s.send_raw(b'{"jsonrpc":"2.0","id":1,"method":"msb.version\\u0000evil"}\n')
+    e = s.response(1)["error"]
+    assert e["code"] == -32600 and "method" in e["message"] and "NUL" in e["message"], e
+    s.send_raw(b'{"jsonrpc":"2.0\\u0000x","id":2,"method":"msb.version"}\n')
+    e = s.response(2)["error"]
+    assert e["code"] == -32600 and "jsonrpc" in e["message"], e
+    sb = s.call("router.acquire", router=s.router, key=KEY, spec=SPEC)["sandbox"]
+    s.call("sandbox.write_file", sandbox=sb, path="a", data=b64(b"x"))
+    e = s.error("sandbox.read_file", {"sandbox": sb, "path": "a\u0000b"})
+    assert e["code"] == -32602 and "`path`" in e["message"] and "NUL" in e["message"], e
+    e = s.error("sandbox.read_file", {"sandbox": sb + "\u0000", "path": "a"})
+    assert e["code"] == -32602 and "`sandbox`" in e["message"] and "NUL" in e["message"], e
+    e = s.error("router.acquire", {"router": s.router, "spec": SPEC,
+                                   "key": dict(KEY, scope="a\u0000b")})
+    assert e["code"] == -32602 and "`scope`" in e["message"], e
+    assert s.call("msb.version")["protocol"] == "msb-serve/1"
+
+
 def test_unknown_method_is_32601_and_a_notification_gets_no_answer(serve):
     s = serve()
     e = s.error("no.such.method")
@@ -334,7 +357,7 @@ def test_router_construction_refusals(serve):
     assert e["data"]["name"] == "SandboxBackendNotPermitted"  # default floor microvm
     e = s.error("router.new", {"config": {"min_isolation": "process"}})
     assert e["data"]["name"] == "ValueError" and "process" in e["message"]  # 1.4
-    e = s.error("router.new", {"config": {"backends": [{"type": "docker"}]}})
+    e = s.error("router.new", {"config": {"backends": [{"type": "nosuch"}]}})
     assert e["data"]["name"] == "ValueError" and "not a backend type" in e["message"]
     e = s.error("router.new", {"config": {"backends": [{"type": "ns", "nope": 1}]}})
     assert e["data"]["name"] == "ValueError" and "nope" in e["message"]
@@ -346,6 +369,30 @@ def test_router_construction_refusals(serve):
     assert s.call("router.ensure_can_serve", router=r["router"], spec=SPEC) == {}  # 6.14
     e = s.error("router.resolve", {"router": r["router"], "spec": {"kind": "k", "x": 1}})
     assert e["data"]["name"] == "ValueError" and "`x`" in e["message"]
+
+
+def test_a_spec_refusal_is_prefixed_once(fake):
+    """(issue 15 finding 9) The spec's reader names its document; the server
+    adds no second "spec: " in front of it."""
+    s = fake
+    e = s.error("router.resolve", {"router": s.router, "spec": {"kind": "k", "x": 1}})
+    assert e["message"] == "spec: unknown key `x`", e
+    e = s.error("router.resolve", {"router": s.router, "spec": {"kind": "k\u0000"}})
+    assert e["message"].startswith("spec: invalid JSON") and "spec: spec" not in e["message"], e
+
+
+def test_a_trailing_slash_names_a_directory_never_a_file(fake):
+    """(issue 15 finding 9) "a.txt/" is not "a.txt": reading or writing a file
+    through a name that ends in a slash is refused; the file is untouched."""
+    s = fake
+    sb = s.call("router.acquire", router=s.router, key=KEY, spec=SPEC)["sandbox"]
+    s.call("sandbox.write_file", sandbox=sb, path="a.txt", data=b64(b"hi"))
+    for path in ("a.txt/", "a.txt/."):
+        e = s.error("sandbox.read_file", {"sandbox": sb, "path": path})
+        assert e["data"]["name"] == "ValueError" and "names a directory" in e["message"], e
+        e = s.error("sandbox.write_file", {"sandbox": sb, "path": path, "data": b64(b"no")})
+        assert e["data"]["name"] == "ValueError" and "names a directory" in e["message"], e
+    assert unb64(s.call("sandbox.read_file", sandbox=sb, path="a.txt")["data"]) == b"hi"
 
 
 def test_not_implemented_is_typed(fake):
@@ -497,6 +544,92 @@ def test_concurrent_requests_interleave(fake):
 
 
 # ---- the ns backend ----------------------------------------------------------------------------
+
+# ---- the conformance EXEC suite over serve, against the fake's emulated guest (issue 14) -------
+
+# The fake as router JSON with the emulated POSIX guest and a seeded tree: the
+# same backend JSON `msb conformance --config` takes.
+GUEST_FAKE = {"type": "fake", "name": "fake", "posix_guest": True, "seed_files": [
+    {"path": "/w/notes.txt", "text": "seeded\n"},
+    {"path": "/w/blob", "base64": b64(b"\x00\xff")},
+    {"path": "/w/sub", "kind": "directory"}]}
+WORK = "/maf-sandbox/work"
+
+
+def exec_suite(s, sb):
+    """The EXEC suite's probes (src/core/conformance/conformance_exec.c, 18.6),
+    spoken over the wire: {probe: None if it passed, else why it failed}."""
+    def run(**kw):
+        r = s.response(s.send("sandbox.exec", dict(sandbox=sb, **kw)))
+        return r.get("result"), r.get("error")
+
+    s.call("sandbox.write_file", sandbox=sb, path="probe-w/.probe-cwd", data="")
+    out = {}
+    r, e = run(argv=["printf", "ok-ran"], working_directory="probe-w")
+    out["an-argv-sequence-runs"] = (None if r and r["exit_code"] == 0 and
+                                    unb64(r["stdout"]) == b"ok-ran" else (r, e))
+    r, e = run(shell="exit 7", working_directory="probe-w")
+    out["exit-code-fidelity"] = None if r and r["exit_code"] == 7 else (r, e)
+    hostile = "a b$(echo injected)c 'q' \"d\" *"
+    r, e = run(argv=["printf", "[%s]", hostile], working_directory="probe-w")
+    out["argv-is-quoted"] = (None if r and unb64(r["stdout"]) == f"[{hostile}]".encode()
+                             else (r, e))
+    r, e = run(argv=["pwd"], working_directory="probe-w")
+    out["working-directory-is-honoured"] = (
+        None if r and unb64(r["stdout"]).rstrip(b"\n") == f"{WORK}/probe-w".encode()
+        else (r, e))
+    start = time.monotonic()
+    r, e = run(argv=["sleep", "30"], working_directory="probe-w", timeout=1.0)
+    took = time.monotonic() - start
+    out["a-timeout-raises-timeout-error"] = (
+        None if e and e["data"]["name"] == "TimeoutError" and 0.5 <= took <= 4.0
+        else (r, e, took))
+    return out
+
+
+def test_conformance_exec_suite_over_serve_against_the_fake(serve, write_json):
+    s = serve()
+    router = s.call("router.new", config={"min_isolation": "none",
+                                          "backends": [GUEST_FAKE]})["router"]
+    sb = s.call("router.acquire", router=router, key=KEY, spec=SPEC)["sandbox"]
+    results = exec_suite(s, sb)
+    assert all(v is None for v in results.values()), results
+    # The seeds are there from the start, through exec and the file plane.
+    r = s.call("sandbox.exec", sandbox=sb, argv=["cat", "notes.txt"], working_directory="/w")
+    assert unb64(r["stdout"]) == b"seeded\n"
+    assert unb64(s.call("sandbox.read_file", sandbox=sb, path="blob",
+                        working_directory="/w")["data"]) == b"\x00\xff"
+    r = s.call("sandbox.exec", sandbox=sb, argv=["test", "-d", "/w/sub"])
+    assert r["exit_code"] == 0
+    s.call("router.dispose", router=router, key=KEY)
+    assert s.close() == 0
+
+    # The probes are the suite's: `msb conformance` runs the same ones, and
+    # they pass, on the same backend JSON.
+    p = subprocess.run([MSB, "conformance", "--config", write_json("fake.json", GUEST_FAKE),
+                        "--suite", "exec", "--json"], capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    ran = {r["probe"]: r["outcome"] for r in doc["suites"][0]["results"]}
+    assert ran == {name: "passed" for name in results}
+
+
+def test_conformance_over_serve_needs_the_emulated_guest(serve):
+    # Without posix_guest the fake runs nothing: the positive control fails,
+    # so the suite above cannot pass by accident.
+    s = serve()
+    plain = {k: v for k, v in GUEST_FAKE.items() if k != "posix_guest"}
+    router = s.call("router.new", config={"min_isolation": "none",
+                                          "backends": [plain]})["router"]
+    sb = s.call("router.acquire", router=router, key=KEY, spec=SPEC)["sandbox"]
+    results = exec_suite(s, sb)
+    assert results["an-argv-sequence-runs"] is not None
+    assert results["a-timeout-raises-timeout-error"] is not None
+    # And the fake's JSON is strict like every backend's.
+    e = s.error("router.new", {"config": {"backends": [
+        {"type": "fake", "seed_files": [{"path": "/w/a", "txt": "x"}]}]}})
+    assert "router.backends[0].seed_files[0]: unknown key `txt`" in e["message"], e
+
 
 @needs_root
 def test_exec_over_ns_exact_bytes_9_1_9_6(ns):
@@ -699,6 +832,48 @@ def test_reset_and_fingerprint_over_ns_18_12(ns):
     assert s.call("sandbox.stat", sandbox=s.sandbox, path="scratch.txt")["present"] is False
     fp = s.call("sandbox.fingerprint", sandbox=s.sandbox)
     assert not any(p.endswith("scratch.txt") for p in fp["changed_paths"])
+
+
+def vm_hwm(pid):
+    """Peak resident set of a process, in bytes (VmHWM)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+# Under argv[1]: a chain of argv[2] directories of argv[4] letters, and in the
+# last one argv[3] files named with argv[5] characters (relative names).
+PLANT = """import os, sys
+where, depth, files, dlen, flen = sys.argv[1], *map(int, sys.argv[2:6])
+os.chdir(where)
+for _ in range(depth):
+    os.mkdir('d' * dlen)
+    os.chdir('d' * dlen)
+for i in range(files):
+    os.close(os.open(str(i).rjust(flen, 'f'), os.O_CREAT | os.O_WRONLY, 0o644))
+"""
+
+
+@needs_root
+def test_fingerprint_bomb_is_a_typed_error_not_a_huge_line(ns):
+    """Issue 15 finding 4: long guest paths made serve write a 570 MB line.
+    ~20 MB of paths in 5,000 entries: refused under the 16 MiB byte budget,
+    in a line of a few hundred bytes, with serve's peak barely moved."""
+    s = ns
+    r = s.call("sandbox.exec", sandbox=s.sandbox, timeout=300,
+               argv=["python3", "-c", PLANT, "/tmp", "15", "5000", "250", "200"])
+    assert r["exit_code"] == 0, unb64(r["stderr"])
+    before = vm_hwm(s.p.pid)
+    resp = s.response(s.send("sandbox.fingerprint", {"sandbox": s.sandbox}))
+    grew = vm_hwm(s.p.pid) - before
+    assert "error" in resp, f"a {len(json.dumps(resp))}-byte result"
+    data = resp["error"]["data"]
+    assert data["name"] == "RuntimeError" and "runtime" in data["categories"]
+    assert "cannot attest: more than 16777216 bytes of changed paths" in data["message"]
+    assert len(json.dumps(resp)) < 4096
+    assert grew < 32 << 20, f"serve's peak grew by {grew} bytes"
 
 
 # ---- collect_outputs (checklist 12) -------------------------------------------------------------

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Print msb_ns__doctor()'s probes and verdicts (what `msb doctor` will show). */
+/* Print msb_ns__doctor()'s probes and the ns verdict (what `msb doctor` shows for ns). */
 #include <stdio.h>
 
 #include "backends/ns/boundary/boundary.h"
@@ -17,10 +17,7 @@ int main(void)
 	for (size_t i = 0; i < d->n_probes; i++)
 		printf("  %-20s %-4s %s\n", d->probes[i].name, d->probes[i].ok ? "ok" : "NO",
 		       d->probes[i].reason);
-	printf("backends:\n");
-	for (size_t i = 0; i < d->n_verdicts; i++)
-		printf("  %-20s %-4s %s\n", d->verdicts[i].name, d->verdicts[i].ok ? "ok" : "NO",
-		       d->verdicts[i].reason);
+	printf("verdict:\n  %-20s %-4s %s\n", "ns", d->ok ? "ok" : "NO", d->reason);
 	msb_ns__doctor_free(d);
 	return 0;
 }

@@ -8,10 +8,13 @@
  * stopped and reported (14.25).
  */
 #include <criterion/criterion.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -330,4 +333,102 @@ Test(ns_hosttools, native_refusals_carry_the_seed_sentences)
 			 "results already delivered and report what remains undone\n",
 			 "%s", res.stderr_bytes);
 	msb_exec_result_clear(&res);
+}
+
+/*
+ * Issue 15, finding 1, from inside the guest: a program (swap_loop.c) swaps
+ * the socket's name for a link to a host file as soon as it appears, while the
+ * host starts and stops the native channel over and over. The host file must
+ * keep its mode, owner and bytes. The server used to chmod the name after the
+ * bind and so followed the guest's link (a root-owned 0600 file became 0666).
+ */
+struct swap_exec {
+	const char *target;
+	const char *seconds;
+	msb_exec_result res;
+	int rc;
+	volatile int done;
+};
+
+static void *swap_exec_thread(void *arg)
+{
+	struct swap_exec *x = arg;
+	const char *argv[] = {"/maf-sandbox/work/swap-loop",
+			      "/maf-sandbox/work/.msb-host-tools.sock", x->target, x->seconds,
+			      NULL};
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	req.argv = argv;
+	req.timeout = 120;
+	x->rc = msb_sandbox_exec(sb, &req, &x->res, NULL);
+	x->done = 1;
+	return NULL;
+}
+
+Test(ns_hosttools, a_guest_link_swap_never_reaches_a_host_file_issue_15, .timeout = 240)
+{
+	char sentinel[128];
+	snprintf(sentinel, sizeof(sentinel), "/tmp/msb-ht-sentinel-%d", (int)getpid());
+	unlink(sentinel);
+	int fd = open(sentinel, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(fchmod(fd, 0600), 0);
+	cr_assert_eq(write(fd, "sentinel", 8), 8);
+	close(fd);
+	struct stat before, after;
+	cr_assert_eq(stat(sentinel, &before), 0);
+
+	FILE *f = fopen(MSB_SWAP_LOOP, "rb");
+	cr_assert_not_null(f);
+	static uint8_t bin[1 << 20];
+	size_t n = fread(bin, 1, sizeof(bin), f);
+	fclose(f);
+	cr_assert(n > 0 && n < sizeof(bin));
+	cr_assert_eq(msb_sandbox_write_file(sb, "swap-loop", bin, n, NULL, NULL), 0);
+	msb_exec_result res = {0};
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	req.shell = "chmod 0755 swap-loop";
+	cr_assert_eq(msb_sandbox_exec(sb, &req, &res, NULL), 0);
+	cr_assert_eq(res.exit_code, 0);
+	msb_exec_result_clear(&res);
+
+	msb_host_tool_registry *reg = registry(16);
+	msb_host_tool_run *run = NULL;
+	cr_assert_eq(msb_host_tool_run_new(reg, &key, "call-swap", &run, NULL), 0);
+	struct swap_exec x = {.target = sentinel, .seconds = "8"};
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, swap_exec_thread, &x), 0);
+	unsigned attempts = 0, started = 0;
+	bool changed = false;
+	while (!x.done && !changed) {
+		msb_native_server *srv = NULL;
+		attempts++;
+		if (msb_ns_host_tools_attach(sb, run, NULL, NULL, &srv, NULL) == 0) {
+			started++;
+			msb_native_server_stop(srv);
+		}
+		cr_assert_eq(stat(sentinel, &after), 0);
+		changed = after.st_mode != before.st_mode;
+	}
+	pthread_join(t, NULL);
+	cr_assert_eq(stat(sentinel, &after), 0);
+	char bytes[16] = {0};
+	fd = open(sentinel, O_RDONLY | O_CLOEXEC);
+	cr_assert_eq(read(fd, bytes, sizeof(bytes) - 1), 8);
+	close(fd);
+	unlink(sentinel);
+	cr_assert_eq(after.st_mode, before.st_mode,
+		     "the host file went from %o to %o after %u starts (%u bound): the host "
+		     "followed the guest's link",
+		     before.st_mode & 07777, after.st_mode & 07777, attempts, started);
+	cr_assert_eq(after.st_uid, before.st_uid);
+	cr_assert_eq(after.st_gid, before.st_gid);
+	cr_assert_str_eq(bytes, "sentinel");
+	cr_assert_eq(x.rc, 0);
+	cr_assert_eq(x.res.exit_code, 0, "%s", x.res.stderr_bytes);
+	/* The guest did swap: the race ran. */
+	cr_assert_gt(strtol((char *)x.res.stdout_bytes, NULL, 10), 0,
+		     "no swap in %u starts (%u bound)", attempts, started);
+	msb_exec_result_clear(&x.res);
+	msb_host_tool_run_free(run);
+	msb_host_tool_registry_unref(reg);
 }

@@ -564,6 +564,97 @@ Test(ns_images, oci_layout_round_trip)
 	msb_error_free(err);
 }
 
+/* What a progress callback saw. */
+struct seen {
+	unsigned calls, max_layer, layers, done;
+	uint64_t last_bytes, total;
+	bool monotonic;
+};
+
+static void on_progress(void *ud, const msb_ns_progress *p)
+{
+	struct seen *s = ud;
+	if (s->calls && p->bytes < s->last_bytes)
+		s->monotonic = false;
+	s->calls++;
+	s->last_bytes = p->bytes;
+	s->total = p->total;
+	s->layers = p->layers;
+	if (p->layer > s->max_layer)
+		s->max_layer = p->layer;
+	if (p->done)
+		s->done++;
+	cr_assert(p->image && strncmp(p->image, "oci:", 4) == 0);
+	cr_assert_leq(p->layer_bytes, p->layer_size);
+}
+
+/* Issue 16: an OCI image's first unpack reports layers and bytes through the
+ * options' callback (version 2) or msb_ns_backend_set_progress; a cached
+ * image reports nothing; version 1 options are still accepted. */
+Test(ns_images, unpack_progress_first_time_only)
+{
+	char layout[160], image[200];
+	snprintf(layout, sizeof(layout), "%s/busybox", tmp);
+	run_script(layout, NULL);
+	snprintf(image, sizeof(image), "oci:%s", layout);
+
+	struct seen s = {.monotonic = true};
+	msb_ns_options o = MSB_NS_OPTIONS_INIT;
+	o.state_root = root;
+	o.image = image;
+	o.progress = on_progress;
+	o.progress_userdata = &s;
+	msb_error *err = NULL;
+	cr_assert_eq(msb_ns_backend_new(&o, &backend, &err), 0, "%s", msb_error_message(err));
+	msb_sandbox_release(acquire_ok("/agent"));
+	cr_assert_eq(s.layers, 2);
+	cr_assert_eq(s.max_layer, 2);
+	cr_assert_eq(s.done, 1, "one final report");
+	cr_assert(s.monotonic, "bytes only grow");
+	cr_assert(s.total > 0 && s.last_bytes == s.total, "done at %llu of %llu",
+		  (unsigned long long)s.last_bytes, (unsigned long long)s.total);
+	cr_assert_geq(s.calls, 5, "start and end of each layer, then done");
+
+	/* Cached now: a second backend on the same cache has nothing to say. */
+	msb_backend *second = NULL;
+	struct seen again = {.monotonic = true};
+	o.progress_userdata = &again;
+	cr_assert_eq(msb_ns_backend_new(&o, &second, &err), 0);
+	msb_backend *keep = backend;
+	backend = second;
+	msb_sandbox_release(acquire_ok("/agent2"));
+	cr_assert_eq(again.calls, 0, "a cached image reports nothing");
+	msb_scope_purge purge = {0};
+	cr_assert_eq(msb_backend_dispose_scope(second, SCOPE, THREAD, &purge, NULL), 0);
+	msb_backend_unref(second);
+	backend = keep;
+
+	/* Set on a backend made from backend JSON; refused on another backend. */
+	cr_assert_eq(msb_ns_backend_set_progress(backend, NULL, NULL, &err), 0);
+	msb_backend *fake = NULL;
+	cr_assert_eq(msb_backend_from_json("{\"type\": \"fake\"}", 16, &fake, NULL), 0);
+	cr_assert_eq(msb_ns_backend_set_progress(fake, on_progress, &s, &err), MSB_E_VALUE);
+	msb_error_free(err);
+	msb_backend_unref(fake);
+
+	/* Version 1 of the options (no progress fields) is still read. */
+	struct {
+		unsigned version;
+		const char *name, *state_root, *shim_path, *agent_path, *image;
+		uint64_t memory_bytes, pids_max, cpu_millis, writable_bytes;
+		double start_timeout;
+		const char *egress_config;
+	} v1 = {1, NULL, root, NULL, NULL, "host", 0, 0, 0, 0, 0, NULL};
+	msb_backend *old = NULL;
+	err = NULL;
+	cr_assert_eq(msb_ns_backend_new((const msb_ns_options *)&v1, &old, &err), 0, "%s",
+		     msb_error_message(err));
+	msb_backend_unref(old);
+	o.version = 3;
+	cr_assert_eq(msb_ns_backend_new(&o, &old, &err), MSB_E_VALUE);
+	msb_error_free(err);
+}
+
 /* Whiteouts and opaque directories of upper layers hide what lower layers
  * hold; hardlinks and zstd layers unpack. */
 Test(ns_images, whiteouts_honoured)

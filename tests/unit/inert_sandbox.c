@@ -65,7 +65,7 @@ static void sb_release(void *i)
 	free(i);
 }
 
-static const msb_sandbox_ops inert_ops = {
+const msb_sandbox_ops test_inert_ops = {
 	.version = MSB_SANDBOX_OPS_VERSION,
 	.exec = sb_exec,
 	.exec_bounded = sb_exec,
@@ -88,5 +88,5 @@ int test_inert_sandbox_new(const char *instance_id, const char *backend, msb_san
 	char *id = strdup(instance_id);
 	if (!id)
 		return MSB_E_NOMEM;
-	return msb_sandbox_new(&inert_ops, id, backend, out, err);
+	return msb_sandbox_new(&test_inert_ops, id, backend, out, err);
 }

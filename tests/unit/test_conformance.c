@@ -224,6 +224,7 @@ static const msb_sandbox_ops dbl_ops = {
 	d_fp,
 	d_id,
 	d_release,
+	0, /* exec_io: serves no streaming */
 };
 
 struct fx {

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <msb/conformance.h>
 #include <msb/msb.h>
@@ -341,6 +342,46 @@ Test(vm, exec_in_one_vm, .init = make_backend, .fini = fini, .timeout = 240)
 	cr_assert_eq(msb_sandbox_exec(sb, &req, &res, &err), 0);
 	cr_assert_eq(res.exit_code, 0);
 	cr_assert_eq(res.stdout_len, 0);
+	msb_exec_result_clear(&res);
+
+	/* Issue 16 in the guest: stdin streamed from a descriptor, and a
+	 * terminal of the asked size as the controlling one (protocol
+	 * version 2 over the VM's channel). */
+	int pfd[2];
+	cr_assert_eq(pipe(pfd), 0);
+	cr_assert_eq(write(pfd[1], "streamed\n", 9), 9);
+	close(pfd[1]);
+	msb_exec_io io = MSB_EXEC_IO_INIT;
+	io.stdin_fd = pfd[0];
+	req.io = &io;
+	cr_assert_eq(msb_sandbox_exec(sb, &req, &res, &err), 0, "%s", msb_error_message(err));
+	close(pfd[0]);
+	cr_assert_str_eq((char *)res.stdout_bytes, "streamed\n");
+	msb_exec_result_clear(&res);
+	msb_tty *tty = NULL;
+	cr_assert_eq(msb_tty_new(33, 101, &tty, &err), 0);
+	io = (msb_exec_io)MSB_EXEC_IO_INIT;
+	io.tty = tty;
+	const char *sh_tty[] = {"sh", "-c", "stty size; tty", NULL};
+	req.argv = sh_tty;
+	cr_assert_eq(msb_sandbox_exec(sb, &req, &res, &err), 0, "%s", msb_error_message(err));
+	cr_assert_eq(res.exit_code, 0, "%s", (char *)res.stdout_bytes);
+	cr_assert(strncmp((char *)res.stdout_bytes, "33 101\r\n/dev/pts/", 18) == 0, "%s",
+		  (char *)res.stdout_bytes);
+	msb_exec_result_clear(&res);
+	msb_tty_free(tty);
+	req.io = NULL;
+
+	/* Issue 15 in the guest: workloads run in a pid namespace below the
+	 * agent (the guest's PID 1), which they cannot see; the pump neither. */
+	cr_assert_eq(
+		run(sb,
+		    "test -e /proc/1/cmdline && tr '\\0' ' ' < /proc/1/cmdline || echo hidden; "
+		    "for p in /proc/[0-9]*; do cat $p/comm; done 2>/dev/null | grep -c "
+		    "'^msb-agent$\\|^init$\\|pump'",
+		    30, &res, &err),
+		0);
+	cr_assert_str_eq((char *)res.stdout_bytes, "hidden\n0\n", "%s", (char *)res.stdout_bytes);
 	msb_exec_result_clear(&res);
 
 	/* A file written, then read by another exec; the root is writable

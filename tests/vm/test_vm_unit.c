@@ -206,11 +206,17 @@ Test(vm_unit, exec_file_flag_rules)
 {
 	uint8_t buf[4096];
 	const char *argv[] = {"read", "x", "10", NULL};
-	msb_proto_exec_spec s = {MSB_PROTO_EXEC_FILE, 1024, 1000, 0, "", argv, NULL};
+	msb_proto_exec_spec s = {MSB_PROTO_EXEC_FILE, 1024, 1000, 0, "", argv, NULL, {0, 0}};
 	cr_assert_gt(msb_proto_enc_exec_open(buf, sizeof(buf), 1, &s), 0);
 	s.flags |= MSB_PROTO_EXEC_SHELL;
 	const char *line[] = {"true", NULL};
 	s.argv = line;
+	cr_assert_eq(msb_proto_enc_exec_open(buf, sizeof(buf), 1, &s), MSB_PROTO_E_MALFORMED);
+	/* FILE has its own bit, apart from version 2's TTY, and never joins it. */
+	cr_assert_neq(MSB_PROTO_EXEC_FILE, MSB_PROTO_EXEC_TTY);
+	s.argv = argv;
+	s.flags = MSB_PROTO_EXEC_FILE | MSB_PROTO_EXEC_TTY;
+	s.winsize = (msb_proto_winsize){24, 80};
 	cr_assert_eq(msb_proto_enc_exec_open(buf, sizeof(buf), 1, &s), MSB_PROTO_E_MALFORMED);
 }
 

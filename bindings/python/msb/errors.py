@@ -66,6 +66,7 @@ ERROR_FAMILIES = {
     "LookupError": "L",
     "MemoryError": "R",
     "ProtocolError": "R",
+    "SandboxGone": "R",
     "NoSandboxBackend": "L",
     "SandboxBackendNotPermitted": "P",
     "SandboxCapabilityDenied": "P",

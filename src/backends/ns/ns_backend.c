@@ -61,10 +61,15 @@ int msb_ns__backend_init(ns_backend *b, const msb_ns_options *opts, msb_error **
 	msb_ns_options defaults = MSB_NS_OPTIONS_INIT;
 	if (!opts)
 		opts = &defaults;
-	if (opts->version != MSB_NS_OPTIONS_VERSION)
+	/* Version 1 is the same struct without the progress fields. */
+	if (opts->version != 1 && opts->version != MSB_NS_OPTIONS_VERSION)
 		return msb_error_set(err, MSB_E_VALUE, "ns options: unsupported version %u",
 				     opts->version);
 	memset(b, 0, sizeof(*b));
+	if (opts->version >= 2) {
+		b->progress = opts->progress;
+		b->progress_userdata = opts->progress_userdata;
+	}
 	b->name = strdup(opts->name ? opts->name : "ns");
 	b->shim_path = pick_path(opts->shim_path, "MSB_SHIM", "msb-shim");
 	b->agent_path = pick_path(opts->agent_path, "MSB_AGENT", "msb-agent");
@@ -82,6 +87,11 @@ int msb_ns__backend_init(ns_backend *b, const msb_ns_options *opts, msb_error **
 	if (r < 0) {
 		msb_ns__backend_clear(b);
 		return r;
+	}
+	/* state_dir is "<root>/ns". */
+	if (!(b->state_root = strndup(b->state_dir, strlen(b->state_dir) - 3))) {
+		msb_ns__backend_clear(b);
+		return msb__error_nomem(err);
 	}
 	/* Default cgroup limits as root. An ordinary user has no cgroup to put a
 	 * sandbox in unless one was delegated, so the defaults do not apply there;
@@ -108,6 +118,7 @@ int msb_ns__backend_init(ns_backend *b, const msb_ns_options *opts, msb_error **
 void msb_ns__backend_clear(ns_backend *b)
 {
 	free(b->name);
+	free(b->state_root);
 	free(b->state_dir);
 	free(b->shim_path);
 	free(b->agent_path);
@@ -151,10 +162,12 @@ static int start_shim(const ns_backend *b, const char *dir, bool egress, double 
 	_cleanup_free_ char *ecfg = msb__asprintf("%s/%s", dir, MSB_NS_EGRESS_CONFIG);
 	if (!cfg || !ecfg)
 		return msb__error_nomem(err);
-	char *argv[] = {
-		b->shim_path, "--state", (char *)dir,  "--agent", b->agent_path,
-		"--config",   cfg,	 "--ready-fd", "3",	  egress ? "--egress" : NULL,
-		ecfg,	      NULL};
+	char *argv[] = {b->shim_path,  (char *)"--state",
+			(char *)dir,   (char *)"--agent",
+			b->agent_path, (char *)"--config",
+			cfg,	       (char *)"--ready-fd",
+			(char *)"3",   egress ? (char *)"--egress" : NULL,
+			ecfg,	       NULL};
 	int pipefd[2];
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return msb__error_errno(err, errno, "cannot start the shim");
@@ -174,6 +187,7 @@ static int start_shim(const ns_backend *b, const char *dir, bool egress, double 
 		} else if (dup2(pipefd[1], 3) < 0) {
 			_exit(127);
 		}
+		/* guest-names: ok - /dev/null */
 		int devnull = open("/dev/null", O_RDWR);
 		if (devnull >= 0) {
 			dup2(devnull, 0);
@@ -275,6 +289,78 @@ static int clear_dir(int dfd)
 	return r;
 }
 
+/* Nothing in dfd: a directory this acquire (or one that died before writing
+ * anything) just made. */
+static bool dir_empty(int dfd)
+{
+	int dup = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dup < 0)
+		return false;
+	DIR *d = fdopendir(dup);
+	if (!d) {
+		close(dup);
+		return false;
+	}
+	bool empty = true;
+	struct dirent *de;
+	while (empty && (de = readdir(d)))
+		empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
+	closedir(d);
+	return empty;
+}
+
+/* Create sandbox `name` in its empty, locked directory dfd. */
+static int create_sandbox(ns_backend *b, const msb_key *key, const msb_spec *spec, const char *kind,
+			  const char *work_dir, const char *egress, const char *name, int statefd,
+			  int dfd, msb_sandbox **out, msb_error **err)
+{
+	int r;
+	char instance[33];
+	if (random_hex(instance, 16) < 0)
+		return msb__error_errno(err, errno, "ns: no randomness for an instance id");
+	msb_ns_labels nl = {
+		.scope = (char *)key->scope,
+		.thread_id = (char *)key->thread_id,
+		.agent_dir = (char *)key->agent_dir,
+		.kind = (char *)kind,
+		.call_id = (char *)key->call_id,
+		.instance_id = instance,
+		.work_dir = (char *)work_dir,
+		.created_ns = msb__realtime_ns(),
+		.image = b->image,
+	};
+	/* Labels first, so a purge finds the sandbox even if setup fails (4.20). */
+	r = msb_ns__labels_write(dfd, &nl, err);
+	if (r < 0)
+		return r;
+	_cleanup_free_ char *cfg = NULL;
+	r = msb_ns__shim_config(b, spec, work_dir, name, &cfg, err);
+	if (r < 0)
+		return r;
+	r = msb__write_file_atomic_at(dfd, "shim.json", cfg, strlen(cfg), 0600);
+	if (r < 0)
+		return msb__error_errno(err, r, "ns: cannot write the shim configuration");
+	if (egress) {
+		r = msb__write_file_atomic_at(dfd, MSB_NS_EGRESS_CONFIG, egress, strlen(egress),
+					      0600);
+		if (r < 0)
+			return msb__error_errno(err, r,
+						"ns: cannot write the egress configuration");
+	}
+	_cleanup_free_ char *dir = msb__asprintf("%s/%s", b->state_dir, name);
+	if (!dir)
+		return msb__error_nomem(err);
+	r = start_shim(b, dir, egress != NULL, b->start_timeout, err);
+	if (r < 0) {
+		/* Fail closed and leave nothing: stop whatever started. */
+		purge_sandbox(b, name, NULL);
+		clear_dir(dfd);
+		unlinkat(statefd, name, AT_REMOVEDIR);
+		return r;
+	}
+	return msb_ns__sandbox_new(b, name, dfd, &nl, out, err);
+}
+
 static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_sandbox **out,
 		      msb_error **err)
 {
@@ -289,6 +375,11 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 	int r = msb_ns__limits_check(b, spec, err);
 	if (r < 0)
 		return r;
+	/* Out of descriptors is said as such, before it can surface as
+	 * something else (a stale sandbox, a work/ that is not a directory). */
+	r = msb__fds_headroom(MSB_NS_ACQUIRE_FDS, "ns: cannot acquire", err);
+	if (r < 0)
+		return r;
 	_cleanup_free_ char *egress = NULL;
 	r = msb_ns__egress_config(b, spec, &egress, err);
 	if (r < 0)
@@ -296,16 +387,20 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 	char name[37];
 	msb_ns__name(key, kind, name);
 
+	/* guest-names: ok - the state root is the host's (its owner picks it) */
 	r = msb__mkdir_p(b->state_dir, 0700);
 	if (r < 0)
 		return msb__error_errno(err, r, "ns: cannot create the state directory `%s`",
 					b->state_dir);
+	/* guest-names: ok - the state root is the host's */
+	/* guest-names: ok - the state root is the host's */
 	_cleanup_close_ int statefd = open(b->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (statefd < 0)
 		return msb__error_errno(err, errno, "ns: cannot open `%s`", b->state_dir);
 
 	for (int attempt = 0; attempt < 8; attempt++) {
-		if (mkdirat(statefd, name, 0700) < 0 && errno != EEXIST)
+		bool created = mkdirat(statefd, name, 0700) == 0;
+		if (!created && errno != EEXIST)
 			return msb__error_errno(err, errno, "ns: cannot create `%s`", name);
 		_cleanup_close_ int dfd =
 			openat(statefd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -323,73 +418,54 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 		if (st.st_nlink == 0)
 			continue; /* a disposal removed it while we waited: start over */
 
-		int64_t pid = 0;
-		msb_ns__shim_alive(dfd, &pid, NULL);
+		_cleanup_free_ char *why = NULL;
+		msb_ns_liveness live = msb_ns__liveness(dfd, NULL, &why);
 		msb_ns_labels labels = {0};
-		if (pid > 0 && msb_ns__labels_read(dfd, &labels, NULL) == 0 &&
-		    msb__streq_null(labels.kind, kind)) {
+		bool labelled = msb_ns__labels_read(dfd, &labels, NULL) == 0;
+		if (live == MSB_NS_RUNNING && labelled && msb__streq_null(labels.kind, kind)) {
 			/* Warm: reuse, if it runs with this spec's limits. */
 			r = msb_ns__limits_match(dfd, name, b, spec, err);
 			if (r == 0)
 				r = msb_ns__egress_match(dfd, name, egress, err);
 			if (r == 0)
-				r = msb_ns__sandbox_new(b, name, &labels, out, err);
+				r = msb_ns__sandbox_new(b, name, dfd, &labels, out, err);
+			msb_ns__labels_clear(&labels);
+			return r;
+		}
+		if (live == MSB_NS_DEAD && labelled) {
+			/* Its agent or its shim died: never hand out an empty sandbox
+			 * in its place (issue 15 findings 2, 5). The key stays refused
+			 * until a disposal, which also removes the storage base kept
+			 * for the caller (checklist 7.10). */
+			r = msb_error_set(err, MSB_E_UNCLEAN,
+					  "ns sandbox `%s` (instance %s) is dead: %s; its storage "
+					  "base is kept in `%s/%s/%s` until the key is disposed of",
+					  name, labels.instance_id, why ? why : "it stopped",
+					  b->state_dir, name, MSB_NS_STATE_WORK);
 			msb_ns__labels_clear(&labels);
 			return r;
 		}
 		msb_ns__labels_clear(&labels);
-		/* Dead, or alive with unreadable labels (ours by name): replace it. */
+		if (!labelled && live == MSB_NS_STALE && dir_empty(dfd))
+			return create_sandbox(b, key, spec, kind, work_dir, egress, name, statefd,
+					      dfd, out, err);
+		/* Stale (never started, or taken down on purpose), or with
+		 * unreadable labels (ours by name): replace it - in a new directory,
+		 * so that a handle to the old instance, which holds the old one,
+		 * can never reach the new (issue 15 finding 3). */
 		r = purge_sandbox(b, name, err);
 		if (r < 0)
-			return msb_error_wrap(err, "ns: cannot clear the stale sandbox `%s`", name);
+			return msb_error_wrap(err,
+					      created ? "ns: cannot prepare the new sandbox `%s`"
+						      : "ns: cannot clear the stale sandbox `%s`",
+					      name);
 		r = clear_dir(dfd);
+		if (r == 0)
+			r = unlinkat(statefd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
 		if (r < 0)
 			return msb__error_errno(err, r, "ns: cannot clear stale state in `%s`",
 						name);
-
-		char instance[33];
-		if (random_hex(instance, 16) < 0)
-			return msb__error_errno(err, errno, "ns: no randomness for an instance id");
-		msb_ns_labels nl = {
-			.scope = (char *)key->scope,
-			.thread_id = (char *)key->thread_id,
-			.agent_dir = (char *)key->agent_dir,
-			.kind = (char *)kind,
-			.call_id = (char *)key->call_id,
-			.instance_id = instance,
-			.work_dir = (char *)work_dir,
-			.created_ns = msb__realtime_ns(),
-		};
-		/* Labels first, so a purge finds the sandbox even if setup fails (4.20). */
-		r = msb_ns__labels_write(dfd, &nl, err);
-		if (r < 0)
-			return r;
-		_cleanup_free_ char *cfg = NULL;
-		r = msb_ns__shim_config(b, spec, work_dir, name, &cfg, err);
-		if (r < 0)
-			return r;
-		r = msb__write_file_atomic_at(dfd, "shim.json", cfg, strlen(cfg), 0600);
-		if (r < 0)
-			return msb__error_errno(err, r, "ns: cannot write the shim configuration");
-		if (egress) {
-			r = msb__write_file_atomic_at(dfd, MSB_NS_EGRESS_CONFIG, egress,
-						      strlen(egress), 0600);
-			if (r < 0)
-				return msb__error_errno(
-					err, r, "ns: cannot write the egress configuration");
-		}
-		_cleanup_free_ char *dir = msb__asprintf("%s/%s", b->state_dir, name);
-		if (!dir)
-			return msb__error_nomem(err);
-		r = start_shim(b, dir, egress != NULL, b->start_timeout, err);
-		if (r < 0) {
-			/* Fail closed and leave nothing: stop whatever started. */
-			purge_sandbox(b, name, NULL);
-			clear_dir(dfd);
-			unlinkat(statefd, name, AT_REMOVEDIR);
-			return r;
-		}
-		return msb_ns__sandbox_new(b, name, &nl, out, err);
+		continue;
 	}
 	return msb_error_set(err, MSB_E_RUNTIME, "ns: `%s` kept disappearing during acquire", name);
 }
@@ -400,6 +476,7 @@ typedef bool (*select_fn)(const msb_ns_labels *l, void *ud);
 static int sweep(ns_backend *b, select_fn select, void *ud, uint64_t *disposed,
 		 msb_disposal_failure ***failures, size_t *n_failures)
 {
+	/* guest-names: ok - the state root is the host's */
 	int statefd = open(b->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (statefd < 0)
 		return errno == ENOENT ? 0 : -errno;
@@ -588,6 +665,24 @@ int msb_ns_backend_new(const msb_ns_options *opts, msb_backend **out, msb_error 
 	return msb_backend_new(&ns_ops, &info, b, out, err);
 }
 
+const char *msb_ns_backend_state_root(const msb_backend *b)
+{
+	const ns_backend *nb = msb_backend_impl(b, &ns_ops);
+	return nb ? nb->state_root : NULL;
+}
+
+int msb_ns_backend_set_progress(msb_backend *b, msb_ns_progress_fn fn, void *userdata,
+				msb_error **err)
+{
+	ns_backend *nb = msb_backend_impl(b, &ns_ops);
+	if (!nb)
+		return msb_error_set(err, MSB_E_VALUE, "backend `%s` is not an ns backend",
+				     b ? msb_backend_name(b) : "(null)");
+	nb->progress = fn;
+	nb->progress_userdata = userdata;
+	return 0;
+}
+
 int msb_ns_list(const msb_ns_options *opts, msb_ns_entry **entries, size_t *n, msb_error **err)
 {
 	ns_backend b;
@@ -596,6 +691,7 @@ int msb_ns_list(const msb_ns_options *opts, msb_ns_entry **entries, size_t *n, m
 		return r;
 	*entries = NULL;
 	*n = 0;
+	/* guest-names: ok - the state root is the host's */
 	int statefd = open(b.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (statefd < 0) {
 		msb_ns__backend_clear(&b);
@@ -637,9 +733,12 @@ int msb_ns_list(const msb_ns_options *opts, msb_ns_entry **entries, size_t *n, m
 		e->kind = TAKE_PTR(l.kind);
 		e->call_id = TAKE_PTR(l.call_id);
 		e->instance_id = TAKE_PTR(l.instance_id);
+		e->image = TAKE_PTR(l.image);
+		e->created_ns = l.created_ns;
 		msb_ns__labels_clear(&l);
-		msb_ns__shim_alive(dfd, &e->shim_pid, NULL);
-		e->alive = e->shim_pid > 0;
+		msb_ns_liveness live = msb_ns__liveness(dfd, &e->shim_pid, &e->reason);
+		e->alive = live == MSB_NS_RUNNING;
+		e->dead = live == MSB_NS_DEAD;
 	}
 	closedir(d);
 	msb_ns__backend_clear(&b);
@@ -662,66 +761,8 @@ void msb_ns_entries_free(msb_ns_entry *entries, size_t n)
 		free(entries[i].kind);
 		free(entries[i].call_id);
 		free(entries[i].instance_id);
+		free(entries[i].reason);
+		free(entries[i].image);
 	}
 	free(entries);
-}
-
-/* The public report has the internal one's shape; copy it so the two types
- * stay independent. */
-static int copy_probes(const msb_ns_probe *in, size_t n, msb_probe **out)
-{
-	*out = calloc(n ? n : 1, sizeof(**out));
-	if (!*out)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		(*out)[i].name = strdup(in[i].name);
-		(*out)[i].reason = strdup(in[i].reason);
-		(*out)[i].ok = in[i].ok;
-		if (!(*out)[i].name || !(*out)[i].reason)
-			return -ENOMEM;
-	}
-	return 0;
-}
-
-int msb_doctor(msb_doctor_report **out, msb_error **err)
-{
-	msb_ns_doctor *d = NULL;
-	int r = msb_ns__doctor(&d, err);
-	if (r < 0)
-		return r;
-	msb_doctor_report *rep = calloc(1, sizeof(*rep));
-	if (!rep) {
-		msb_ns__doctor_free(d);
-		return msb__error_nomem(err);
-	}
-	rep->n_probes = d->n_probes;
-	rep->n_backends = d->n_verdicts;
-	r = copy_probes(d->probes, d->n_probes, &rep->probes);
-	if (r == 0)
-		r = copy_probes(d->verdicts, d->n_verdicts, &rep->backends);
-	msb_ns__doctor_free(d);
-	if (r < 0) {
-		msb_doctor_report_free(rep);
-		return msb__error_nomem(err);
-	}
-	*out = rep;
-	return 0;
-}
-
-static void free_probes(msb_probe *p, size_t n)
-{
-	for (size_t i = 0; p && i < n; i++) {
-		free(p[i].name);
-		free(p[i].reason);
-	}
-	free(p);
-}
-
-void msb_doctor_report_free(msb_doctor_report *r)
-{
-	if (!r)
-		return;
-	free_probes(r->probes, r->n_probes);
-	free_probes(r->backends, r->n_backends);
-	free(r);
 }

@@ -31,8 +31,12 @@
  * and it was not asked to create it: callers decide what absence means. */
 #define NS_MISSING (-ENOENT)
 
-/* Hard limit on the entries one list_dir returns. */
+/* The host's budget for one list_dir (docs/security.md, "Budgets on guest
+ * bytes"): at most NS_LIST_MAX entries and NS_LIST_MAX_BYTES of their paths
+ * (as returned, relative to the working directory, NULs included); past
+ * either the listing is refused (MSB_E_OS) before the next entry is held. */
 #define NS_LIST_MAX 65536
+#define NS_LIST_MAX_BYTES ((size_t)16 << 20)
 
 int msb_ns__relative(const ns_files *f, const char *path, const char *working_directory, char **rel,
 		     char **wd_rel, msb_error **err)
@@ -107,6 +111,8 @@ static int target_open(const ns_files *f, const char *path, const char *working_
 		t->dir[0] = '\0';
 		t->leaf = t->rel;
 	}
+	/* guest-names: ok - the storage base itself is in the host-private state dir; the walk
+	 * beneath it is fd-relative */
 	t->basefd = open(f->host_base, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (t->basefd < 0)
 		return msb__error_errno(err, errno, "the storage base is gone");
@@ -280,6 +286,42 @@ static int write_all(int fd, const uint8_t *data, size_t len)
 	return 0;
 }
 
+/* Own the new file as the guest's root and write the bytes. */
+static int fill(const ns_target *t, int fd, const uint8_t *data, size_t len, msb_error **err)
+{
+	if (fchown(fd, t->uid, t->gid) < 0)
+		return msb__error_errno(err, errno, "cannot own `%s`", t->shown);
+	int w = write_all(fd, data, len);
+	if (w < 0)
+		return msb__error_errno(err, w, "cannot write `%s`", t->shown);
+	return 0;
+}
+
+/* Where the filesystem has no O_TMPFILE: a temporary sibling, created with
+ * O_EXCL and never followed, renamed into place. A writer killed mid-way
+ * leaves it behind (.msb-write-*): the anonymous file above does not. */
+static int write_named_temp(const ns_target *t, int parent, const uint8_t *data, size_t len,
+			    msb_error **err)
+{
+	char tmp[48];
+	uint8_t rnd[8];
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		return msb__error_errno(err, errno, "no randomness for a temporary name");
+	snprintf(tmp, sizeof(tmp), ".msb-write-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
+		 rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	int fd = open_leaf(parent, tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	if (fd < 0)
+		return msb__error_errno(err, fd, "cannot create `%s`", t->shown);
+	int r = fill(t, fd, data, len, err);
+	if (close(fd) < 0 && r == 0)
+		r = msb__error_errno(err, errno, "cannot write `%s`", t->shown);
+	if (r == 0 && renameat(parent, tmp, parent, t->leaf) < 0)
+		r = msb__error_errno(err, errno, "cannot place `%s`", t->shown);
+	if (r < 0)
+		unlinkat(parent, tmp, 0);
+	return r;
+}
+
 int msb_ns__write_file(const ns_files *f, const char *path, const uint8_t *data, size_t len,
 		       const char *working_directory, msb_error **err)
 {
@@ -308,27 +350,23 @@ int msb_ns__write_file(const ns_files *f, const char *path, const uint8_t *data,
 			return msb_error_set(err, MSB_E_OS, "`%s` is not a regular file", path);
 	}
 
-	char tmp[48];
-	uint8_t rnd[8];
-	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-		return msb__error_errno(err, errno, "no randomness for a temporary name");
-	snprintf(tmp, sizeof(tmp), ".msb-write-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
-		 rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
-	int fd = open_leaf(parent, tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	/* The bytes go to an anonymous file (O_TMPFILE) that gets its name only
+	 * once it is whole: a writer killed mid-way (issue 15: SIGKILL of `msb
+	 * serve` left 29 of 40 MiB under a temporary name, seen by the guest and
+	 * by fingerprints) leaves nothing. */
+	int fd = msb__tmpfile_open(parent, 0644);
+	if (fd == -EOPNOTSUPP || fd == -EISDIR || fd == -EINVAL)
+		return write_named_temp(&t, parent, data, len, err);
 	if (fd < 0)
 		return msb__error_errno(err, fd, "cannot create `%s`", path);
-	r = 0;
-	if (fchown(fd, t.uid, t.gid) < 0)
-		r = msb__error_errno(err, errno, "cannot own `%s`", path);
-	int w = r == 0 ? write_all(fd, data, len) : 0;
-	if (w < 0)
-		r = msb__error_errno(err, w, "cannot write `%s`", path);
-	if (close(fd) < 0 && r == 0)
-		r = msb__error_errno(err, errno, "cannot write `%s`", path);
-	if (r == 0 && renameat(parent, tmp, parent, t.leaf) < 0)
-		r = msb__error_errno(err, errno, "cannot place `%s`", path);
-	if (r < 0)
-		unlinkat(parent, tmp, 0);
+	r = fill(&t, fd, data, len, err);
+	/* Into place: linked straight at the leaf when it is absent; else linked
+	 * under a private name and renamed over it, which replaces a link the
+	 * guest swapped in since the check (the link itself, never its target)
+	 * and fails on a directory. */
+	if (r == 0 && (r = msb__tmpfile_link(fd, parent, t.leaf, true, ".msb-write-")) < 0)
+		r = msb__error_errno(err, r, "cannot place `%s`", path);
+	close(fd);
 	return r;
 }
 
@@ -503,6 +541,22 @@ static void closedirp(DIR **d)
 		closedir(*d);
 }
 
+/* Charge one more entry named `nm` to a listing's budget, or refuse it. */
+static int list_budget(const char *path, const char *prefix, bool at_wd, const char *nm,
+		       size_t count, size_t *bytes, msb_error **err)
+{
+	if (count == NS_LIST_MAX)
+		return msb_error_set(err, MSB_E_OS, "`%s` has more than %d entries", path,
+				     NS_LIST_MAX);
+	size_t len = (at_wd ? 0 : strlen(prefix) + 1) + strlen(nm) + 1;
+	if (len > NS_LIST_MAX_BYTES - *bytes)
+		return msb_error_set(err, MSB_E_OS,
+				     "`%s` has more than %zu bytes of entry paths to list", path,
+				     NS_LIST_MAX_BYTES);
+	*bytes += len;
+	return 0;
+}
+
 int msb_ns__list_dir(const ns_files *f, const char *path, const char *working_directory,
 		     msb_entry **entries, size_t *n, msb_error **err)
 {
@@ -531,7 +585,7 @@ int msb_ns__list_dir(const ns_files *f, const char *path, const char *working_di
 	bool at_wd = strcmp(prefix, ".") == 0;
 
 	msb_entry *v = NULL;
-	size_t count = 0, cap = 0;
+	size_t count = 0, cap = 0, bytes = 0;
 	struct dirent *de;
 	errno = 0;
 	while ((de = readdir(d))) {
@@ -545,11 +599,8 @@ int msb_ns__list_dir(const ns_files *f, const char *path, const char *working_di
 			r = msb__error_errno(err, errno, "cannot stat an entry of `%s`", path);
 			goto fail;
 		}
-		if (count == NS_LIST_MAX) {
-			r = msb_error_set(err, MSB_E_OS, "`%s` has more than %d entries", path,
-					  NS_LIST_MAX);
+		if ((r = list_budget(path, prefix, at_wd, nm, count, &bytes, err)) < 0)
 			goto fail;
-		}
 		if (count == cap) {
 			size_t ncap = cap ? cap * 2 : 16;
 			msb_entry *nv = msb__reallocarray(v, ncap, sizeof(*v));

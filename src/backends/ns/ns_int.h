@@ -12,7 +12,8 @@
 
 typedef struct ns_backend {
 	char *name;
-	char *state_dir; /* <root>/ns */
+	char *state_root; /* the resolved root (msb_ns_backend_state_root) */
+	char *state_dir;  /* <root>/ns */
 	char *shim_path;
 	char *agent_path;
 	char *image;
@@ -23,6 +24,8 @@ typedef struct ns_backend {
 	double start_timeout;
 	char *egress_config;	      /* JSON (egress.h), validated; NULL = defaults */
 	msb_egress_reporter reporter; /* set once, at registration */
+	msb_ns_progress_fn progress;  /* image unpack progress; NULL = none */
+	void *progress_userdata;
 } ns_backend;
 
 /* Resolve options into a backend description (defaults, env, paths). */
@@ -76,8 +79,16 @@ int msb_ns__egress_config(const ns_backend *b, const msb_spec *spec, char **out,
 int msb_ns__egress_match(int dfd, const char *name, const char *want, msb_error **err);
 void msb_ns__egress_drain(int dfd, const msb_key *key, const msb_egress_reporter *rep);
 
-/* A handle onto one running sandbox (ns_sandbox.c). */
-int msb_ns__sandbox_new(const ns_backend *b, const char *name, const msb_ns_labels *labels,
+/* Descriptors an acquire wants free in the calling process before it starts
+ * (the shim it starts inherits the same RLIMIT_NOFILE with fewer open):
+ * fewer is refused as "out of file descriptors" up front. */
+#define MSB_NS_ACQUIRE_FDS 64u
+
+/* A handle onto one running sandbox (ns_sandbox.c), bound to its instance:
+ * it keeps a descriptor of the state directory dfd names (the directory of
+ * one instance for the whole of its life) and reaches the sandbox only
+ * through it. */
+int msb_ns__sandbox_new(const ns_backend *b, const char *name, int dfd, const msb_ns_labels *labels,
 			msb_sandbox **out, msb_error **err);
 
 #endif

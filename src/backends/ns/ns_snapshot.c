@@ -10,7 +10,8 @@
  * RESOLVE_NO_XDEV) and never follows a link the guest made. The init's mount
  * table must show no other writable storage (18.15: refuse what the diff
  * cannot see). Processes are read from the host's /proc: every process of
- * the sandbox's pid namespace (or one nested in it) but the init.
+ * the sandbox's pid namespace (or one nested in it) but the init and the
+ * workloads' reaper.
  *
  * Reset. The shim restarts the sandbox from its configuration (msb-shim's
  * "reset"), under the state directory's lock.
@@ -38,21 +39,59 @@
 #define CONTROL_TIMEOUT 10.0
 #define MOUNTINFO_MAX (4u << 20)
 #define CMDLINE_MAX 4096
+#define STATUS_MAX (64u << 10)
 
-/* A growable msb_strv without the quadratic append. */
+/* A growable msb_strv without the quadratic append, under a budget: at
+ * most `max` strings, `max_len` bytes each and `max_bytes` in all (NULs
+ * included). */
 struct strs {
 	char **v;
 	size_t n, cap, max;
+	size_t bytes, max_bytes, max_len;
 };
+
+/* -E2BIG past the count, -ENAMETOOLONG past one string's length, -EFBIG
+ * past the bytes; the string is freed then, and nothing more is held. */
+static int strs_budget(struct strs *s, char *str)
+{
+	size_t len = strlen(str);
+	int r = s->n >= s->max			 ? -E2BIG
+		: len > s->max_len		 ? -ENAMETOOLONG
+		: len >= s->max_bytes - s->bytes ? -EFBIG
+						 : 0;
+	if (r < 0)
+		free(str);
+	else
+		s->bytes += len + 1;
+	return r;
+}
+
+/* The typed refusal for a strs_budget() failure (nomem for anything else). */
+static int strs_refusal(msb_error **err, int r, const struct strs *s, const char *things)
+{
+	if (r == -E2BIG)
+		return msb_error_set(err, MSB_E_RUNTIME,
+				     "ns fingerprint: cannot attest: more than %zu %s", s->max,
+				     things);
+	if (r == -ENAMETOOLONG)
+		return msb_error_set(err, MSB_E_RUNTIME,
+				     "ns fingerprint: cannot attest: one of the %s is longer than "
+				     "%zu bytes",
+				     things, s->max_len);
+	if (r == -EFBIG)
+		return msb_error_set(err, MSB_E_RUNTIME,
+				     "ns fingerprint: cannot attest: more than %zu bytes of %s",
+				     s->max_bytes, things);
+	return msb__error_nomem(err);
+}
 
 static int strs_add(struct strs *s, char *str)
 {
 	if (!str)
 		return -ENOMEM;
-	if (s->n >= s->max) {
-		free(str);
-		return -E2BIG;
-	}
+	int b = strs_budget(s, str);
+	if (b < 0)
+		return b;
 	if (s->n + 1 >= s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 64;
 		char **v = msb__reallocarray(s->v, cap, sizeof(*v));
@@ -102,14 +141,6 @@ static void strs_clear(struct strs *s)
 	memset(s, 0, sizeof(*s));
 }
 
-static char *state_dir_of(const char *sock_path)
-{
-	const char *slash = strrchr(sock_path, '/');
-	if (!slash || strcmp(slash + 1, MSB_NS_STATE_SOCKET) != 0)
-		return NULL;
-	return msb__strndup(sock_path, (size_t)(slash - sock_path));
-}
-
 /* ---- the shim's control socket ------------------------------------------------ */
 
 /*
@@ -119,11 +150,12 @@ static char *state_dir_of(const char *sock_path)
 static int control(int dfd, const char *dir, const char *req, int64_t deadline, int fds[2],
 		   char *reply, size_t size, msb_error **err)
 {
+	/* Through the directory's descriptor: the shim of this instance, never
+	 * one that a later acquire started under the same name. */
+	(void)dir;
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", dir, MSB_NS_STATE_CONTROL);
-	if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
-		snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dfd,
-			 MSB_NS_STATE_CONTROL);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dfd,
+		 MSB_NS_STATE_CONTROL);
 	_cleanup_close_ int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return msb__error_errno(err, errno, "ns: the shim's control socket");
@@ -230,7 +262,8 @@ static int open_dir_beneath(int base, const char *rel)
  */
 static int walk(int base, const char *prefix, struct strs *out, const char *what, msb_error **err)
 {
-	struct strs queue = {.max = SIZE_MAX};
+	/* Each queued directory is also one of `out`'s paths: out's budget bounds it. */
+	struct strs queue = {.max = SIZE_MAX, .max_bytes = SIZE_MAX, .max_len = SIZE_MAX};
 	int r = strs_add(&queue, strdup(""));
 	for (size_t qi = 0; r == 0 && qi < queue.n; qi++) {
 		const char *rel = queue.v[qi];
@@ -260,17 +293,9 @@ static int walk(int base, const char *prefix, struct strs *out, const char *what
 				break;
 			}
 			r = strs_add(out, msb__asprintf("%s%s", prefix, child));
-			if (r == -E2BIG) {
-				free(child);
-				r = msb_error_set(err, MSB_E_RUNTIME,
-						  "ns fingerprint: cannot attest: more than %u "
-						  "changed paths",
-						  MSB_NS_FINGERPRINT_MAX_PATHS);
-				break;
-			}
 			if (r < 0) {
 				free(child);
-				r = msb__error_nomem(err);
+				r = strs_refusal(err, r, out, "changed paths");
 				break;
 			}
 			bool dir = de->d_type == DT_DIR;
@@ -337,6 +362,7 @@ static int check_mounts(pid_t init, const char *work_dir, msb_error **err)
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)init);
 	_cleanup_free_ char *buf = NULL;
+	/* guest-names: ok - /proc/PID/mountinfo: procfs, names the kernel makes */
 	int r = msb__read_file_at(AT_FDCWD, path, MOUNTINFO_MAX, &buf, NULL);
 	if (r < 0)
 		return msb__error_errno(err, r,
@@ -412,6 +438,7 @@ static int ns_of(int procfd, const char *pid, const char *kind, struct ns_id *ou
 	char path[300];
 	snprintf(path, sizeof(path), "%s/ns/%s", pid, kind);
 	struct stat st;
+	/* guest-names: ok - /proc/PID/ns/KIND: the namespace links are meant to be followed */
 	if (fstatat(procfd, path, &st, 0) < 0)
 		return -errno;
 	out->dev = st.st_dev;
@@ -425,7 +452,7 @@ static int nspid(int procfd, const char *pid, int *depth, long *inner)
 	char path[300];
 	snprintf(path, sizeof(path), "%s/status", pid);
 	_cleanup_free_ char *s = NULL;
-	int r = msb__read_file_at(procfd, path, 64 * 1024, &s, NULL);
+	int r = msb__read_file_at(procfd, path, STATUS_MAX, &s, NULL);
 	if (r < 0)
 		return r;
 	char *p = strstr(s, "\nNSpid:");
@@ -450,6 +477,7 @@ static bool nested_in(int procfd, const char *pid, int levels, const struct ns_i
 {
 	char path[300];
 	snprintf(path, sizeof(path), "%s/ns/pid", pid);
+	/* guest-names: ok - /proc/PID/ns/pid: procfs, followed on purpose */
 	int fd = openat(procfd, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
@@ -485,6 +513,7 @@ static char *identity(int procfd, const char *pid, long inner)
 	unsigned long long start = strtoull(p, NULL, 10);
 
 	snprintf(path, sizeof(path), "%s/cmdline", pid);
+	/* guest-names: ok - /proc/PID/cmdline: procfs, no link */
 	_cleanup_close_ int fd = openat(procfd, path, O_RDONLY | O_CLOEXEC);
 	char argv[CMDLINE_MAX + 1];
 	ssize_t n = fd < 0 ? -1 : read(fd, argv, CMDLINE_MAX);
@@ -505,6 +534,7 @@ static char *identity(int procfd, const char *pid, long inner)
 
 static int processes(pid_t init, struct strs *out, msb_error **err)
 {
+	/* guest-names: ok - the host's /proc */
 	_cleanup_close_ int procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (procfd < 0)
 		return msb__error_errno(err, errno, "ns fingerprint: open /proc");
@@ -542,11 +572,27 @@ static int processes(pid_t init, struct strs *out, msb_error **err)
 		bool member = ns.dev == pidns.dev && ns.ino == pidns.ino;
 		int pdepth = 0;
 		long pinner = 0;
-		if (nspid(procfd, de->d_name, &pdepth, &pinner) < 0)
+		int sq = nspid(procfd, de->d_name, &pdepth, &pinner);
+		if (sq == -EFBIG && member) {
+			/* Past the read's budget: not skipped, refused. */
+			r = msb_error_set(
+				err, MSB_E_RUNTIME,
+				"ns fingerprint: cannot attest: the status of process %s is "
+				"over %u bytes",
+				de->d_name, STATUS_MAX);
+			break;
+		}
+		if (sq < 0)
 			continue;
 		if (!member && pdepth > depth)
 			member = nested_in(procfd, de->d_name, pdepth - depth, &pidns);
 		if (!member)
+			continue;
+		/* The init of the workloads' namespace, one level down, is the
+		 * agent's reaper (agent/pidns.c): a part of the agent. Workloads
+		 * cannot make a namespace of their own (seccomp), so nothing
+		 * else is pid 1 there. */
+		if (pdepth == depth + 1 && pinner == 1)
 			continue;
 		struct ns_id m;
 		if (ns_of(procfd, de->d_name, "mnt", &m) == 0 &&
@@ -561,14 +607,8 @@ static int processes(pid_t init, struct strs *out, msb_error **err)
 		if (!id)
 			continue; /* exited meanwhile */
 		int q = strs_add(out, id);
-		if (q == -E2BIG) {
-			r = msb_error_set(err, MSB_E_RUNTIME,
-					  "ns fingerprint: cannot attest: more than %u processes",
-					  MSB_NS_FINGERPRINT_MAX_PROCS);
-			break;
-		}
 		if (q < 0) {
-			r = msb__error_nomem(err);
+			r = strs_refusal(err, q, out, "processes");
 			break;
 		}
 	}
@@ -578,16 +618,18 @@ static int processes(pid_t init, struct strs *out, msb_error **err)
 
 /* ---- fingerprint ---------------------------------------------------------------- */
 
-int msb_ns__snapshot_fingerprint(const char *sock_path, const char *work_dir, bool *supported,
+int msb_ns__snapshot_fingerprint(int dfd, const char *dir, const char *work_dir, bool *supported,
 				 msb_fingerprint *out, msb_error **err)
 {
-	_cleanup_free_ char *dir = state_dir_of(sock_path);
-	if (!dir)
-		return msb_error_set(err, MSB_E_VALUE, "ns fingerprint: bad socket path `%s`",
-				     sock_path);
-	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd < 0)
-		return msb__error_errno(err, errno, "ns fingerprint: the sandbox `%s`", dir);
+	return msb_ns__snapshot_fingerprint_within(dfd, dir, work_dir, NULL, supported, out, err);
+}
+
+int msb_ns__snapshot_fingerprint_within(int dfd, const char *dir, const char *work_dir,
+					const msb_ns_fingerprint_budget *budget, bool *supported,
+					msb_fingerprint *out, msb_error **err)
+{
+	static const msb_ns_fingerprint_budget defaults = MSB_NS_FINGERPRINT_BUDGET_INIT;
+	const msb_ns_fingerprint_budget *b = budget ? budget : &defaults;
 	pid_t init;
 	uint64_t start;
 	int r = msb_ns__read_pid_file(dfd, MSB_NS_STATE_INIT_PID, &init, &start);
@@ -607,8 +649,11 @@ int msb_ns__snapshot_fingerprint(const char *sock_path, const char *work_dir, bo
 		return msb_error_set(err, MSB_E_RUNTIME, "ns fingerprint: cannot attest: shim: %s",
 				     strncmp(reply, "error: ", 7) == 0 ? reply + 7 : reply);
 
-	struct strs paths = {.max = MSB_NS_FINGERPRINT_MAX_PATHS};
-	struct strs procs = {.max = MSB_NS_FINGERPRINT_MAX_PROCS};
+	struct strs paths = {
+		.max = b->max_paths, .max_bytes = b->max_path_bytes, .max_len = b->max_path_len};
+	/* One identity is bounded where it is read (CMDLINE_MAX). */
+	struct strs procs = {
+		.max = b->max_procs, .max_bytes = b->max_proc_bytes, .max_len = SIZE_MAX};
 	_cleanup_free_ char *work_prefix = msb__asprintf("%s/", work_dir);
 	_cleanup_close_ int upper =
 		openat(layer, MSB_NS_LAYER_UPPER, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -656,13 +701,11 @@ int msb_ns__snapshot_fingerprint(const char *sock_path, const char *work_dir, bo
 
 /* ---- reset ---------------------------------------------------------------------- */
 
-int msb_ns__snapshot_reset(const char *sock_path, double timeout, msb_error **err)
+int msb_ns__snapshot_reset(int sandbox_dfd, const char *dir, double timeout, msb_error **err)
 {
-	_cleanup_free_ char *dir = state_dir_of(sock_path);
-	if (!dir)
-		return msb_error_set(err, MSB_E_VALUE, "ns reset: bad socket path `%s`", sock_path);
 	int64_t deadline = msb__now_ns() + (int64_t)(timeout * 1e9);
-	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* An open file description of our own: the lock goes with it. */
+	_cleanup_close_ int dfd = openat(sandbox_dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return msb__error_errno(err, errno, "ns reset: the sandbox `%s`", dir);
 	/* Acquire and disposal hold this lock; wait for it within the timeout. */

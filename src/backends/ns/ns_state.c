@@ -20,6 +20,7 @@ void msb_ns__labels_clear(msb_ns_labels *l)
 	free(l->call_id);
 	free(l->instance_id);
 	free(l->work_dir);
+	free(l->image);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -98,11 +99,12 @@ static json_t *jstr(const char *s)
 
 int msb_ns__labels_write(int dirfd, const msb_ns_labels *l, msb_error **err)
 {
-	json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I}", "scope", jstr(l->scope),
-			      "thread_id", jstr(l->thread_id), "agent_dir", jstr(l->agent_dir),
-			      "kind", jstr(l->kind), "call_id", jstr(l->call_id), "instance_id",
-			      jstr(l->instance_id), "work_dir", jstr(l->work_dir), "created_ns",
-			      (json_int_t)l->created_ns);
+	json_t *o =
+		json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:o}", "scope", jstr(l->scope),
+			  "thread_id", jstr(l->thread_id), "agent_dir", jstr(l->agent_dir), "kind",
+			  jstr(l->kind), "call_id", jstr(l->call_id), "instance_id",
+			  jstr(l->instance_id), "work_dir", jstr(l->work_dir), "created_ns",
+			  (json_int_t)l->created_ns, "image", jstr(l->image));
 	if (!o)
 		return msb__error_nomem(err);
 	_cleanup_free_ char *text = msb__json_dump(o);
@@ -149,7 +151,8 @@ int msb_ns__labels_read(int dirfd, msb_ns_labels *out, msb_error **err)
 	    dup_field(o, "kind", true, &l.kind, err) < 0 ||
 	    dup_field(o, "call_id", false, &l.call_id, err) < 0 ||
 	    dup_field(o, "instance_id", true, &l.instance_id, err) < 0 ||
-	    dup_field(o, "work_dir", false, &l.work_dir, err) < 0)
+	    dup_field(o, "work_dir", false, &l.work_dir, err) < 0 ||
+	    dup_field(o, "image", false, &l.image, err) < 0)
 		q = MSB_E_VALUE;
 	json_t *c = json_object_get(o, "created_ns");
 	if (json_is_integer(c))
@@ -199,4 +202,60 @@ int msb_ns__shim_alive(int dirfd, int64_t *pid, int *pidfd)
 	else
 		close(fd);
 	return 0;
+}
+
+bool msb_ns__init_alive(int dirfd)
+{
+	pid_t p = 0;
+	uint64_t start = 0;
+	if (msb_ns__read_pid_file(dirfd, MSB_NS_STATE_INIT_PID, &p, &start) < 0)
+		return false;
+	int fd = msb_ns__pidfd_if_same(p, start);
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+msb_ns_liveness msb_ns__liveness(int dirfd, int64_t *shim_pid, char **why)
+{
+	int64_t pid = 0;
+	if (why)
+		*why = NULL;
+	msb_ns__shim_alive(dirfd, &pid, NULL);
+	if (shim_pid)
+		*shim_pid = pid;
+	/* The shim's record of its init's death: first, since the shim is
+	 * still alive while it takes the dead sandbox down. */
+	_cleanup_free_ char *rec = NULL;
+	size_t len = 0;
+	if (msb__read_file_at(dirfd, MSB_NS_STATE_DEAD, 1024, &rec, &len) == 0) {
+		while (len > 0 && (rec[len - 1] == '\n' || rec[len - 1] == '\0'))
+			rec[--len] = '\0';
+		for (size_t i = 0; i < len; i++)
+			if ((unsigned char)rec[i] < 0x20)
+				rec[i] = ' ';
+		if (why)
+			*why = len ? TAKE_PTR(rec) : strdup("its agent died");
+		return MSB_NS_DEAD;
+	}
+	if (pid > 0)
+		return MSB_NS_RUNNING;
+	/* shim.pid is removed last by a shim that took its sandbox down; still
+	 * there, its shim died without doing so (SIGKILL, a crash). */
+	pid_t p = 0;
+	uint64_t start = 0;
+	if (msb_ns__read_pid_file(dirfd, MSB_NS_STATE_SHIM_PID, &p, &start) == 0) {
+		if (why) {
+			char state = 0;
+			uint64_t now = 0;
+			bool zombie = msb_ns__proc_stat(p, &state, &now) == 0 && now == start &&
+				      state == 'Z';
+			*why = msb__asprintf("its shim (pid %d) %s without taking it down", (int)p,
+					     zombie ? "died (a zombie its parent has not reaped)"
+						    : "died");
+		}
+		return MSB_NS_DEAD;
+	}
+	return MSB_NS_STALE;
 }

@@ -30,6 +30,7 @@ typedef struct msb_ns_labels {
 	char *instance_id;
 	char *work_dir; /* the guest path of the storage base */
 	int64_t created_ns;
+	char *image; /* the backend's image spelling; NULL in labels written before it */
 } msb_ns_labels;
 
 void msb_ns__labels_clear(msb_ns_labels *l);
@@ -50,8 +51,25 @@ int msb_ns__labels_read(int dirfd, msb_ns_labels *out, msb_error **err);
 bool msb_ns__labels_match(const msb_ns_labels *l, const msb_key *key, const char *kind,
 			  const char *instance_id);
 
-/* The shim recorded in dirfd/shim.pid, if it is still that process: *pid > 0
- * and a pidfd (O_CLOEXEC) onto it. *pid = 0 when there is none. */
+/* The shim recorded in dirfd/shim.pid, if it is still that process (a
+ * zombie is not): *pid > 0 and a pidfd (O_CLOEXEC) onto it. *pid = 0 when
+ * there is none. */
 int msb_ns__shim_alive(int dirfd, int64_t *pid, int *pidfd);
+
+/* What a state directory says of its sandbox (issue 15 findings 2 and 5). */
+typedef enum msb_ns_liveness {
+	MSB_NS_RUNNING, /* its shim is alive and has recorded no death */
+	MSB_NS_DEAD,	/* its agent died unasked (the shim's record), or its shim is
+			   gone without taking the sandbox down: unclean until disposed */
+	MSB_NS_STALE,	/* no shim and no record: never started, or taken down on
+			   purpose (a signal to the shim, a failed reset) */
+} msb_ns_liveness;
+
+/* The sandbox's liveness; *shim_pid (may be NULL) as msb_ns__shim_alive;
+ * for MSB_NS_DEAD, *why (may be NULL; free it) says what happened, one line. */
+msb_ns_liveness msb_ns__liveness(int dirfd, int64_t *shim_pid, char **why);
+
+/* Is the init recorded in dirfd/init.pid alive (a zombie is not)? */
+bool msb_ns__init_alive(int dirfd);
 
 #endif

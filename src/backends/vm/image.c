@@ -488,8 +488,8 @@ static int stage(const struct image *im, const char *root, msb_error **err)
 
 static int run_mkfs(const char *mkfs, const char *out, const char *root, msb_error **err)
 {
-	char *argv[] = {(char *)mkfs, "--quiet",   "--all-root", "-T0",
-			"-x-1",	      (char *)out, (char *)root, NULL};
+	const char *argv[] = {(char *)mkfs, "--quiet",	 "--all-root", "-T0",
+			      "-x-1",	    (char *)out, (char *)root, NULL};
 	pid_t pid = fork();
 	if (pid < 0)
 		return msb__error_errno(err, -errno, "vm: cannot run `%s`", mkfs);
@@ -500,7 +500,7 @@ static int run_mkfs(const char *mkfs, const char *out, const char *root, msb_err
 			dup2(null, 1);
 		}
 		extern char **environ;
-		execve(mkfs, argv, environ);
+		execve(mkfs, (char *const *)argv, environ);
 		_exit(127);
 	}
 	int status;
@@ -744,10 +744,10 @@ static int mkfs_layers(const char *mkfs, const char *out, const char *stage, cha
 			dup2(null, 0);
 			dup2(null, 1);
 		}
-		char *argv[] = {(char *)mkfs, "--quiet",     "--all-root", "-T0",
-				(char *)out,  (char *)stage, NULL};
+		const char *argv[] = {(char *)mkfs, "--quiet",	   "--all-root", "-T0",
+				      (char *)out,  (char *)stage, NULL};
 		extern char **environ;
-		execve(mkfs, argv, environ);
+		execve(mkfs, (char *const *)argv, environ);
 		_exit(127);
 	}
 	int status;
@@ -771,7 +771,7 @@ int msb_vm__oci_image(const char *cache, const char *mkfs, const char *image, ch
 	msb_oci_owner owner = {.shift = false, .id_base = 0};
 	_cleanup_strv_ char **layers = NULL;
 	size_t n = 0;
-	int r = msb_ns__oci_prepare(image, unpacked, &owner, &layers, &n, err);
+	int r = msb_ns__oci_prepare(image, unpacked, &owner, NULL, &layers, &n, err);
 	if (r < 0)
 		return r;
 	if (n == 0 || n > 64)

@@ -195,31 +195,32 @@ static bool boot_probe(const msb_vm_host *h, const char *initramfs, double deadl
 		snprintf(why, size, "pipe: %s", strerror(errno));
 		return false;
 	}
-	char *argv[] = {h->qemu_kvm,
-			"-M",
-			"microvm",
-			"-accel",
-			"kvm",
-			"-cpu",
-			"host",
-			"-m",
-			"128M",
-			"-no-user-config",
-			"-nodefaults",
-			"-display",
-			"none",
-			"-serial",
-			"stdio",
-			"-no-reboot",
-			"-kernel",
-			h->kernel,
-			"-initrd",
-			(char *)initramfs,
-			"-append",
-			"console=ttyS0 quiet panic=-1 -- --vm --probe",
-			"-sandbox",
-			"on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
-			NULL};
+	const char *argv[] = {
+		h->qemu_kvm,
+		"-M",
+		"microvm",
+		"-accel",
+		"kvm",
+		"-cpu",
+		"host",
+		"-m",
+		"128M",
+		"-no-user-config",
+		"-nodefaults",
+		"-display",
+		"none",
+		"-serial",
+		"stdio",
+		"-no-reboot",
+		"-kernel",
+		h->kernel,
+		"-initrd",
+		(char *)initramfs,
+		"-append",
+		"console=ttyS0 quiet panic=-1 -- --vm --probe",
+		"-sandbox",
+		"on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+		NULL};
 	pid_t pid = fork();
 	if (pid < 0) {
 		close(p[0]);
@@ -234,7 +235,7 @@ static bool boot_probe(const msb_vm_host *h, const char *initramfs, double deadl
 		dup2(p[1], 2);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		extern char **environ;
-		execve(argv[0], argv, environ);
+		execve(argv[0], (char *const *)argv, environ);
 		_exit(127);
 	}
 	close(p[1]);

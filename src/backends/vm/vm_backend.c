@@ -299,9 +299,9 @@ static int start_shim(const vm_backend *b, const char *dir, double timeout, msb_
 	if (!cfg || !log)
 		return msb__error_nomem(err);
 	const char *debug = getenv("MSB_VM_SHIM_LOG");
-	char *argv[] = {b->shim_path,  "--state",    (char *)dir, "--config",
-			cfg,	       "--ready-fd", "3",	  debug ? "--log" : NULL,
-			(char *)debug, NULL};
+	const char *argv[] = {b->shim_path,  "--state",	   (char *)dir, "--config",
+			      cfg,	     "--ready-fd", "3",		debug ? "--log" : NULL,
+			      (char *)debug, NULL};
 	int pipefd[2];
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return msb__error_errno(err, errno, "vm: cannot start the shim");
@@ -331,7 +331,7 @@ static int start_shim(const vm_backend *b, const char *dir, double timeout, msb_
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		extern char **environ;
-		execve(b->shim_path, argv, environ);
+		execve(b->shim_path, (char *const *)argv, environ);
 		_exit(127);
 	}
 	int fork_errno = errno;

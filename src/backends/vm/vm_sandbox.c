@@ -231,7 +231,13 @@ static int vm_reclaim(void *impl, const char *directory, const char *working_dir
 static int vm_reset(void *impl, double timeout, msb_error **err)
 {
 	vm_sandbox *s = impl;
-	int r = msb_ns__snapshot_reset(s->sock_path, timeout, err);
+	int r;
+	{
+		_cleanup_close_ int dfd =
+			open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		r = dfd < 0 ? msb__error_errno(err, errno, "vm reset: the sandbox `%s`", s->dir)
+			    : msb_ns__snapshot_reset(dfd, s->dir, timeout, err);
+	}
 	/* The old VM is gone: so are the connections to it, and what its
 	 * counters said. */
 	pthread_mutex_lock(&s->lock);
@@ -288,6 +294,9 @@ static const msb_sandbox_ops vm_sandbox_ops = {
 	.fingerprint = vm_fingerprint,
 	.instance_id = vm_instance_id,
 	.release = vm_release,
+	/* the guest's agent streams both ways and allocates terminals
+	 * (client_exec.c, protocol version 2; issue 16) */
+	.exec_io = MSB_EXEC_CAN_STDIN_FD | MSB_EXEC_CAN_OUTPUT | MSB_EXEC_CAN_TTY,
 };
 
 int msb_vm__sandbox_new(const vm_backend *b, const char *name, const msb_ns_labels *labels,

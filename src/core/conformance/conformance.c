@@ -54,6 +54,8 @@ static const struct cf_suite *suite_of(msb_conformance_suite s)
 		return &msb_cf__egress;
 	case MSB_SUITE_RECLAIM:
 		return &msb_cf__reclaim;
+	case MSB_SUITE_CALL_SCOPE:
+	case MSB_SUITE_NOTHING_LEFT_BEHIND:
 	default:
 		return NULL;
 	}

@@ -273,6 +273,22 @@ static int phase_declare(struct collection *c, msb_error **err)
 	return check_collisions(c, err);
 }
 
+/* What a non-regular entry is, with its article, for a refusal. */
+static const char *entry_phrase(msb_entry_kind kind)
+{
+	switch (kind) {
+	case MSB_ENTRY_DIRECTORY:
+		return "a directory";
+	case MSB_ENTRY_SYMLINK:
+		return "a link";
+	case MSB_ENTRY_FILE:
+		return "a regular file";
+	case MSB_ENTRY_OTHER:
+		break;
+	}
+	return "a device, socket or fifo";
+}
+
 /* Phase 2: stat and cap every declared output, CONSUME too (12.12-12.16). */
 static int phase_stat(struct collection *c, msb_error **err)
 {
@@ -299,8 +315,8 @@ static int phase_stat(struct collection *c, msb_error **err)
 		msb_entry_clear(&e);
 		if (kind != MSB_ENTRY_FILE)
 			return output_refusal(err, MSB_E_OUTPUT_NOT_REGULAR, path,
-					      "the output is a %s, not a regular file",
-					      msb_entry_kind_name(kind));
+					      "the output is %s, not a regular file",
+					      entry_phrase(kind));
 		if (!known)
 			return output_refusal(err, MSB_E_OUTPUT_SIZE_UNKNOWN, path,
 					      "the backend reports no size for it");

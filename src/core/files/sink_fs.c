@@ -2,7 +2,7 @@
 /*
  * The filesystem sink (checklist 12.22, 12.26-12.29): artifacts land under
  * one host directory, every component resolved with openat2 beneath it and
- * never through a link, written to a hidden sibling and renamed into place.
+ * never through a link, written to an anonymous file and linked into place.
  */
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -11,6 +11,7 @@
 
 #include <msb/outputs.h>
 
+#include "util/fs.h"
 #include "util/syscalls.h"
 #include "util/util.h"
 
@@ -107,6 +108,45 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 	return 0;
 }
 
+/*
+ * Write the artifact and give it its name dirfd/leaf. The bytes go to an
+ * anonymous file (O_TMPFILE) named only once they are whole and synced, so a
+ * process killed mid-way leaves nothing in the sink (issue 15); where the
+ * filesystem cannot, to a hidden sibling renamed into place. Neither follows
+ * a link at the leaf: a link is replaced (REPLACE) or refused (-EEXIST).
+ */
+static int land(struct fs_sink *s, int dirfd, const char *leaf, const msb_artifact *a)
+{
+	bool replace = s->opts.existing == MSB_LANDING_REPLACE;
+	unsigned mode = s->opts.file_mode ? s->opts.file_mode : 0644;
+	_cleanup_close_ int fd = msb__tmpfile_open(dirfd, mode);
+	if (fd >= 0) {
+		int r = write_all(fd, a->content, a->len);
+		if (r == 0 && fsync(fd) < 0)
+			r = -errno;
+		return r < 0 ? r : msb__tmpfile_link(fd, dirfd, leaf, replace, ".msb-landing-");
+	}
+	if (fd != -EOPNOTSUPP && fd != -EISDIR && fd != -EINVAL)
+		return fd;
+	uint8_t rnd[6];
+	if (getentropy(rnd, sizeof(rnd)) < 0)
+		return -errno;
+	char tmp[64];
+	snprintf(tmp, sizeof(tmp), ".msb-landing-%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
+		 rnd[3], rnd[4], rnd[5]);
+	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd < 0)
+		return -errno;
+	int r = write_all(fd, a->content, a->len);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (r == 0 && renameat2(dirfd, tmp, dirfd, leaf, replace ? 0 : RENAME_NOREPLACE) < 0)
+		r = -errno;
+	if (r < 0)
+		unlinkat(dirfd, tmp, 0);
+	return r;
+}
+
 static int default_display(const msb_artifact *a, char **out)
 {
 	*out = msb__asprintf("%s (%zu bytes)", a->name, a->len);
@@ -136,34 +176,13 @@ static int fs_deliver(void *ud, const msb_artifact *a, const char *call_id,
 		if (S_ISDIR(st.st_mode))
 			return landing_exists(err, a->name, "the destination is a directory");
 	}
-	uint8_t rnd[6];
-	if (getentropy(rnd, sizeof(rnd)) < 0)
-		return msb__error_errno(err, -errno, "getentropy");
-	char tmp[64];
-	snprintf(tmp, sizeof(tmp), ".msb-landing-%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
-		 rnd[3], rnd[4], rnd[5]);
-	unsigned mode = s->opts.file_mode ? s->opts.file_mode : 0644;
-	_cleanup_close_ int fd =
-		openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-	if (fd < 0)
-		return msb__error_errno(err, -errno, "artifact `%s`: creating it", a->name);
-	r = write_all(fd, a->content, a->len);
-	if (r == 0 && fsync(fd) < 0)
-		r = -errno;
-	if (r < 0) {
-		unlinkat(dirfd, tmp, 0);
-		return msb__error_errno(err, r, "artifact `%s`: writing it", a->name);
-	}
-	unsigned flags = s->opts.existing == MSB_LANDING_REPLACE ? 0 : RENAME_NOREPLACE;
-	if (renameat2(dirfd, tmp, dirfd, leaf, flags) < 0) {
-		int e = errno;
-		unlinkat(dirfd, tmp, 0);
-		if (e == EEXIST)
-			return landing_exists(err, a->name, "the destination exists");
-		if (e == EISDIR)
-			return landing_exists(err, a->name, "the destination is a directory");
-		return msb__error_errno(err, -e, "artifact `%s`: moving it into place", a->name);
-	}
+	r = land(s, dirfd, leaf, a);
+	if (r == -EEXIST)
+		return landing_exists(err, a->name, "the destination exists");
+	if (r == -EISDIR)
+		return landing_exists(err, a->name, "the destination is a directory");
+	if (r < 0)
+		return msb__error_errno(err, r, "artifact `%s`: landing it", a->name);
 	out->handle = msb__asprintf("%s/%s", s->root, a->name);
 	if (!out->handle)
 		return msb__error_nomem(err);
@@ -198,6 +217,8 @@ int msb_fs_sink_new(const char *root, const msb_fs_sink_options *opts, msb_outpu
 	}
 	s->opts = opts ? *opts : defaults;
 	s->root_fd = -1;
+	/* guest-names: ok - the sink's root is the host's choice, resolved once; artifacts land
+	 * beneath its fd */
 	s->root = realpath(root, NULL);
 	if (!s->root) {
 		int e = errno;
@@ -205,6 +226,7 @@ int msb_fs_sink_new(const char *root, const msb_fs_sink_options *opts, msb_outpu
 		free(sink);
 		return msb__error_errno(err, -e, "file system sink: root `%s`", root);
 	}
+	/* guest-names: ok - the sink's root, resolved once */
 	s->root_fd = open(s->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (s->root_fd < 0) {
 		int e = errno;

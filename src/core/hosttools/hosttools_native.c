@@ -15,19 +15,33 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 
 #include <msb/hosttools_native.h>
 
 #include "core/hosttools/hosttools_int.h"
+#include "util/syscalls.h"
 
+/*
+ * Budgets on the guest's bytes (docs/security.md, "Budgets on guest bytes"):
+ * MAX_CONNS connections; one request is held only up to
+ * MSB_HOSTTOOLS_MAX_REQUEST_BYTES, and all unfinished requests together up
+ * to MAX_HELD_BYTES. A request past either is drained (read into scratch,
+ * never held) and answered with a refusal through the door, so the guest
+ * reads why and the connection stays in step.
+ */
 #define MAX_CONNS 64
-#define MAX_REQUEST (1u << 20)
+#define MAX_HELD_BYTES ((size_t)8 << 20)
+#define BUSY                                                                                       \
+	"Error: the host already holds 8388608 bytes of unfinished host-tool requests — finish " \
+	"those first"
 
 struct nconn {
 	int fd;
 	uint8_t hdr[4];
 	size_t hdr_len;
-	uint8_t *body;
+	uint8_t *body;	     /* NULL while draining */
+	const char *refusal; /* the answer once a drained request is in */
 	size_t want, got;
 };
 
@@ -41,14 +55,41 @@ struct msb_native_server {
 	bool started;
 	struct nconn conns[MAX_CONNS];
 	size_t n;
+	size_t held; /* bytes of the conns' bodies */
 	msb_logger log;
 };
+
+/* Give back a connection's request body. */
+static void release_body(struct msb_native_server *s, struct nconn *c)
+{
+	if (c->body)
+		s->held -= c->want;
+	free(c->body);
+	c->body = NULL;
+}
 
 static void drop(struct msb_native_server *s, size_t i)
 {
 	close(s->conns[i].fd);
-	free(s->conns[i].body);
+	release_body(s, &s->conns[i]);
 	s->conns[i] = s->conns[--s->n];
+}
+
+/* A request of c->want bytes was announced: hold it if the budget allows,
+ * else drain it and answer `refusal`. false drops the connection. */
+static bool admit(struct msb_native_server *s, struct nconn *c)
+{
+	c->got = 0;
+	c->refusal = c->want > MSB_HOSTTOOLS_MAX_REQUEST_BYTES ? MSB_HOSTTOOLS_TOO_LARGE
+		     : c->want > MAX_HELD_BYTES - s->held      ? BUSY
+							       : NULL;
+	if (c->refusal)
+		return true;
+	c->body = malloc(c->want);
+	if (!c->body)
+		return false;
+	s->held += c->want;
+	return true;
 }
 
 static bool write_all(int fd, const void *p, size_t n)
@@ -77,10 +118,12 @@ static bool answer(struct msb_native_server *s, struct nconn *c)
 {
 	msb_host_tool_result res = {NULL, NULL};
 	msb_error *e = NULL;
-	int rc = msb_host_tool_run_call_request(s->run, (const char *)c->body, c->got,
-						MSB_HOSTTOOLS_FRAMING_BYTES, &res, &e);
-	free(c->body);
-	c->body = NULL;
+	int rc = c->refusal ? msb_hosttools__refuse_request(s->run, c->refusal,
+							    MSB_HOSTTOOLS_FRAMING_BYTES, &res, &e)
+			    : msb_host_tool_run_call_request(s->run, (const char *)c->body, c->got,
+							     MSB_HOSTTOOLS_FRAMING_BYTES, &res, &e);
+	release_body(s, c);
+	c->refusal = NULL;
 	c->want = c->got = c->hdr_len = 0;
 	if (rc < 0) {
 		msb__log(&s->log, MSB_LOG_WARNING, "hosttools", "native call failed: %s",
@@ -102,12 +145,17 @@ static bool answer(struct msb_native_server *s, struct nconn *c)
 /* Read what is there; false drops the connection. */
 static bool on_readable(struct msb_native_server *s, struct nconn *c)
 {
+	uint8_t scratch[16384]; /* where a drained request goes */
 	for (;;) {
 		ssize_t n;
 		if (c->hdr_len < 4) {
 			n = recv(c->fd, c->hdr + c->hdr_len, 4 - c->hdr_len, MSG_DONTWAIT);
-		} else {
+		} else if (c->body) {
 			n = recv(c->fd, c->body + c->got, c->want - c->got, MSG_DONTWAIT);
+		} else {
+			size_t left = c->want - c->got;
+			n = recv(c->fd, scratch, left < sizeof(scratch) ? left : sizeof(scratch),
+				 MSG_DONTWAIT);
 		}
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -122,12 +170,8 @@ static bool on_readable(struct msb_native_server *s, struct nconn *c)
 			c->want = (size_t)c->hdr[0] | (size_t)c->hdr[1] << 8 |
 				  (size_t)c->hdr[2] << 16 | (size_t)c->hdr[3] << 24;
 			/* A guest-chosen length: bounded before anything is allocated. */
-			if (c->want == 0 || c->want > MAX_REQUEST)
+			if (c->want == 0 || !admit(s, c))
 				return false;
-			c->body = malloc(c->want);
-			if (!c->body)
-				return false;
-			c->got = 0;
 			continue;
 		}
 		c->got += (size_t)n;
@@ -173,6 +217,52 @@ static void *serve(void *arg)
 	return NULL;
 }
 
+/* Remove the name if it is still a socket. The guest may have replaced it
+ * with something else meanwhile, which is then the guest's own file; unlinkat
+ * removes a name and never follows it, so at worst a guest's entry in its own
+ * directory goes. */
+static void remove_socket(struct msb_native_server *s)
+{
+	struct stat b;
+	if (fstatat(s->dir_fd, MSB_HOST_TOOLS_SOCKET_NAME, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISSOCK(b.st_mode))
+		unlinkat(s->dir_fd, MSB_HOST_TOOLS_SOCKET_NAME, 0);
+}
+
+/*
+ * Bind `fd` at dir_fd/name with mode 0666, so that the guest's (mapped) root,
+ * the client, may connect. The directory is the guest's: a chmod by name
+ * after the bind would follow whatever link the guest put at the name
+ * meanwhile (issue 15: a swap loop made a root-owned 0600 host file 0666),
+ * and fchmod on a socket fd changes the socket, not the file. The file's mode
+ * comes from the umask at bind time, which is the whole process's, and other
+ * threads create files too: a short-lived child with its own umask binds the
+ * socket it shares with us. The child makes only async-signal-safe calls;
+ * exit signal 0 keeps it away from the application's SIGCHLD handling.
+ */
+static int bind_open_to_all(int fd, int dir_fd, const char *name)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	/* Through the directory's fd: a long host path still fits sun_path. bind
+	 * creates the last component and never follows it (EADDRINUSE). */
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dir_fd, name);
+	pid_t pid = msb__sys_clone3(0, 0, -1, NULL);
+	if (pid < 0)
+		return pid;
+	if (pid == 0) {
+		umask(0111);
+		/* guest-names: ok - bind creates the name and never follows it (EADDRINUSE) */
+		_exit(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? errno : 0);
+	}
+	int st = 0;
+	while (waitpid(pid, &st, __WALL) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (!WIFEXITED(st))
+		return -ECHILD;
+	return -WEXITSTATUS(st);
+}
+
 int msb_native_server_start(const char *host_dir, const char *guest_dir, msb_host_tool_run *run,
 			    msb_log_fn log, void *log_userdata, msb_native_server **out,
 			    msb_error **err)
@@ -186,26 +276,28 @@ int msb_native_server_start(const char *host_dir, const char *guest_dir, msb_hos
 	s->listen_fd = s->stop_fd = -1;
 	s->log = (msb_logger){log, log_userdata};
 	int rc = 0;
-	/* Bind through the directory's fd, so a long host path still fits
-	 * sun_path, and the last component is created, never followed. */
-	s->dir_fd = open(host_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	/* host_dir itself is the host's (ns: <state>/ns/<name>/work); what is
+	 * inside it is the guest's, and touched only through this fd. */
+	/* guest-names: ok - host_dir is the host's (the sandbox's work/, in its private state dir);
+	 * only what is inside is the guest's */
+	s->dir_fd = open(host_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (s->dir_fd < 0) {
 		rc = msb__error_errno(err, -errno, "native host tools: `%s`", host_dir);
 		goto fail;
 	}
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/" MSB_HOST_TOOLS_SOCKET_NAME,
-		 s->dir_fd);
 	s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (s->listen_fd < 0 || bind(s->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		rc = msb__error_errno(err, -errno,
+	if (s->listen_fd < 0) {
+		rc = msb__error_errno(err, -errno, "native host tools: socket");
+		goto fail;
+	}
+	int b = bind_open_to_all(s->listen_fd, s->dir_fd, MSB_HOST_TOOLS_SOCKET_NAME);
+	if (b < 0) {
+		rc = msb__error_errno(err, b,
 				      "native host tools: cannot bind the socket (is another run "
 				      "attached to this sandbox?)");
 		goto fail;
 	}
-	/* The guest is the client: its (mapped) root must be able to connect. */
-	if (fchmodat(s->dir_fd, MSB_HOST_TOOLS_SOCKET_NAME, 0666, 0) < 0 ||
-	    listen(s->listen_fd, 64) < 0) {
+	if (listen(s->listen_fd, 64) < 0) {
 		rc = msb__error_errno(err, -errno, "native host tools: socket");
 		goto unlink;
 	}
@@ -223,7 +315,7 @@ int msb_native_server_start(const char *host_dir, const char *guest_dir, msb_hos
 	*out = s;
 	return 0;
 unlink:
-	unlinkat(s->dir_fd, MSB_HOST_TOOLS_SOCKET_NAME, 0);
+	remove_socket(s);
 fail:
 	if (s->dir_fd >= 0)
 		close(s->dir_fd);
@@ -251,12 +343,7 @@ void msb_native_server_stop(msb_native_server *s)
 		(void)w;
 		pthread_join(s->thread, NULL);
 	}
-	/* Remove the name if it is still a socket (the guest may have replaced
-	 * it with something else; that is the guest's own file then). */
-	struct stat b;
-	if (fstatat(s->dir_fd, MSB_HOST_TOOLS_SOCKET_NAME, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    S_ISSOCK(b.st_mode))
-		unlinkat(s->dir_fd, MSB_HOST_TOOLS_SOCKET_NAME, 0);
+	remove_socket(s);
 	close(s->listen_fd);
 	close(s->stop_fd);
 	close(s->dir_fd);

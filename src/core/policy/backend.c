@@ -5,9 +5,6 @@
  * router, never here) and one deep-copied declarations value. Refcounted with
  * atomics; everything else is immutable after msb_backend_new, so a backend
  * may be shared between threads and routers.
- *
- * Also the declared-only backend, which answers every policy question from its
- * declarations and refuses to acquire.
  */
 #include <stdatomic.h>
 
@@ -16,6 +13,7 @@
 struct msb_backend {
 	atomic_uint refs;
 	msb_backend_ops ops;
+	const msb_backend_ops *ops_id; /* the address given to msb_backend_new */
 	void *impl;
 	char *name;
 	char *isolation;
@@ -95,6 +93,7 @@ int msb_backend_new(const msb_backend_ops *ops, const msb_backend_info *info, vo
 		goto nomem;
 	atomic_init(&b->refs, 1);
 	b->ops = *ops;
+	b->ops_id = ops;
 	b->name = strdup(info->name);
 	b->isolation = strdup(info->isolation);
 	b->decl = msb_declarations__dup(info->declarations ? info->declarations
@@ -116,6 +115,11 @@ free_impl:
 	if (ops && ops->free)
 		ops->free(impl);
 	return r;
+}
+
+void *msb_backend_impl(const msb_backend *b, const msb_backend_ops *ops)
+{
+	return b && ops && b->ops_id == ops ? b->impl : NULL;
 }
 
 msb_backend *msb_backend_ref(msb_backend *b)
@@ -260,62 +264,4 @@ int msb_backend_dispose_scope(msb_backend *b, const char *scope, const char *thr
 void msb_backend__set_egress_reporter(msb_backend *b, const msb_egress_reporter *reporter)
 {
 	b->ops.set_egress_reporter(b->impl, reporter);
-}
-
-/* ---- the declared-only backend ----------------------------------------------------- */
-
-/* impl: the backend's name, for messages. */
-static int declared_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_sandbox **out,
-			    msb_error **err)
-{
-	return msb_error_set(err, MSB_E_NOT_IMPLEMENTED,
-			     "backend `%s` only declares its policy (type `declared`); it cannot "
-			     "acquire a sandbox",
-			     (const char *)impl);
-}
-
-static int declared_dispose(void *impl, const msb_key *key, const char *kind,
-			    const char *instance_id, msb_disposal_failure **failure,
-			    msb_error **err)
-{
-	/* Nothing was ever made: nothing to report. */
-	*failure = NULL;
-	return 0;
-}
-
-static int declared_dispose_scope(void *impl, const char *scope, const char *thread_id,
-				  msb_scope_purge *out, msb_error **err)
-{
-	out->disposed = 0;
-	out->undisposed = 0;
-	return 0;
-}
-
-static void declared_set_egress_reporter(void *impl, const msb_egress_reporter *reporter)
-{
-	/* It runs nothing, so it observes nothing. */
-}
-
-static void declared_free(void *impl)
-{
-	free(impl);
-}
-
-static const msb_backend_ops declared_ops = {
-	.version = MSB_BACKEND_OPS_VERSION,
-	.acquire = declared_acquire,
-	.dispose = declared_dispose,
-	.dispose_scope = declared_dispose_scope,
-	.set_egress_reporter = declared_set_egress_reporter,
-	.free = declared_free,
-};
-
-int msb_declared_backend_new(const msb_backend_info *info, msb_backend **out, msb_error **err)
-{
-	if (!info)
-		return msb_error_set(err, MSB_E_VALUE, "backend: no info given");
-	char *impl = NULL;
-	if (info->name && !(impl = strdup(info->name)))
-		return msb__error_nomem(err);
-	return msb_backend_new(&declared_ops, info, impl, out, err);
 }

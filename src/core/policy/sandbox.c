@@ -12,20 +12,19 @@
 #include <msb/backend.h>
 #include <msb/sandbox.h>
 
+#include "core/policy/exec_opts.h"
 #include "util/util.h"
 
 struct msb_sandbox {
 	msb_sandbox_ops ops;
+	const msb_sandbox_ops *ops_id; /* the address given to msb_sandbox_new */
 	void *impl;
 	char *backend_name;
 };
 
-/* A backend's own view of its handle: impl when `exec_fn` is the handle's
- * exec slot (so only the backend that made it can ask), else NULL. */
-void *msb_sandbox__impl_for(msb_sandbox *sb, const void *exec_fn);
-void *msb_sandbox__impl_for(msb_sandbox *sb, const void *exec_fn)
+void *msb_sandbox_impl(const msb_sandbox *sb, const msb_sandbox_ops *ops)
 {
-	return sb && (const void *)sb->ops.exec == exec_fn ? sb->impl : NULL;
+	return sb && ops && sb->ops_id == ops ? sb->impl : NULL;
 }
 
 /* ---- cancellation token --------------------------------------------------- */
@@ -246,10 +245,10 @@ int msb_sandbox_new(const msb_sandbox_ops *ops, void *impl, const char *backend_
 			goto release_impl;
 		}
 	}
-	if (ops->version != MSB_SANDBOX_OPS_VERSION) {
+	if (ops->version != 1 && ops->version != MSB_SANDBOX_OPS_VERSION) {
 		r = msb_error_set(err, MSB_E_VALUE,
-				  "sandbox ops version %u is not supported (want %u)", ops->version,
-				  (unsigned)MSB_SANDBOX_OPS_VERSION);
+				  "sandbox ops version %u is not supported (want 1 to %u)",
+				  ops->version, (unsigned)MSB_SANDBOX_OPS_VERSION);
 		goto release_impl;
 	}
 	if (!backend_name) {
@@ -272,7 +271,14 @@ int msb_sandbox_new(const msb_sandbox_ops *ops, void *impl, const char *backend_
 		r = msb__error_nomem(err);
 		goto release_impl;
 	}
-	sb->ops = *ops;
+	if (ops->version == 1) {
+		/* a vtable built against version 1 ends before exec_io */
+		memcpy(&sb->ops, ops, offsetof(msb_sandbox_ops, exec_io));
+		sb->ops.exec_io = 0;
+	} else {
+		sb->ops = *ops;
+	}
+	sb->ops_id = ops;
 	sb->impl = impl;
 	*out = sb;
 	return 0;
@@ -304,6 +310,11 @@ const char *msb_sandbox_backend_name(const msb_sandbox *sb)
 	return sb ? sb->backend_name : "";
 }
 
+unsigned msb_sandbox_exec_io(const msb_sandbox *sb)
+{
+	return sb ? sb->ops.exec_io : 0;
+}
+
 /* ---- argument checks ------------------------------------------------------- */
 
 static int check_handle(const msb_sandbox *sb, const char *op, msb_error **err)
@@ -320,9 +331,33 @@ static int check_nonnull(const void *p, const char *op, const char *what, msb_er
 	return 0;
 }
 
+/*
+ * A file's path must not end in "/" nor in a "." component after a slash:
+ * "a.txt/" and "a.txt/." name a directory, and normalising them (10.12)
+ * would drop the slash and reach the file a.txt. Refused before any
+ * backend sees it. A ".." leaf normalises to a directory, which the
+ * backend refuses itself (the working directory, or a directory).
+ */
+static int check_file_name(const char *path, const char *op, msb_error **err)
+{
+	int r = check_nonnull(path, op, "path", err);
+	if (r < 0)
+		return r;
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		return 0;
+	const char *leaf = slash + 1;
+	if (*leaf == '\0' || strcmp(leaf, ".") == 0)
+		return msb_error_set(err, MSB_E_VALUE,
+				     "%s: `%s` names a directory (it ends in `/%s`), not a file",
+				     op, path, leaf);
+	return 0;
+}
+
+/* The request as the backend will see it (*local: version 2, checked). */
 static int check_exec_request(const msb_sandbox *sb, const msb_exec_request *req,
 			      const msb_exec_result *out, const char *op, bool bounded,
-			      msb_error **err)
+			      msb_exec_request *local, msb_error **err)
 {
 	int r = check_handle(sb, op, err);
 	if (r < 0)
@@ -330,9 +365,9 @@ static int check_exec_request(const msb_sandbox *sb, const msb_exec_request *req
 	if ((r = check_nonnull(req, op, "request", err)) < 0 ||
 	    (r = check_nonnull(out, op, "result pointer", err)) < 0)
 		return r;
-	if (req->version != MSB_EXEC_REQUEST_VERSION)
-		return msb_error_set(err, MSB_E_VALUE, "%s: request version %u is not supported",
-				     op, req->version);
+	if ((r = msb__exec_prepare(sb->ops.exec_io, sb->backend_name, req, local, op, err)) < 0)
+		return r;
+	req = local;
 	if ((req->argv != NULL) == (req->shell != NULL))
 		return msb_error_set(err, MSB_E_VALUE,
 				     "%s: give exactly one of argv and shell, not %s", op,
@@ -375,21 +410,23 @@ static int finish_exec(int r, msb_exec_result *tmp, msb_exec_result *out)
 int msb_sandbox_exec(msb_sandbox *sb, const msb_exec_request *req, msb_exec_result *out,
 		     msb_error **err)
 {
-	int r = check_exec_request(sb, req, out, "exec", false, err);
+	msb_exec_request local;
+	int r = check_exec_request(sb, req, out, "exec", false, &local, err);
 	if (r < 0)
 		return r;
 	msb_exec_result tmp = {0};
-	return finish_exec(sb->ops.exec(sb->impl, req, &tmp, err), &tmp, out);
+	return finish_exec(sb->ops.exec(sb->impl, &local, &tmp, err), &tmp, out);
 }
 
 int msb_sandbox_exec_bounded(msb_sandbox *sb, const msb_exec_request *req, msb_exec_result *out,
 			     msb_error **err)
 {
-	int r = check_exec_request(sb, req, out, "exec_bounded", true, err);
+	msb_exec_request local;
+	int r = check_exec_request(sb, req, out, "exec_bounded", true, &local, err);
 	if (r < 0)
 		return r;
 	msb_exec_result tmp = {0};
-	return finish_exec(sb->ops.exec_bounded(sb->impl, req, &tmp, err), &tmp, out);
+	return finish_exec(sb->ops.exec_bounded(sb->impl, &local, &tmp, err), &tmp, out);
 }
 
 int msb_sandbox_run_code(msb_sandbox *sb, const char *code, double timeout, msb_cancel *cancel,
@@ -412,7 +449,7 @@ int msb_sandbox_write_file(msb_sandbox *sb, const char *path, const uint8_t *dat
 {
 	int r;
 	if ((r = check_handle(sb, "write_file", err)) < 0 ||
-	    (r = check_nonnull(path, "write_file", "path", err)) < 0)
+	    (r = check_file_name(path, "write_file", err)) < 0)
 		return r;
 	if (!data && len > 0)
 		return msb_error_set(err, MSB_E_VALUE, "write_file: data is NULL but len is %zu",
@@ -450,7 +487,7 @@ int msb_sandbox_read_file(msb_sandbox *sb, const char *path, const char *working
 {
 	int r;
 	if ((r = check_handle(sb, "read_file", err)) < 0 ||
-	    (r = check_nonnull(path, "read_file", "path", err)) < 0 ||
+	    (r = check_file_name(path, "read_file", err)) < 0 ||
 	    (r = check_nonnull(data, "read_file", "data pointer", err)) < 0 ||
 	    (r = check_nonnull(len, "read_file", "length pointer", err)) < 0)
 		return r;

@@ -187,7 +187,11 @@ void msb_ns__sandbox_free(msb_ns_sandbox *sb);
 #define MSB_NS_STATE_INIT_PID "init.pid"
 #define MSB_NS_STATE_CGROUPS "cgroups"
 #define MSB_NS_STATE_CONTROL "shim.sock" /* the shim's control socket (fds, reset) */
-#define MSB_NS_LAYER_UPPER "upper"	 /* in the writable layer: the overlay's upper dir */
+/* Written by the shim when the init died without being asked to: one line,
+ * why. The sandbox is dead and unclean until it is disposed of; its storage
+ * base (work/) is kept for the caller. */
+#define MSB_NS_STATE_DEAD "dead"
+#define MSB_NS_LAYER_UPPER "upper" /* in the writable layer: the overlay's upper dir */
 
 /*
  * The shim's control socket, <state>/shim.sock (0600, in the 0700 state
@@ -204,12 +208,15 @@ void msb_ns__sandbox_free(msb_ns_sandbox *sb);
 
 /* /proc/<pid>/stat field 22 (start time in clock ticks since boot). */
 int msb_ns__proc_start_time(pid_t pid, uint64_t *out);
+/* The same and field 3 (state: R, S, D, Z, X, ...; a process that has begun
+ * to exit reads X); -ESRCH when gone. */
+int msb_ns__proc_stat(pid_t pid, char *state, uint64_t *start_time);
 /* Write "<pid> <start time>\n" atomically (temporary name, rename). */
 int msb_ns__write_pid_file(int dirfd, const char *name, pid_t pid, uint64_t start_time);
 /* Read a pid file; -ENOENT when absent, -EINVAL when malformed. */
 int msb_ns__read_pid_file(int dirfd, const char *name, pid_t *pid, uint64_t *start_time);
-/* A pidfd for `pid` iff it is alive and still started at `start_time`;
- * -ESRCH otherwise. */
+/* A pidfd for `pid` iff it is alive (a zombie is not) and still started at
+ * `start_time`; -ESRCH otherwise. */
 int msb_ns__pidfd_if_same(pid_t pid, uint64_t start_time);
 /* Write `content` to dirfd/name atomically, mode 0644. */
 
@@ -217,9 +224,11 @@ int msb_ns__pidfd_if_same(pid_t pid, uint64_t start_time);
  * crossing mount points. Depth is limited only by memory (one fd open at a
  * time). Missing is not an error. */
 
-/* Remove the shim's files from the state directory: the work tree, the
- * socket, the cgroup record and the pid files (shim.pid last). */
-int msb_ns__state_remove_files(int dirfd);
+/* Remove the shim's files from the state directory: the work tree (unless
+ * keep_work), the socket, the cgroup record and the pid files (shim.pid
+ * last). keep_work also keeps the death record; without it the record goes
+ * too. */
+int msb_ns__state_remove_files(int dirfd, bool keep_work);
 /* Remove every cgroup listed in the state directory's record. */
 int msb_ns__state_remove_cgroups(int dirfd, msb_error **err);
 
@@ -244,13 +253,17 @@ typedef struct msb_ns_probe {
 typedef struct msb_ns_doctor {
 	msb_ns_probe *probes;
 	size_t n_probes;
-	msb_ns_probe *verdicts; /* one per backend: name is the backend ("ns", "vm", ...) */
-	size_t n_verdicts;
+	bool ok;      /* the ns backend can create sandboxes here */
+	char *reason; /* one line: what it offers here, or the first thing missing */
 } msb_ns_doctor;
 
-/* Probe this host. Forks short-lived children for the namespace probes; no
+/* Probe this host for the ns backend. Forks short-lived children for the namespace probes; no
  * mount or namespace outlives the call. */
 int msb_ns__doctor(msb_ns_doctor **out, msb_error **err);
 void msb_ns__doctor_free(msb_ns_doctor *d);
+
+/* A shim's answer on its control socket: `line` and, with it, at most two
+ * descriptors (SCM_RIGHTS). 0 or -errno. (control.c) */
+int msb_ns__send_fds(int conn, const char *line, const int *fds, size_t n);
 
 #endif

@@ -1,14 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * `msb doctor`: probe what this host offers the native backends, by trying
- * each facility (never by comparing kernel versions), and give a verdict per
- * backend. Namespace probes run in short-lived forked children whose
+ * The `ns` type's doctor (`msb doctor`): probe what this host offers the
+ * boundary, by trying each facility (never by comparing kernel versions),
+ * and give the `ns` verdict. Namespace probes run in short-lived forked children whose
  * namespaces and mounts die with them; the full `sandbox.host` probe is a
  * real msb_ns__spawn() (with /bin/sleep standing in for the agent) made
  * from a forked, hence single-threaded, child.
  */
 #include <fcntl.h>
-#include <linux/kvm.h>
 #include <linux/landlock.h>
 #include <linux/mount.h>
 #include <linux/openat2.h>
@@ -19,7 +18,6 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -63,7 +61,7 @@ static void add(msb_ns_probe **arr, size_t *n, size_t *cap, bool *oom, const cha
 
 struct doc {
 	msb_ns_doctor *d;
-	size_t pcap, vcap;
+	size_t pcap;
 	bool oom;
 };
 
@@ -77,13 +75,15 @@ static void probe(struct doc *dc, const char *name, bool ok, const char *fmt, ..
 	va_end(ap);
 }
 
-static void verdict(struct doc *dc, const char *name, bool ok, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static void verdict(struct doc *dc, const char *name, bool ok, const char *fmt, ...)
+static void verdict(struct doc *dc, bool ok, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void verdict(struct doc *dc, bool ok, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	add(&dc->d->verdicts, &dc->d->n_verdicts, &dc->vcap, &dc->oom, name, ok, fmt, ap);
+	dc->d->ok = ok;
+	if (!(dc->d->reason = msb__vasprintf(fmt, ap)))
+		dc->oom = true;
 	va_end(ap);
 }
 
@@ -580,7 +580,7 @@ static void probe_cgroups(struct doc *dc)
 	msb_ns__config_clear(&cfg);
 }
 
-static void probe_seccomp_landlock_kvm(struct doc *dc)
+static void probe_seccomp_landlock(struct doc *dc)
 {
 	uint32_t action = SECCOMP_RET_KILL_PROCESS;
 	int r = msb__sys_seccomp(SECCOMP_GET_ACTION_AVAIL, 0, &action);
@@ -598,38 +598,10 @@ static void probe_seccomp_landlock_kvm(struct doc *dc)
 	else
 		probe(dc, "landlock", false, "Landlock unavailable: %s",
 		      v == -EOPNOTSUPP ? "disabled at boot" : strerror(-v));
-
-	int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
-	if (kvm < 0) {
-		probe(dc, "kvm", false, "/dev/kvm: %s", strerror(errno));
-	} else {
-		int api = ioctl(kvm, KVM_GET_API_VERSION, 0);
-		probe(dc, "kvm", api == KVM_API_VERSION, "/dev/kvm opens, API version %d", api);
-		close(kvm);
-	}
-}
-
-/* Is `prog` an executable in $PATH? */
-static bool in_path(const char *prog, char *found, size_t size)
-{
-	const char *path = getenv("PATH");
-	if (!path)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	for (const char *p = path; *p;) {
-		const char *e = strchr(p, ':');
-		size_t len = e ? (size_t)(e - p) : strlen(p);
-		snprintf(found, size, "%.*s/%s", (int)len, p, prog);
-		if (len && access(found, X_OK) == 0)
-			return true;
-		p = e ? e + 1 : p + len;
-	}
-	return false;
 }
 
 static void verdicts(struct doc *dc)
 {
-	verdict(dc, "fake", true, "in-process testing backend, always available (isolation none)");
-
 	/* ns: everything the boundary needs, in the mode this process runs in. */
 	const char *need[] = {"clone3",	     "pidfd",
 			      "openat2",     "mount_api",
@@ -640,11 +612,10 @@ static void verdicts(struct doc *dc)
 		if (!ok_of(dc, need[i]))
 			bad = find(dc, need[i]);
 	if (bad) {
-		verdict(dc, "ns", false, "cannot create sandboxes here: %s: %s", bad->name,
-			bad->reason);
+		verdict(dc, false, "cannot create sandboxes here: %s: %s", bad->name, bad->reason);
 	} else {
 		bool ovl = ok_of(dc, "overlayfs.userns");
-		verdict(dc, "ns", true, "container rung, %s; image `host`%s; cgroup limits %s",
+		verdict(dc, true, "container rung, %s; image `host`%s; cgroup limits %s",
 			geteuid() == 0 ? "as root (id range mapping)"
 				       : "unprivileged (one-id mapping)",
 			ovl ? " and `dir:PATH`" : " only (no overlayfs in a user namespace)",
@@ -653,32 +624,6 @@ static void verdicts(struct doc *dc)
 						   "after idle)"
 						 : "unavailable: acquire with limits fails closed");
 	}
-
-	char found[512];
-	if (in_path("runsc", found, sizeof(found)))
-		verdict(dc, "oci", true, "gVisor runsc found at `%s`", found);
-	else
-		verdict(dc, "oci", false, "gVisor `runsc` is not in PATH");
-
-	struct stat st;
-	const char *sock = "/var/run/docker.sock";
-	if (stat(sock, &st) == 0 && S_ISSOCK(st.st_mode)) {
-		int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		struct sockaddr_un sa = {.sun_family = AF_UNIX};
-		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
-		bool up = s >= 0 && connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-		if (s >= 0)
-			close(s);
-		verdict(dc, "docker", up,
-			up ? "engine socket `%s` answers"
-			   : "engine socket `%s` does not accept connections",
-			sock);
-	} else {
-		verdict(dc, "docker", false, "no engine socket at `%s`", sock);
-	}
-
-	const msb_ns_probe *kvm = find(dc, "kvm");
-	verdict(dc, "vm", kvm && kvm->ok, "%s", kvm ? kvm->reason : "not probed");
 }
 
 int msb_ns__doctor(msb_ns_doctor **out, msb_error **err)
@@ -691,7 +636,7 @@ int msb_ns__doctor(msb_ns_doctor **out, msb_error **err)
 	probe_userns(&dc);
 	probe_mounts(&dc);
 	probe_cgroups(&dc);
-	probe_seccomp_landlock_kvm(&dc);
+	probe_seccomp_landlock(&dc);
 	verdicts(&dc);
 	if (dc.oom) {
 		msb_ns__doctor_free(dc.d);
@@ -715,6 +660,6 @@ void msb_ns__doctor_free(msb_ns_doctor *d)
 	if (!d)
 		return;
 	free_list(d->probes, d->n_probes);
-	free_list(d->verdicts, d->n_verdicts);
+	free(d->reason);
 	free(d);
 }

@@ -16,6 +16,9 @@
 #include "util/fs.h"
 #include "util/syscalls.h"
 
+/* include/linux/sched.h: "getting shut down" */
+#define MSB_NS_PF_EXITING 0x00000004ull
+
 void msb_ns__fmt_err(char *buf, size_t size, int r, const char *fmt, ...)
 {
 	va_list ap;
@@ -44,29 +47,48 @@ int msb_ns__write_string(int dirfd, const char *path, const char *s)
 	return (size_t)n == len ? 0 : -EIO;
 }
 
-int msb_ns__proc_start_time(pid_t pid, uint64_t *out)
+int msb_ns__proc_stat(pid_t pid, char *state, uint64_t *start_time)
 {
 	char path[48];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	_cleanup_free_ char *stat = NULL;
+	/* guest-names: ok - /proc/PID/stat: procfs */
 	int r = msb__read_file_at(AT_FDCWD, path, 4096, &stat, NULL);
 	if (r < 0)
 		return r == -ENOENT ? -ESRCH : r;
 	const char *p = strrchr(stat, ')');
-	if (!p)
+	if (!p || p[1] != ' ' || !p[2])
 		return -EINVAL;
-	/* Field 3 (state) follows ") "; start time is field 22. */
+	*state = p[2];
+	/* Field 3 (state) follows ") "; flags are field 9, start time field 22.
+	 * A process that has begun to exit (PF_EXITING: its files, sockets
+	 * among them, are being closed) but is not a zombie yet is shown as
+	 * 'X' too: it is as good as dead. */
 	int field = 2;
-	for (p++; *p && field < 22; p++)
-		if (*p == ' ')
-			field++;
+	unsigned long long flags = 0;
+	for (p++; *p && field < 22; p++) {
+		if (*p != ' ')
+			continue;
+		if (++field == 9) {
+			errno = 0;
+			flags = strtoull(p + 1, NULL, 10);
+		}
+	}
 	char *end;
 	errno = 0;
 	unsigned long long v = strtoull(p, &end, 10);
 	if (errno || end == p)
 		return -EINVAL;
-	*out = v;
+	if ((flags & MSB_NS_PF_EXITING) && *state != 'Z')
+		*state = 'X';
+	*start_time = v;
 	return 0;
+}
+
+int msb_ns__proc_start_time(pid_t pid, uint64_t *out)
+{
+	char state;
+	return msb_ns__proc_stat(pid, &state, out);
 }
 
 int msb_ns__write_pid_file(int dirfd, const char *name, pid_t pid, uint64_t start_time)
@@ -102,10 +124,13 @@ int msb_ns__pidfd_if_same(pid_t pid, uint64_t start_time)
 	if (fd < 0)
 		return fd == -EINVAL ? -ESRCH : fd;
 	/* The pidfd pins this process: if the start time matches now, it is
-	 * the one recorded and cannot be replaced behind our back. */
+	 * the one recorded and cannot be replaced behind our back. A zombie is
+	 * dead: it only waits for a parent to collect it (issue 15 finding 5:
+	 * a killed shim whose parent does not reap it is not alive). */
 	uint64_t now;
-	int r = msb_ns__proc_start_time(pid, &now);
-	if (r < 0 || now != start_time) {
+	char state = 0;
+	int r = msb_ns__proc_stat(pid, &state, &now);
+	if (r < 0 || now != start_time || state == 'Z' || state == 'X') {
 		close(fd);
 		return r < 0 ? r : -ESRCH;
 	}
@@ -157,7 +182,7 @@ static int stop_recorded(int dfd, const char *file, int first_sig, int timeout_m
 	return 0;
 }
 
-int msb_ns__state_remove_files(int dfd)
+int msb_ns__state_remove_files(int dfd, bool keep_work)
 {
 	int r = 0, k;
 	static const char *const files[] = {MSB_NS_STATE_SOCKET,
@@ -167,9 +192,14 @@ int msb_ns__state_remove_files(int dfd)
 					    "." MSB_NS_STATE_INIT_PID ".tmp",
 					    "." MSB_NS_STATE_CGROUPS ".tmp",
 					    "." MSB_NS_STATE_SHIM_PID ".tmp",
+					    "." MSB_NS_STATE_DEAD ".tmp",
 					    NULL};
-	if ((k = msb__rm_rf_at(dfd, MSB_NS_STATE_WORK)) < 0)
-		r = k;
+	if (!keep_work) {
+		if ((k = msb__rm_rf_at(dfd, MSB_NS_STATE_WORK)) < 0)
+			r = k;
+		if (unlinkat(dfd, MSB_NS_STATE_DEAD, 0) < 0 && errno != ENOENT && r == 0)
+			r = -errno;
+	}
 	for (size_t i = 0; files[i]; i++)
 		if (unlinkat(dfd, files[i], 0) < 0 && errno != ENOENT && r == 0)
 			r = -errno;
@@ -212,6 +242,8 @@ int msb_ns__state_remove_cgroups(int dfd, msb_error **err)
 
 int msb_ns__state_purge(const char *state_dir, bool remove_dir, int timeout_ms, msb_error **err)
 {
+	/* guest-names: ok - the sandbox's state dir, host-private; work/ is removed from it
+	 * fd-relative */
 	_cleanup_close_ int dfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0) {
 		if (errno == ENOENT)
@@ -229,8 +261,9 @@ int msb_ns__state_purge(const char *state_dir, bool remove_dir, int timeout_ms, 
 				     "purge `%s`: a sandbox process did not exit", state_dir);
 	if ((r = msb_ns__state_remove_cgroups(dfd, err)) < 0)
 		return msb_error_wrap(err, "purge `%s`", state_dir);
-	if ((r = msb_ns__state_remove_files(dfd)) < 0)
+	if ((r = msb_ns__state_remove_files(dfd, false)) < 0)
 		return msb__error_errno(err, r, "purge `%s`: remove files", state_dir);
+	/* guest-names: ok - the sandbox's state dir, host-private; rmdir never follows */
 	if (remove_dir && rmdir(state_dir) < 0 && errno != ENOENT)
 		return msb__error_errno(err, -errno, "purge: remove `%s`", state_dir);
 	return 0;

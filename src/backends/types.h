@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The rows of the backend-type table (types.c), one per folder under
+ * src/backends/, and what the rows share. Backends see the public headers
+ * (msb/backend.h and their own) and src/util only.
+ */
+#ifndef MSB_BACKENDS_TYPES_H
+#define MSB_BACKENDS_TYPES_H
+
+#include <msb/backend.h>
+
+extern const msb_backend_type msb_declared__type; /* declared/declared.c */
+extern const msb_backend_type msb_fake__type;	  /* fake/fake_json.c */
+extern const msb_backend_type msb_ns__type;	  /* ns/ns_json.c */
+extern const msb_backend_type msb_docker__type;	  /* engine/engine_json.c */
+extern const msb_backend_type msb_wslc__type;	  /* engine/engine_json.c */
+extern const msb_backend_type msb_oci__type;	  /* oci/oci_json.c */
+extern const msb_backend_type msb_vm__type;	  /* vm/vm_json.c */
+
+/* A doctor's verdict with no details: out->ok and a copy of `reason`. */
+int msb_backends__verdict(msb_backend_probe *out, bool ok, const char *reason, msb_error **err);
+
+#endif

@@ -1,0 +1,11 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* libFuzzer target: `msb serve`'s JSON-RPC dispatch (fuzz_rpc_entry.c). */
+#include "fuzz_rpc.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	msb_fuzz_rpc_one(data, size);
+	return 0;
+}
