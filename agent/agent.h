@@ -211,6 +211,17 @@ void egress_conn_closed(struct agent *a, struct conn *c);
 /* HTTP(S)_PROXY and NO_PROXY for workloads, NULL-terminated; NULL when off. */
 const char *const *egress_env(struct agent *a);
 
+/* ---- vm_init.c, vm_pump.c (the guest's init in a `vm` sandbox) ---------- */
+/* The port pump's uid and gid inside the guest: not root, so workloads
+ * (guest root without capabilities) cannot signal it. */
+#define AGENT_VM_PUMP_ID 65533
+/* `/init --vm ...`: set up the guest (mounts, modules, root, port pump) and
+ * return the agent's listening socket; *work may be set from the arguments.
+ * Powers the guest off on any failure. */
+int vm_init(int argc, char **argv, const char **work);
+/* The pump's loop (in its own process): returns its exit status. */
+int vm_pump_run(int port, const char *sock_path);
+
 /* ---- child.c ------------------------------------------------------------- */
 struct spawn {
 	const char *file; /* searched in path_env when it has no '/' */
@@ -224,6 +235,7 @@ struct spawn {
 	bool ctty; /* stdin is a terminal: make it the controlling one */
 	int cap_last;
 	int proc_fd;
+	bool file_op; /* MSB_PROTO_EXEC_FILE: files_serve(argv), not execve */
 };
 _Noreturn void child_run(const struct spawn *sp);
 
@@ -236,6 +248,21 @@ int pidns_init(struct agent *a);
 int pidns_ensure(struct agent *a);
 /* A child was reaped: true when it was the reaper (its namespace is gone). */
 bool pidns_reaped(struct agent *a, pid_t pid);
+
+/* ---- files.c ------------------------------------------------------------- */
+/* Serve one file-plane request (argv) in the confined child, relative to the
+ * working directory (the storage base); returns the exit status
+ * (AGENT_FILE_*). */
+int files_serve(char **argv);
+#define AGENT_FILE_OK 0
+#define AGENT_FILE_VALUE 2 /* a link on the way or at the leaf; the base itself */
+#define AGENT_FILE_NOT_FOUND 3
+#define AGENT_FILE_NOT_DIR 4
+#define AGENT_FILE_IS_DIR 5
+#define AGENT_FILE_OS 6	 /* another kind of file, or the system refused */
+#define AGENT_FILE_CAP 7 /* read: larger than the cap */
+#define AGENT_FILE_PERMISSION 8
+#define AGENT_FILE_USAGE 9
 
 /* ---- seccomp.c ----------------------------------------------------------- */
 /* Install the workload filter (no_new_privs must already be set). -errno. */

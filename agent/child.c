@@ -260,5 +260,7 @@ _Noreturn void child_run(const struct spawn *sp)
 	int rc = seccomp_install();
 	if (rc < 0)
 		die("seccomp filter", -rc);
+	if (sp->file_op)
+		_exit(files_serve(sp->argv));
 	do_exec(sp);
 }

@@ -354,6 +354,7 @@ void exec_open(struct agent *a, struct conn *c, uint32_t id, const msb_proto_exe
 		.ctty = tty,
 		.cap_last = a->cap_last,
 		.proc_fd = a->proc_fd,
+		.file_op = (m->flags & MSB_PROTO_EXEC_FILE) != 0,
 	};
 	if (tty)
 		sp.stdio[0] = sp.stdio[1] = sp.stdio[2] = slave;

@@ -420,7 +420,12 @@ int main(int argc, char **argv)
 	struct agent *a = &agent;
 	const char *work = AGENT_DEFAULT_WORK;
 
-	for (int i = 1; i < argc; i++) {
+	int vm_listen = -1;
+	/* The guest's init in a `vm` sandbox: vm_init.c builds the guest and
+	 * hands over the listening socket (its own options; workloads nest). */
+	if (argc > 1 && strcmp(argv[1], "--vm") == 0)
+		vm_listen = vm_init(argc, argv, &work);
+	for (int i = 1; vm_listen < 0 && i < argc; i++) {
 		if (strcmp(argv[i], "--stdio") == 0) {
 			a->stdio = true;
 		} else if (strcmp(argv[i], "--no-nest") == 0) {
@@ -445,7 +450,8 @@ int main(int argc, char **argv)
 	if (a->stdio) {
 		if (use_stdio(a) < 0)
 			return 2;
-	} else if ((a->listen_fd = parse_fd(getenv("MSB_AGENT_LISTEN_FD"))) < 0) {
+	} else if ((a->listen_fd = vm_listen >= 0 ? vm_listen
+						  : parse_fd(getenv("MSB_AGENT_LISTEN_FD"))) < 0) {
 		agent_log("MSB_AGENT_LISTEN_FD must name the listening socket");
 		return 2;
 	}

@@ -77,6 +77,12 @@ int msb_client__exec(msb_client *c, const msb_exec_request *req, msb_exec_result
 int msb_client__exec_until(msb_client *c, const msb_exec_request *req, int64_t deadline,
 			   msb_exec_result *out, msb_error **err);
 
+/* The same with MSB_PROTO_EXEC_FILE: req->argv is a file-plane request the
+ * agent serves itself (agent/files.c, docs/internals/vm.md); the result is
+ * the request's exit status and output. */
+int msb_client__exec_file(msb_client *c, const msb_exec_request *req, msb_exec_result *out,
+			  msb_error **err);
+
 #define MSB_CLIENT_MAX_OUTPUT ((uint64_t)64 << 20) /* 64 MiB, unbounded exec */
 #define MSB_CLIENT_PARTIAL_MAX ((size_t)1 << 20)   /* timeout payload */
 #define MSB_CLIENT_KILL_GRACE 3.0		   /* seconds */

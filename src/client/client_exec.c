@@ -373,12 +373,12 @@ static int check_request(const msb_exec_request *req, msb_error **err)
 	return msb__check_timeout(req->timeout, "timeout", err);
 }
 
-static int open_channel(msb_client *c, struct run *r, const msb_exec_request *req, int64_t deadline,
-			msb_error **err)
+static int open_channel(msb_client *c, struct run *r, const msb_exec_request *req, uint32_t extra,
+			int64_t deadline, msb_error **err)
 {
 	const char *shell_argv[2] = {req->shell, NULL};
 	msb_proto_exec_spec spec = {
-		.flags = (req->shell ? MSB_PROTO_EXEC_SHELL : 0) |
+		.flags = extra | (req->shell ? MSB_PROTO_EXEC_SHELL : 0) |
 			 (r->stdin_on ? MSB_PROTO_EXEC_STDIN : 0) |
 			 (r->bounded ? MSB_PROTO_EXEC_BOUNDED : 0) |
 			 (r->tty ? MSB_PROTO_EXEC_TTY : 0),
@@ -473,7 +473,7 @@ static int run_result(struct run *rp, msb_exec_result *out, msb_error **err)
 	return 0;
 }
 
-static int exec_locked(msb_client *c, const msb_exec_request *req, int64_t deadline,
+static int exec_locked(msb_client *c, const msb_exec_request *req, uint32_t extra, int64_t deadline,
 		       msb_exec_result *out, msb_error **err)
 {
 	int64_t grace = INT64_MAX;
@@ -497,7 +497,7 @@ static int exec_locked(msb_client *c, const msb_exec_request *req, int64_t deadl
 		return rc;
 	r.out[0] = (msb_buf)MSB_BUF_INIT;
 	r.out[1] = (msb_buf)MSB_BUF_INIT;
-	if ((rc = open_channel(c, &r, req, deadline, err)) < 0)
+	if ((rc = open_channel(c, &r, req, extra, deadline, err)) < 0)
 		return rc;
 	/* The request on the wire (the loop below sends what the socket did not
 	 * take and reports a failed send). */
@@ -601,7 +601,7 @@ int msb_client__exec(msb_client *c, const msb_exec_request *req, msb_exec_result
 	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&c->lock);
-	rc = exec_locked(c, req, msb_client__deadline(req->timeout), out, err);
+	rc = exec_locked(c, req, 0, msb_client__deadline(req->timeout), out, err);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
@@ -613,7 +613,23 @@ int msb_client__exec_until(msb_client *c, const msb_exec_request *req, int64_t d
 	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&c->lock);
-	rc = exec_locked(c, req, deadline, out, err);
+	rc = exec_locked(c, req, 0, deadline, out, err);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int msb_client__exec_file(msb_client *c, const msb_exec_request *req, msb_exec_result *out,
+			  msb_error **err)
+{
+	if (req->shell)
+		return msb_error_set(err, MSB_E_VALUE, "a file request has no shell line");
+	if (req->io && req->io->tty)
+		return msb_error_set(err, MSB_E_VALUE, "a file request has no terminal");
+	int rc = check_request(req, err);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&c->lock);
+	rc = exec_locked(c, req, MSB_PROTO_EXEC_FILE, msb_client__deadline(req->timeout), out, err);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }

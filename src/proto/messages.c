@@ -233,6 +233,8 @@ static int check_exec_fields(uint32_t flags, uint32_t credit, uint64_t timeout_m
 		return MSB_PROTO_E_LIMIT;
 	if (((flags & MSB_PROTO_EXEC_BOUNDED) != 0) != (budget != 0))
 		return MSB_PROTO_E_MALFORMED;
+	if ((flags & MSB_PROTO_EXEC_FILE) && (flags & (MSB_PROTO_EXEC_SHELL | MSB_PROTO_EXEC_TTY)))
+		return MSB_PROTO_E_MALFORMED;
 	return MSB_PROTO_OK;
 }
 

@@ -234,7 +234,11 @@ typedef struct msb_proto_error {
 /* Version 2: the command runs on a pseudo-terminal the agent allocates; its
  * output is stream 1 only, and the payload ends with the window size. */
 #define MSB_PROTO_EXEC_TTY 0x8u
-#define MSB_PROTO_EXEC_FLAGS_ALL 0xfu
+/* argv is a file-plane request the agent serves itself, confined like a
+ * workload (agent/files.c; the `vm` backend, whose host cannot see the
+ * guest's files). Never with SHELL or TTY. */
+#define MSB_PROTO_EXEC_FILE 0x10u
+#define MSB_PROTO_EXEC_FLAGS_ALL 0x1fu
 
 /* A terminal's size (EXEC_OPEN with TTY, WINSIZE): each 1..MAX_TTY_DIM. */
 typedef struct msb_proto_winsize {

@@ -43,7 +43,7 @@ Test(backend_types, one_row_per_built_in_backend)
 {
 	size_t n = 0;
 	const msb_backend_type *const *t = msb_backend_types(&n);
-	const char *want[] = {"declared", "fake", "ns", "oci", "docker", "wslc"};
+	const char *want[] = {"declared", "fake", "ns", "oci", "docker", "wslc", "vm"};
 	cr_assert_eq(n, sizeof(want) / sizeof(want[0]));
 	cr_assert_null(t[n], "the table is NULL-terminated");
 	for (size_t i = 0; i < n; i++) {
@@ -55,7 +55,7 @@ Test(backend_types, one_row_per_built_in_backend)
 		cr_assert_not_null(t[i]->doctor);
 		cr_assert_eq(msb_backend_type_find(want[i]), t[i]);
 	}
-	cr_assert_null(msb_backend_type_find("vm"));
+	cr_assert_null(msb_backend_type_find("kvm"));	 /* not a type: a rung of `vm` */
 	cr_assert_null(msb_backend_type_find("Docker")); /* names are exact */
 	cr_assert_null(msb_backend_type_find(NULL));
 	cr_assert_eq(msb_backend_types(NULL), t);
@@ -73,8 +73,8 @@ Test(backend_types, type_refusals_list_the_table)
 	char phrase[320];
 	snprintf(phrase, sizeof(phrase), "backend.type is required: one of %s", names);
 	assert_json_refused("{\"name\": \"x\"}", MSB_E_VALUE, phrase);
-	snprintf(phrase, sizeof(phrase), "`vm` is not a backend type: expected one of %s", names);
-	assert_json_refused("{\"type\": \"vm\"}", MSB_E_VALUE, phrase);
+	snprintf(phrase, sizeof(phrase), "`kvm` is not a backend type: expected one of %s", names);
+	assert_json_refused("{\"type\": \"kvm\"}", MSB_E_VALUE, phrase);
 	assert_json_refused("{\"type\": 3}", MSB_E_TYPE, "type");
 }
 
@@ -110,13 +110,15 @@ Test(backend_types, doctor_lists_exactly_the_table, .timeout = 60)
 	}
 	/* The fake and the declared backend need nothing of the host. */
 	cr_assert(rep->backends[0].ok && rep->backends[1].ok);
-	/* The facilities come from the types that try some: ns's. */
-	bool userns = false;
+	/* The facilities come from the types that try some: ns's, and vm's
+	 * under its own name (vm.qemu, vm.kvm, ...). */
+	bool userns = false, vm = false;
 	for (size_t i = 0; i < rep->n_probes; i++) {
 		cr_assert_str_neq(rep->probes[i].name, "kvm");
 		userns |= strncmp(rep->probes[i].name, "userns.", 7) == 0;
+		vm |= strncmp(rep->probes[i].name, "vm.", 3) == 0;
 	}
-	cr_assert(userns);
+	cr_assert(userns && vm);
 	msb_doctor_report_free(rep);
 	msb_doctor_report_free(NULL);
 	msb_backend_probe_clear(NULL);
