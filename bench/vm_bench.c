@@ -174,7 +174,7 @@ int main(int argc, char **argv)
 		msb_sandbox *sb = acquire(vm, th);
 		exec_true(sb);
 		boot[i] = now_ms() - t;
-		msb_sandbox_release(sb);
+		msb_sandbox_free(sb);
 		dispose(vm, th);
 	}
 	double boot_min = boot[0], boot_max = boot[0];
@@ -225,12 +225,12 @@ int main(int argc, char **argv)
 	msb_client__free(c);
 	long qemu_pss = pss_kib(read_pid(vmdir, "init.pid"));
 	long shim_pss = pss_kib(read_pid(vmdir, "shim.pid"));
-	msb_sandbox_release(w);
+	msb_sandbox_free(w);
 	dispose(vm, "warm");
 
 	msb_sandbox *n = acquire(ns, "warm");
 	double ns_exec = warm_exec(n, execs);
-	msb_sandbox_release(n);
+	msb_sandbox_free(n);
 	dispose(ns, "warm");
 
 	double load[1] = {0};

@@ -486,7 +486,7 @@ Test(vm, exec_in_one_vm, .init = make_backend, .fini = fini, .timeout = 240)
 	 * from another one made with the same options (another process's). */
 	msb_sandbox *again = acquire("t1");
 	cr_assert_str_eq(msb_sandbox_instance_id(again), msb_sandbox_instance_id(sb));
-	msb_sandbox_release(again);
+	msb_sandbox_free(again);
 	msb_backend *first = backend;
 	msb_vm_options o2 = MSB_VM_OPTIONS_INIT;
 	o2.state_root = root;
@@ -495,7 +495,7 @@ Test(vm, exec_in_one_vm, .init = make_backend, .fini = fini, .timeout = 240)
 	cr_assert_eq(msb_vm_backend_new(&o2, &backend, &err), 0, "%s", msb_error_message(err));
 	again = acquire("t1");
 	cr_assert_str_eq(msb_sandbox_instance_id(again), msb_sandbox_instance_id(sb));
-	msb_sandbox_release(again);
+	msb_sandbox_free(again);
 	msb_backend_unref(backend);
 	/* Another writable layer is another VM: refused, never silently shared. */
 	o2.writable_bytes = 32ull << 20;
@@ -513,7 +513,7 @@ Test(vm, exec_in_one_vm, .init = make_backend, .fini = fini, .timeout = 240)
 
 	struct traces t;
 	collect(&t);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	dispose_all("t1");
 	assert_nothing_left(&t);
 }
@@ -614,7 +614,7 @@ Test(vm, killed_vmm, .init = make_backend, .fini = fini, .timeout = 240)
 	cr_assert_eq(r, MSB_E_RUNTIME, "%d: %s", r, msb_error_message(err));
 	cr_assert(strstr(msb_error_message(err), "is gone") != NULL, "%s", msb_error_message(err));
 	msb_error_free(err);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	dispose_all("t2");
 	assert_nothing_left(&t);
 }
@@ -693,7 +693,7 @@ Test(vm, racing_acquires_and_killed_shim, .init = make_backend, .fini = fini, .t
 	cr_assert(strstr(msb_error_message(err), "is gone") != NULL, "%s", msb_error_message(err));
 	msb_error_free(err);
 	for (int i = 0; i < 3; i++)
-		msb_sandbox_release(sbs[i]);
+		msb_sandbox_free(sbs[i]);
 	dispose_all("t3");
 	assert_nothing_left(&t);
 }
@@ -751,7 +751,7 @@ Test(vm, conformance_suites, .init = make_backend, .fini = fini, .timeout = 600)
 	check_report(rep);
 	struct traces t;
 	collect(&t);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	dispose_all("t4");
 	assert_nothing_left(&t);
 	/* CALL_SCOPE makes (and disposes) its own two VMs. */
@@ -819,7 +819,7 @@ Test(vm, dir_image, .fini = fini, .timeout = 240)
 	free(data);
 	struct traces t;
 	collect(&t);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	dispose_all("t5");
 	assert_nothing_left(&t);
 	msb__rm_rf(img);
@@ -970,7 +970,7 @@ Test(vm, oci_image, .fini = fini, .timeout = 240)
 	msb_exec_result_clear(&res);
 	struct traces t;
 	collect(&t);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	dispose_all("t6");
 	assert_nothing_left(&t);
 	msb__rm_rf(layout);
