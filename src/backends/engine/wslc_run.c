@@ -86,6 +86,67 @@ static bool feed_stdin(int fd, const wslc_io *io, size_t *sent, bool *broken)
 	return true;
 }
 
+/* One read of the child's stdout or stderr, kept within its budget (or
+ * handed to the sink); 0 or a typed error. Sets *kill_it when the sink has
+ * what it wanted. */
+static int take_output(bool is_err, const uint8_t *buf, size_t n, const wslc_io *io,
+		       wslc_outcome *out, const char *name, bool *kill_it, msb_error **err)
+{
+	if (is_err) {
+		size_t keep = n;
+		if (out->err.len + keep > io->max_err)
+			keep = out->err.len < io->max_err ? (size_t)(io->max_err - out->err.len)
+							  : 0;
+		if (keep && msb__buf_append(&out->err, buf, keep) < 0)
+			return msb__error_nomem(err);
+	} else if (io->sink) {
+		int q = io->sink(io->sink_ud, buf, n, err);
+		if (q < 0)
+			return q;
+		if (q == WSLC_SINK_DONE)
+			out->stopped = *kill_it = true;
+	} else {
+		size_t keep = n;
+		if (out->out.len + keep > io->max_out) {
+			keep = out->out.len < io->max_out ? (size_t)(io->max_out - out->out.len)
+							  : 0;
+			if (io->bounded)
+				out->truncated = true;
+			else
+				return msb_error_set(err, MSB_E_RUNTIME,
+						     "`%s` wrote more than %llu bytes", name,
+						     (unsigned long long)io->max_out);
+		}
+		if (keep && msb__buf_append(&out->out, buf, keep) < 0)
+			return msb__error_nomem(err);
+	}
+	return 0;
+}
+
+/* Both pipes are closed: the child is exiting (or was killed). A child that
+ * closed its output but lingers is still bounded by the deadline. Its
+ * wait status. */
+static int wait_child(pid_t pid, int64_t deadline, wslc_outcome *out)
+{
+	int status = 0;
+	for (;;) {
+		pid_t w = waitpid(pid, &status, WNOHANG);
+		if (w == pid || (w < 0 && errno != EINTR))
+			break;
+		if (w == 0 && msb__now_ns() >= deadline) {
+			out->timed_out = true;
+			kill(-pid, SIGKILL);
+			reap(pid, &status);
+			break;
+		}
+		if (w == 0) {
+			struct timespec ts = {0, 1000000};
+			nanosleep(&ts, NULL);
+		}
+	}
+	return status;
+}
+
 int msb_wslc__spawn(void *ud, char *const *argv, const wslc_io *io, wslc_outcome *out,
 		    msb_error **err)
 {
@@ -184,37 +245,7 @@ int msb_wslc__spawn(void *ud, char *const *argv, const wslc_io *io, wslc_outcome
 				close_fd(fd);
 				continue;
 			}
-			if (s == 1) {
-				size_t keep = (size_t)n;
-				if (out->err.len + keep > io->max_err)
-					keep = out->err.len < io->max_err
-						       ? (size_t)(io->max_err - out->err.len)
-						       : 0;
-				if (keep && msb__buf_append(&out->err, buf, keep) < 0)
-					rc = msb__error_nomem(err);
-			} else if (io->sink) {
-				int q = io->sink(io->sink_ud, buf, (size_t)n, err);
-				if (q < 0)
-					rc = q;
-				else if (q == WSLC_SINK_DONE)
-					out->stopped = kill_it = true;
-			} else {
-				size_t keep = (size_t)n;
-				if (out->out.len + keep > io->max_out) {
-					keep = out->out.len < io->max_out
-						       ? (size_t)(io->max_out - out->out.len)
-						       : 0;
-					if (io->bounded)
-						out->truncated = true;
-					else
-						rc = msb_error_set(
-							err, MSB_E_RUNTIME,
-							"`%s` wrote more than %llu bytes", argv[0],
-							(unsigned long long)io->max_out);
-				}
-				if (keep && msb__buf_append(&out->out, buf, keep) < 0)
-					rc = msb__error_nomem(err);
-			}
+			rc = take_output(s == 1, buf, (size_t)n, io, out, argv[0], &kill_it, err);
 		}
 		if (rc < 0)
 			kill_it = true;
@@ -224,25 +255,7 @@ int msb_wslc__spawn(void *ud, char *const *argv, const wslc_io *io, wslc_outcome
 	close_fd(&in[1]), close_fd(&o[0]), close_fd(&e[0]);
 	if (kill_it)
 		kill(-pid, SIGKILL);
-	int status = 0;
-	/* Both pipes are closed: the child is exiting (or was killed). A child
-	 * that closed its output but lingers is still bounded by the deadline. */
-	for (;;) {
-		pid_t w = waitpid(pid, &status, WNOHANG);
-		if (w == pid || (w < 0 && errno != EINTR))
-			break;
-		if (w == 0 && msb__now_ns() >= deadline) {
-			out->timed_out = true;
-			kill(-pid, SIGKILL);
-			reap(pid, &status);
-			break;
-		}
-		if (w == 0) {
-			struct timespec ts = {0, 1000000};
-			nanosleep(&ts, NULL);
-		}
-	}
-	out->exit_code = code_of(status);
+	out->exit_code = code_of(wait_child(pid, deadline, out));
 	if (rc < 0)
 		msb_wslc__outcome_clear(out);
 	return rc;
