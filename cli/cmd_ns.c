@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The sandbox verbs: run, acquire, exec, ls, dispose, purge. The backend is
- * the `ns` backend, or whatever backend JSON --config describes; either way
- * it is made from backend JSON (cli/backend_json.c). Every verb that creates
+ * the `ns` backend, the type --backend names, or whatever backend JSON
+ * --config describes; either way it is made from backend JSON
+ * (cli/backend_json.c). Every verb that creates
  * or uses a sandbox goes through the router, whose default floor is microvm:
  * the `ns` backend (container) is refused unless the caller opts down with
  * --min-isolation container.
@@ -24,7 +25,8 @@
 #include "cli.h"
 
 struct ns_args {
-	const char *config; /* --config FILE: backend JSON */
+	const char *config;  /* --config FILE: backend JSON */
+	const char *backend; /* --backend TYPE: the backend JSON's `type` */
 	const char *state_dir;
 	const char *image;
 	const char *min_isolation;
@@ -52,13 +54,17 @@ struct ns_args {
 	const char *events;	   /* --events FILE: observer events as JSON lines */
 	int events_fd;
 	msb_jsonl_recorder *recorder;
+	bool call_scope; /* make_router: the backend serves the call scope */
 };
 
 #define COMMON_HELP                                                                                \
+	"  --backend TYPE        the backend type: `ns` (default), `docker`, `wslc`, ...\n"        \
+	"                        (`msb doctor` lists them; docs/engine.md for the engines)\n"      \
 	"  --config FILE         the backend as backend JSON (docs/policy.md); default\n"          \
-	"                        {\"type\": \"ns\"}; the flags below write over its keys\n"        \
+	"                        {\"type\": TYPE}; the flags below write over its keys\n"          \
 	"  --state-dir DIR       state root (default: $MSB_STATE_DIR, /run/msb)\n"                 \
-	"  --image IMAGE         `host` (default), `dir:PATH` or `oci:PATH[:TAG]`\n"
+	"  --image IMAGE         ns: `host` (default), `dir:PATH` or `oci:PATH[:TAG]`;\n"          \
+	"                        docker, wslc: an engine image, as `docker run` names it\n"
 
 #define KEY_HELP                                                                                   \
 	"  --scope S             the key's scope (default: cli)\n"                                 \
@@ -143,8 +149,8 @@ const cli_verb verb_ls = {
 const cli_verb verb_dispose = {
 	"dispose",
 	"dispose every sandbox of a key (optionally one kind)",
-	"usage: msb dispose --thread T [--scope S] [--agent A] [--kind K] [--config FILE]\n"
-	"                   [--state-dir DIR]\n"
+	"usage: msb dispose --thread T [--scope S] [--agent A] [--kind K] [--backend TYPE]\n"
+	"                   [--config FILE] [--state-dir DIR]\n"
 	"\nExit status 0 when every sandbox is gone, 1 otherwise.\n",
 	cmd_dispose,
 };
@@ -152,8 +158,9 @@ const cli_verb verb_dispose = {
 const cli_verb verb_purge = {
 	"purge",
 	"dispose every sandbox of a conversation (scope and thread)",
-	"usage: msb purge --scope S --thread T [--config FILE] [--state-dir DIR]\n"
-	"\nSelects by the labels on disk, so it reaches sandboxes any process made.\n",
+	"usage: msb purge --scope S --thread T [--backend TYPE] [--config FILE] [--state-dir DIR]\n"
+	"\nSelects by the labels the backend keeps (on disk for ns, on the containers for\n"
+	"docker and wslc), so it reaches sandboxes any process made.\n",
 	cmd_purge,
 };
 
@@ -162,7 +169,9 @@ static cli_backend_flags backend_flags(const struct ns_args *a)
 {
 	cli_backend_flags f = {
 		.config = a->config,
-		.type = a->config ? NULL : "ns",
+		.type = a->backend  ? a->backend
+			: a->config ? NULL
+				    : "ns",
 		.state_dir = a->state_dir,
 		.image = a->image,
 		.egress_config = a->egress_config,
@@ -192,6 +201,7 @@ enum {
 	OPT_EGRESS_CONFIG,
 	OPT_EVENTS,
 	OPT_CONFIG,
+	OPT_BACKEND,
 };
 
 static const struct option ns_opts[] = {
@@ -216,6 +226,7 @@ static const struct option ns_opts[] = {
 	{"egress-config", required_argument, NULL, OPT_EGRESS_CONFIG},
 	{"events", required_argument, NULL, OPT_EVENTS},
 	{"config", required_argument, NULL, OPT_CONFIG},
+	{"backend", required_argument, NULL, OPT_BACKEND},
 	{NULL, 0, NULL, 0},
 };
 
@@ -300,6 +311,9 @@ static int parse_opts(const cli_verb *verb, int argc, char **argv, struct ns_arg
 		switch (c) {
 		case OPT_CONFIG:
 			a->config = optarg;
+			break;
+		case OPT_BACKEND:
+			a->backend = optarg;
 			break;
 		case OPT_STATE:
 			a->state_dir = optarg;
@@ -455,12 +469,17 @@ static int make_router(struct ns_args *a, msb_router **out, msb_error **err)
 	int r = cli_backend_new(&bf, &b, err);
 	if (r < 0)
 		return r;
-	const bool ns = msb_ns_backend_state_root(b) != NULL;
+	const bool container = strcmp(msb_backend_isolation(b), "container") == 0;
+	char bname[64];
+	snprintf(bname, sizeof(bname), "%s", msb_backend_name(b));
+	a->call_scope = (msb_backend_declarations(b)->isolation_scopes & MSB_SCOPE_CALL) != 0;
 	r = msb_router_new(&b, 1, &ro, out, err);
 	msb_backend_unref(b);
-	if (r == MSB_E_BACKEND_NOT_PERMITTED && !a->min_isolation && ns)
-		msb_error_wrap(err, "the default floor is microvm and `ns` is a container sandbox; "
-				    "pass --min-isolation container to opt down");
+	if (r == MSB_E_BACKEND_NOT_PERMITTED && !a->min_isolation && container)
+		msb_error_wrap(err,
+			       "the default floor is microvm and `%s` is a container sandbox; "
+			       "pass --min-isolation container to opt down",
+			       bname);
 	return r;
 }
 
@@ -597,7 +616,10 @@ static int cmd_run(int argc, char **argv)
 	cli_random_hex(call, 8);
 	msb_key key = {"cli", thread, "cli", call};
 	msb_spec *spec = NULL;
-	if (make_spec(&a, true, &spec, &err) < 0) {
+	/* A backend without the call scope (the container engines) serves the
+	 * same lifetime as a conversation on a thread of its own, disposed
+	 * below either way. */
+	if (make_spec(&a, a.call_scope, &spec, &err) < 0) {
 		msb_router_free(router);
 		msb_output_sink_free(sink);
 		free_outputs(&a);

@@ -74,6 +74,7 @@ struct ctx {
 	const char *swap_dir;	 /* a host directory, by its host path */
 	double swap_seconds;	 /* how long the link-swap probe runs */
 	const char *bomb;	 /* where to plant the listing bomb (in the storage base) */
+	const char *init;	 /* a word of the sandbox's own PID 1's command line */
 };
 
 struct res {
@@ -275,7 +276,22 @@ static void p_handle(const struct ctx *c, struct res *r)
 
 static void p_chroot(const struct ctx *c, struct res *r)
 {
-	must_fail(r, chroot("."), "chroot");
+	/* In a child: a chroot that works must not move the root of the probes
+	 * after this one (a container engine grants CAP_SYS_CHROOT by default). */
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(chroot(".") == 0 ? 0 : (errno > 0 && errno < 256 ? errno : 255));
+	int st = 0;
+	if (pid < 0 || waitpid(pid, &st, 0) < 0) {
+		set(r, "error", "fork: %s", errname(errno));
+		return;
+	}
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		set(r, "escaped", "chroot succeeded (in a child)");
+	else if (WIFEXITED(st))
+		set(r, "blocked", "chroot: %s", errname(WEXITSTATUS(st)));
+	else
+		set(r, "error", "the chroot child died by signal %d", WTERMSIG(st));
 }
 
 static void p_exe_write(const struct ctx *c, struct res *r)
@@ -331,8 +347,9 @@ static void p_pid1(const struct ctx *c, struct res *r)
 		set(r, "blocked", "/proc/1/cmdline unreadable");
 		return;
 	}
-	if (strstr(buf, "msb-agent") || strstr(buf, "agent"))
-		set(r, "blocked", "PID 1 is the sandbox's own agent (`%s`)", buf);
+	const char *own = c->init ? c->init : "agent";
+	if (strstr(buf, own))
+		set(r, "blocked", "PID 1 is the sandbox's own init (`%s`)", buf);
 	else
 		set(r, "escaped", "PID 1 is `%s`: the host's process tree is visible", buf);
 }
@@ -570,7 +587,13 @@ static void p_pivot_root(const struct ctx *c, struct res *r)
 
 static void p_ptrace(const struct ctx *c, struct res *r)
 {
-	must_fail(r, syscall(SYS_ptrace, 16 /* PTRACE_ATTACH */, 1, 0, 0), "ptrace(ATTACH, 1)");
+	long rc = syscall(SYS_ptrace, 16 /* PTRACE_ATTACH */, 1, 0, 0);
+	must_fail(r, rc, "ptrace(ATTACH, 1)");
+	/* Never leave PID 1 stopped under this probe for the rest of the run. */
+	if (rc == 0) {
+		waitpid(1, NULL, __WALL);
+		syscall(SYS_ptrace, 17 /* PTRACE_DETACH */, 1, 0, 0);
+	}
 }
 
 static void p_process_vm(const struct ctx *c, struct res *r)
@@ -1647,11 +1670,14 @@ int main(int argc, char **argv)
 			c.swap_seconds = strtod(v, NULL);
 		else if (!strcmp(k, "--bomb"))
 			c.bomb = v;
+		else if (!strcmp(k, "--init"))
+			c.init = v;
 	}
 	if (!c.canary || !c.canary_w || !c.neighbour || !c.shim_sock || !c.abstract) {
 		fprintf(stderr, "usage: msb-escape-probe --canary P --canary-write P --neighbour P "
 				"--shim-sock P --abstract NAME --tcp-port N --host-pid N "
-				"[--memory B --pids N --writable B --bomb DIR] [--only NAMES] "
+				"[--memory B --pids N --writable B --bomb DIR] [--init WORD] "
+				"[--only NAMES] "
 				"[--swap-base D "
 				"--swap-target P --swap-dir D --swap-seconds S]\n");
 		return 2;

@@ -112,6 +112,18 @@ MSB_EXTERN int msb_wslc_backend_from_json(const char *json, size_t len, msb_back
 MSB_EXTERN int msb_wslc_doctor(const char *json, size_t len, bool *ok, char **reason,
 			       msb_error **err);
 
+/* ---- for the escape suite ---------------------------------------------------------- */
+
+/* The engine's unix socket a docker backend speaks to (the path alone), or
+ * NULL for any other backend: the escape suite checks a container cannot
+ * reach it. Lives as long as the backend. */
+MSB_EXTERN const char *msb_engine_backend_socket(const msb_backend *b);
+/* The host directory of an engine sandbox's root filesystem as the engine
+ * reports it (docker: GraphDriver.Data.MergedDir), newly allocated: the
+ * escape suite addresses another sandbox's files by it. MSB_E_NOT_IMPLEMENTED
+ * where the engine does not say, MSB_E_VALUE for a handle of another backend. */
+MSB_EXTERN int msb_engine_sandbox_host_root(msb_sandbox *sb, char **out, msb_error **err);
+
 /* The wslc container-name prefix and the docker one (21.13). */
 #define MSB_WSLC_NAME_PREFIX "maf-sandbox-wslc-"
 #define MSB_DOCKER_NAME_PREFIX "maf-sandbox-docker-"

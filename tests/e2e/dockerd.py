@@ -35,6 +35,7 @@ def rootfs_tar():
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as t:
         for d, mode in (("bin", 0o755), ("tmp", 0o1777), ("etc", 0o755), ("root", 0o700),
+                        ("var", 0o755), ("var/tmp", 0o1777),
                         ("proc", 0o755), ("sys", 0o755), ("dev", 0o755)):
             ti = tarfile.TarInfo(d)
             ti.type = tarfile.DIRTYPE

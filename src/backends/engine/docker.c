@@ -215,6 +215,48 @@ static int pull(docker_transport *d, const char *image, msb_error **err)
 	return rc;
 }
 
+/* Capabilities of the engine's default set a sandbox does without: raw and
+ * packet sockets (forged frames would bypass the egress topology), device
+ * nodes, chroot, the audit log and file capabilities (docs/security.md,
+ * "Container engines"). */
+static const char *const dropped_caps[] = {"NET_RAW", "MKNOD", "SYS_CHROOT", "AUDIT_WRITE",
+					   "SETFCAP"};
+/* /dev/shm is memory charged to the container: at most an eighth of a
+ * memory limit (as ns sizes it), so a fill cannot take the limit. */
+#define SHM_DEFAULT (64ull << 20)
+
+static json_t *host_config(const engine_create *c)
+{
+	json_t *caps = json_array();
+	for (size_t i = 0; i < MSB_ARRAY_SIZE(dropped_caps); i++)
+		json_array_append_new(caps, json_string(dropped_caps[i]));
+	json_t *hc = json_pack("{s:s, s:[s], s:o}", "NetworkMode", "none", "SecurityOpt",
+			       "no-new-privileges", "CapDrop", caps);
+	if (!hc)
+		return NULL;
+	if (c->memory_bytes) {
+		uint64_t shm =
+			c->memory_bytes / 8 < SHM_DEFAULT ? c->memory_bytes / 8 : SHM_DEFAULT;
+		/* Swap included, as the spec means it. */
+		json_object_set_new(hc, "Memory", json_integer((json_int_t)c->memory_bytes));
+		json_object_set_new(hc, "MemorySwap", json_integer((json_int_t)c->memory_bytes));
+		json_object_set_new(hc, "ShmSize", json_integer((json_int_t)shm));
+	}
+	if (c->pids_max)
+		json_object_set_new(hc, "PidsLimit", json_integer((json_int_t)c->pids_max));
+	if (c->cpu_millis)
+		json_object_set_new(hc, "NanoCpus",
+				    json_integer((json_int_t)(c->cpu_millis * 1000000)));
+	if (c->writable_bytes) {
+		/* The engine refuses this where its storage driver cannot bound a
+		 * container (overlay2 needs xfs with pquota): never silently. */
+		char size[32];
+		snprintf(size, sizeof(size), "%" PRIu64, c->writable_bytes);
+		json_object_set_new(hc, "StorageOpt", json_pack("{s:s}", "size", size));
+	}
+	return hc;
+}
+
 static json_t *create_body(const engine_create *c)
 {
 	json_t *labels = json_object();
@@ -227,9 +269,9 @@ static json_t *create_body(const engine_create *c)
 			json_object_set_new(labels, k, json_string(eq + 1));
 		free(k);
 	}
-	return json_pack("{s:s, s:[s,s], s:o, s:s, s:{s:s}, s:b, s:b}", "Image", c->image, "Cmd",
+	return json_pack("{s:s, s:[s,s], s:o, s:s, s:o, s:b, s:b}", "Image", c->image, "Cmd",
 			 "sleep", "infinity", "Labels", labels, "WorkingDir", c->work_dir,
-			 "HostConfig", "NetworkMode", "none", "AttachStdout", 0, "AttachStderr", 0);
+			 "HostConfig", host_config(c), "AttachStdout", 0, "AttachStderr", 0);
 }
 
 static int docker_run(void *t, const engine_create *c, char **id, msb_error **err)
@@ -615,6 +657,37 @@ static int docker_fingerprint(void *t, const char *ref, bool *supported, msb_fin
 	return 0;
 }
 
+/* GET /json: GraphDriver.Data.MergedDir, where the engine keeps the
+ * container's root filesystem on the host (overlay2; podman's overlay). */
+static int docker_host_root(void *t, const char *ref, char **out, msb_error **err)
+{
+	docker_transport *d = t;
+	_cleanup_free_ char *path = msb__asprintf("/containers/%s/json", ref);
+	if (!path)
+		return msb__error_nomem(err);
+	docker_response r;
+	int rc = call(d, "GET", path, NULL, INSPECT_BODY, &r, err);
+	if (rc < 0)
+		return rc;
+	if (r.status != 200) {
+		rc = msb_docker__container_error(&r, ref, "inspect", err);
+		msb_docker__response_clear(&r);
+		return rc;
+	}
+	json_t *doc = body_json(&r);
+	msb_docker__response_clear(&r);
+	const char *merged = json_string_value(json_object_get(
+		json_object_get(json_object_get(doc, "GraphDriver"), "Data"), "MergedDir"));
+	if (!merged || merged[0] != '/')
+		rc = msb_error_set(err, MSB_E_NOT_IMPLEMENTED,
+				   "the engine reports no host directory for container `%.12s`",
+				   ref);
+	else if (!(*out = msb__strdup(merged)))
+		rc = msb__error_nomem(err);
+	json_decref(doc);
+	return rc;
+}
+
 static void docker_free(void *t)
 {
 	docker_transport *d = t;
@@ -639,6 +712,7 @@ static const engine_transport_ops docker_ops = {
 	.read = docker_read,
 	.write = docker_write,
 	.fingerprint = docker_fingerprint,
+	.host_root = docker_host_root,
 	.free = docker_free,
 };
 
@@ -724,6 +798,7 @@ int msb_docker_backend_new(const msb_docker_options *opts, msb_backend **out, ms
 		.prefix = MSB_DOCKER_NAME_PREFIX,
 		.image = o->image,
 		.transport_tag = "docker",
+		.endpoint = d->host + strlen("unix://"),
 		.ops = &docker_ops,
 		.t = d,
 		.decl = &decl,

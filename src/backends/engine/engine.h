@@ -76,6 +76,8 @@ typedef struct engine_create {
 	const char *image;
 	char *const *labels; /* msb_strv "k=v" */
 	const char *work_dir;
+	/* The spec's resources (docs/spec.md), 0 = the engine's default. */
+	uint64_t memory_bytes, pids_max, cpu_millis, writable_bytes;
 } engine_create;
 
 typedef struct engine_exec {
@@ -137,6 +139,9 @@ typedef struct engine_transport_ops {
 	 * *supported = false. */
 	int (*fingerprint)(void *t, const char *ref, bool *supported, msb_fingerprint *out,
 			   msb_error **err);
+	/* The host directory of the container's root filesystem, as the engine
+	 * reports it (the escape suite's cross-checks); NULL op = not known. */
+	int (*host_root)(void *t, const char *ref, char **out, msb_error **err);
 	void (*free)(void *t);
 } engine_transport_ops;
 
@@ -149,6 +154,7 @@ typedef struct engine_backend {
 	char *prefix;	     /* container-name prefix, "maf-sandbox-docker-" */
 	char *image;	     /* default image; NULL = the spec must name one */
 	char *transport_tag; /* "docker", "wslc": messages */
+	char *endpoint;	     /* the engine's unix socket (docker), or NULL */
 	const engine_transport_ops *ops;
 	void *t;
 	msb_declarations decl;
@@ -170,6 +176,7 @@ typedef struct engine_backend_config {
 	const char *prefix;
 	const char *image;
 	const char *transport_tag;
+	const char *endpoint;
 	const engine_transport_ops *ops;
 	void *t; /* taken, freed with ops->free on failure too */
 	const msb_declarations *decl;

@@ -169,7 +169,15 @@ static int get_or_create(engine_backend *b, const msb_key *key, const msb_spec *
 		if (r < 0)
 			return r;
 		engine_create c = {
-			.name = name, .image = image, .labels = labels, .work_dir = work_dir};
+			.name = name,
+			.image = image,
+			.labels = labels,
+			.work_dir = work_dir,
+			.memory_bytes = msb_spec_memory_bytes(spec),
+			.pids_max = msb_spec_pids_max(spec),
+			.cpu_millis = msb_spec_cpu_millis(spec),
+			.writable_bytes = msb_spec_writable_bytes(spec),
+		};
 		free(TAKE_PTR(*id));
 		r = b->ops->run(b->t, &c, id, err);
 		if (r == ENGINE_EXISTS)
@@ -414,6 +422,7 @@ static void engine_free(void *impl)
 	free(b->prefix);
 	free(b->image);
 	free(b->transport_tag);
+	free(b->endpoint);
 	free(b);
 }
 
@@ -443,7 +452,9 @@ int msb_engine__backend_new(const engine_backend_config *cfg, msb_backend **out,
 	b->prefix = msb__strdup(cfg->prefix);
 	b->transport_tag = msb__strdup(cfg->transport_tag);
 	b->image = msb__strdup(cfg->image);
-	if (!b->name || !b->prefix || !b->transport_tag || (cfg->image && !b->image)) {
+	b->endpoint = msb__strdup(cfg->endpoint);
+	if (!b->name || !b->prefix || !b->transport_tag || (cfg->image && !b->image) ||
+	    (cfg->endpoint && !b->endpoint)) {
 		engine_free(b);
 		return msb__error_nomem(err);
 	}
@@ -457,4 +468,10 @@ int msb_engine__backend_new(const engine_backend_config *cfg, msb_backend **out,
 	if (r == 0)
 		b->self = *out;
 	return r;
+}
+
+const char *msb_engine_backend_socket(const msb_backend *b)
+{
+	const engine_backend *e = msb_backend_impl(b, &engine_ops);
+	return e ? e->endpoint : NULL;
 }

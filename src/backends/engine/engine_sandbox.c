@@ -396,3 +396,17 @@ int msb_engine__sandbox_new(engine_backend *b, const char *name, const char *id,
 	}
 	return msb_sandbox_new(&engine_sandbox_ops, s, b->name, out, err);
 }
+
+int msb_engine_sandbox_host_root(msb_sandbox *sb, char **out, msb_error **err)
+{
+	*out = NULL;
+	engine_sandbox *s = msb_sandbox_impl(sb, &engine_sandbox_ops);
+	if (!s)
+		return msb_error_set(err, MSB_E_VALUE, "not a container engine's sandbox");
+	if (!ops(s)->host_root)
+		return msb_error_set(err, MSB_E_NOT_IMPLEMENTED,
+				     "the %s backend cannot say where a container's files are on "
+				     "the host",
+				     s->b->name);
+	return ops(s)->host_root(s->b->t, s->id, out, err);
+}
