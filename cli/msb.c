@@ -105,9 +105,11 @@ void cli_locate_helpers(void)
 {
 	static const struct {
 		const char *env, *rel;
-	} helpers[] = {{"MSB_SHIM", "shim/msb-shim"}, {"MSB_AGENT", "agent/msb-agent"}};
+	} helpers[] = {{"MSB_SHIM", "shim/msb-shim"},
+		       {"MSB_AGENT", "agent/msb-agent"},
+		       {"MSB_EGRESS_PROXY", "proxy/msb-egress-proxy"}};
 	char path[PATH_MAX];
-	for (size_t i = 0; i < 2; i++)
+	for (size_t i = 0; i < sizeof(helpers) / sizeof(helpers[0]); i++)
 		if (!getenv(helpers[i].env) &&
 		    cli_beside_binary(helpers[i].rel, X_OK, path, sizeof(path)))
 			setenv(helpers[i].env, path, 0);

@@ -10,10 +10,9 @@
  *
  * BACKEND_JSON: {"type": "docker"|"wslc", ...} (msb/engine.h). REQUEST_JSON:
  * {"op": OP, "key": {"scope", "thread", "agent"}, "kind": K, "work_dir": W,
- *  "image": I, ...} with OP one of: doctor, declarations, acquire, exec, write,
- * read, stat, remove, reclaim, fingerprint, dispose, dispose_scope,
- * conformance, bench. Prints one JSON object; on a failure {"error": {"code",
- * "name", "message"}} and exit status 1.
+ *  "image": I, "allow": [HOST, ...], ...} with OP one of: doctor, declarations, acquire, exec,
+ * write, read, stat, remove, reclaim, fingerprint, dispose, dispose_scope, conformance, bench.
+ * Prints one JSON object; on a failure {"error": {"code", "name", "message"}} and exit status 1.
  */
 #include <inttypes.h>
 #include <jansson.h>
@@ -122,6 +121,14 @@ static int spec_for(json_t *req, const char *kind, msb_spec **out, msb_error **e
 	json_t *v;
 	json_object_foreach (json_object_get(req, "labels"), k, v)
 		msb_spec_builder_set_label(b, k, json_string_value(v));
+	/* "allow": [HOST, ...] makes the spec's egress an allowlist (maybe of
+	 * nobody). */
+	json_t *allow = json_object_get(req, "allow");
+	if (json_is_array(allow))
+		msb_spec_builder_set_egress(b, MSB_EGRESS_ALLOWLIST);
+	size_t i;
+	json_array_foreach (allow, i, v)
+		msb_spec_builder_add_egress_host(b, json_string_value(v));
 	int r = msb_spec_build(b, out, err);
 	msb_spec_builder_free(b);
 	return r;

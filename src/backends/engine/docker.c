@@ -6,10 +6,16 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "docker.h"
+#include "egress/egress.h"
 #include "util/base64.h"
 #include "util/json.h"
+
+#ifndef MSB_LIBEXECDIR
+#define MSB_LIBEXECDIR "/usr/local/libexec/msb"
+#endif
 
 #define DOCKER_DEFAULT_SOCKET "/var/run/docker.sock"
 /* The oldest API with everything used here (exec WorkingDir, archive
@@ -230,10 +236,15 @@ static json_t *host_config(const engine_create *c)
 	json_t *caps = json_array();
 	for (size_t i = 0; i < MSB_ARRAY_SIZE(dropped_caps); i++)
 		json_array_append_new(caps, json_string(dropped_caps[i]));
-	json_t *hc = json_pack("{s:s, s:[s], s:o}", "NetworkMode", "none", "SecurityOpt",
-			       "no-new-privileges", "CapDrop", caps);
+	json_t *hc = json_pack("{s:s, s:[s], s:o}", "NetworkMode", c->network ? c->network : "none",
+			       "SecurityOpt", "no-new-privileges", "CapDrop", caps);
 	if (!hc)
 		return NULL;
+	/* On the internal network: IPv4 to its proxy and nothing else. No IPv6
+	 * at all (the host's bridge has a link-local address). */
+	if (c->network)
+		json_object_set_new(hc, "Sysctls",
+				    json_pack("{s:s}", "net.ipv6.conf.all.disable_ipv6", "1"));
 	if (c->memory_bytes) {
 		uint64_t shm =
 			c->memory_bytes / 8 < SHM_DEFAULT ? c->memory_bytes / 8 : SHM_DEFAULT;
@@ -269,9 +280,13 @@ static json_t *create_body(const engine_create *c)
 			json_object_set_new(labels, k, json_string(eq + 1));
 		free(k);
 	}
-	return json_pack("{s:s, s:[s,s], s:o, s:s, s:o, s:b, s:b}", "Image", c->image, "Cmd",
+	json_t *env = json_array();
+	for (char *const *p = c->env; env && p && *p; p++)
+		json_array_append_new(env, json_string(*p));
+	return json_pack("{s:s, s:[s,s], s:o, s:s, s:o, s:o, s:b, s:b}", "Image", c->image, "Cmd",
 			 "sleep", "infinity", "Labels", labels, "WorkingDir", c->work_dir,
-			 "HostConfig", host_config(c), "AttachStdout", 0, "AttachStderr", 0);
+			 "HostConfig", host_config(c), "Env", env, "AttachStdout", 0,
+			 "AttachStderr", 0);
 }
 
 static int docker_run(void *t, const engine_create *c, char **id, msb_error **err)
@@ -507,8 +522,8 @@ static int read_sink(void *ud, const uint8_t *p, size_t n, msb_error **err)
 	return c->tar.done ? DOCKER_SINK_DONE : 0;
 }
 
-static int docker_read(void *t, const char *ref, const char *abs, uint64_t max_bytes,
-		       uint8_t **data, size_t *len, msb_error **err)
+int msb_docker__read(void *t, const char *ref, const char *abs, uint64_t max_bytes, uint8_t **data,
+		     size_t *len, msb_error **err)
 {
 	docker_transport *d = t;
 	_cleanup_free_ char *path = archive_path(ref, abs);
@@ -698,6 +713,8 @@ static void docker_free(void *t)
 	free(d->version);
 	free(d->api_version);
 	free(d->os_type);
+	free(d->proxy_image);
+	free(d->outbound_esc);
 	free(d);
 }
 
@@ -709,10 +726,15 @@ static const engine_transport_ops docker_ops = {
 	.list = docker_list,
 	.exec = msb_docker__exec,
 	.stat = docker_stat,
-	.read = docker_read,
+	.read = msb_docker__read,
 	.write = docker_write,
 	.fingerprint = docker_fingerprint,
 	.host_root = docker_host_root,
+	.net_create = msb_docker__net_create,
+	.net_remove = msb_docker__net_remove,
+	.net_list = msb_docker__net_list,
+	.proxy_ensure = msb_docker__proxy_ensure,
+	.proxy_records = msb_docker__proxy_records,
 	.free = docker_free,
 };
 
@@ -768,12 +790,46 @@ static int check_options(const msb_docker_options *o, msb_error **err)
 				     o->version);
 	if (o->api_timeout < 0 || o->api_timeout != o->api_timeout)
 		return msb_error_set(err, MSB_E_VALUE, "docker: api_timeout must be >= 0");
-	if (o->egress_proxy_image)
-		return msb_error_set(err, MSB_E_NOT_IMPLEMENTED,
-				     "docker: egress_proxy_image: the allowlist topology (21.21) "
-				     "is not implemented yet; this backend serves egress `closed` "
-				     "only");
+	if (o->egress_proxy_image && !*o->egress_proxy_image)
+		return msb_error_set(err, MSB_E_VALUE, "docker: egress_proxy_image is empty");
+	if (!o->egress_proxy_image && (o->egress_proxy || o->egress_network || o->egress_config))
+		return msb_error_set(err, MSB_E_VALUE,
+				     "docker: egress_proxy, egress_network and egress configure "
+				     "the allowlist topology: they need egress_proxy_image");
+	if (o->egress_config) {
+		msb_egress_config c;
+		msb_egress__config_init(&c);
+		int r = msb_egress__config_from_json(&c, o->egress_config, strlen(o->egress_config),
+						     false, err);
+		msb_egress__config_clear(&c);
+		if (r < 0)
+			return msb_error_wrap(err, "docker: egress");
+	}
 	return 0;
+}
+
+/* The proxy binary: as configured, $MSB_EGRESS_PROXY, or the installed one. */
+static char *proxy_binary(const msb_docker_options *o)
+{
+	if (o->egress_proxy && *o->egress_proxy)
+		return msb__strdup(o->egress_proxy);
+	const char *e = getenv("MSB_EGRESS_PROXY");
+	if (e && *e)
+		return msb__strdup(e);
+	return msb__strdup(MSB_LIBEXECDIR "/msb-egress-proxy");
+}
+
+/* The allowlist topology's part of construction: the proxy image in the
+ * engine, the outbound network named. */
+static int egress_init(docker_transport *d, const msb_docker_options *o, msb_error **err)
+{
+	if (!o->egress_proxy_image)
+		return 0;
+	_cleanup_free_ char *bin = proxy_binary(o);
+	d->outbound_esc = msb_docker__escape(o->egress_network ? o->egress_network : "bridge");
+	if (!bin || !d->outbound_esc)
+		return msb__error_nomem(err);
+	return msb_docker__proxy_image(d, o->egress_proxy_image, bin, err);
 }
 
 int msb_docker_backend_new(const msb_docker_options *opts, msb_backend **out, msb_error **err)
@@ -785,9 +841,20 @@ int msb_docker_backend_new(const msb_docker_options *opts, msb_backend **out, ms
 		return r;
 	docker_transport *d = NULL;
 	r = transport_new(o, &d, err);
+	if (r == 0 && (r = egress_init(d, o, err)) < 0)
+		docker_free(d);
 	if (r < 0)
 		return r;
 	msb_declarations decl = docker_declarations;
+	if (o->egress_proxy_image) {
+		/* msb's proxy: the allowlist, and per-method rules on plain HTTP as
+		 * ns serves them (src/egress); every decision observed (21.33). */
+		decl.egress_modes |= MSB_EGRESS_ALLOWLIST;
+		decl.capabilities |= MSB_CAP_EGRESS_METHODS;
+		decl.egress_method_tokens = msb_egress__method_tokens;
+		decl.n_egress_method_tokens = MSB_EGRESS_N_METHOD_TOKENS;
+		decl.observes_egress = true;
+	}
 	/* 22.6: the guest shape is the engine's. */
 	if (strcmp(d->os_type, "linux") == 0)
 		decl.os_families = MSB_OS_POSIX;
@@ -805,14 +872,18 @@ int msb_docker_backend_new(const msb_docker_options *opts, msb_backend **out, ms
 		.isolation = "container",
 		.log = o->log,
 		.log_userdata = o->log_userdata,
+		.allowlist = o->egress_proxy_image != NULL,
+		.egress_config = o->egress_config,
 	};
 	return msb_engine__backend_new(&cfg, out, err);
 }
 
 static const char *const docker_keys[] = {
-	"type", "name", "host", "image", "api_timeout", "egress_proxy_image", NULL};
+	"type",		"name",		  "host",   "image", "api_timeout", "egress_proxy_image",
+	"egress_proxy", "egress_network", "egress", NULL};
 
-static int options_from_json(json_t *obj, msb_docker_options *o, msb_error **err)
+/* o's strings live in obj; the "egress" object's text in *egress. */
+static int options_from_json(json_t *obj, msb_docker_options *o, char **egress, msb_error **err)
 {
 	const char *where = "docker backend";
 	const char *type = NULL;
@@ -824,11 +895,24 @@ static int options_from_json(json_t *obj, msb_docker_options *o, msb_error **err
 	    (r = msb__json_get_string(obj, "image", where, &o->image, NULL, err)) < 0 ||
 	    (r = msb__json_get_double(obj, "api_timeout", where, &o->api_timeout, NULL, err)) < 0 ||
 	    (r = msb__json_get_string(obj, "egress_proxy_image", where, &o->egress_proxy_image,
-				      NULL, err)) < 0)
+				      NULL, err)) < 0 ||
+	    (r = msb__json_get_string(obj, "egress_proxy", where, &o->egress_proxy, NULL, err)) <
+		    0 ||
+	    (r = msb__json_get_string(obj, "egress_network", where, &o->egress_network, NULL,
+				      err)) < 0)
 		return r;
 	if (type && strcmp(type, "docker") != 0)
 		return msb_error_set(err, MSB_E_VALUE, "%s: `type` is `%s`, not `docker`", where,
 				     type);
+	json_t *eg = json_object_get(obj, "egress");
+	if (eg && !json_is_null(eg)) {
+		if (!json_is_object(eg))
+			return msb_error_set(err, MSB_E_TYPE, "%s: `egress` must be an object",
+					     where);
+		if (!(*egress = msb__json_dump(eg)))
+			return msb__error_nomem(err);
+		o->egress_config = *egress;
+	}
 	return 0;
 }
 
@@ -839,7 +923,8 @@ int msb_docker_backend_from_json(const char *json, size_t len, msb_backend **out
 	if (r < 0)
 		return r;
 	msb_docker_options o = MSB_DOCKER_OPTIONS_INIT;
-	r = options_from_json(obj, &o, err);
+	_cleanup_free_ char *egress = NULL;
+	r = options_from_json(obj, &o, &egress, err);
 	if (r == 0)
 		r = msb_docker_backend_new(&o, out, err);
 	json_decref(obj);
@@ -850,11 +935,12 @@ int msb_docker_doctor(const char *json, size_t len, bool *ok, char **reason, msb
 {
 	json_t *obj = NULL;
 	msb_docker_options o = MSB_DOCKER_OPTIONS_INIT;
+	_cleanup_free_ char *egress = NULL;
 	int r = 0;
 	if (json) {
 		r = msb__json_load_object(json, len, "docker backend", &obj, err);
 		if (r == 0)
-			r = options_from_json(obj, &o, err);
+			r = options_from_json(obj, &o, &egress, err);
 		if (r < 0) {
 			json_decref(obj);
 			return r;
@@ -865,22 +951,38 @@ int msb_docker_doctor(const char *json, size_t len, bool *ok, char **reason, msb
 	r = check_options(&o, &e);
 	if (r == 0)
 		r = transport_new(&o, &d, &e);
-	json_decref(obj);
 	if (r < 0) {
+		json_decref(obj);
 		*ok = false;
 		*reason = msb__asprintf("not usable: %s", msb_error_message(e));
 		msb_error_free(e);
 		return *reason ? 0 : msb__error_nomem(err);
 	}
-	*ok = strcmp(d->os_type, "linux") == 0;
+	const bool on_linux = strcmp(d->os_type, "linux") == 0;
+	_cleanup_free_ char *bin = o.egress_proxy_image ? proxy_binary(&o) : NULL;
+	_cleanup_free_ char *egress_text =
+		!o.egress_proxy_image
+			? msb__strdup(
+				  "egress closed only (set egress_proxy_image for the allowlist "
+				  "topology)")
+		: bin && access(bin, R_OK) == 0
+			? msb__asprintf("egress closed and allowlist (msb's proxy from `%s`, "
+					"imported as `%s:<sha12>`, outbound network `%s`)",
+					bin, o.egress_proxy_image,
+					o.egress_network ? o.egress_network : "bridge")
+			: msb__asprintf("egress closed only: the proxy binary `%s` is not there "
+					"(build msb-egress-proxy or set egress_proxy)",
+					bin ? bin : "?");
+	*ok = on_linux && (!o.egress_proxy_image || (bin && access(bin, R_OK) == 0));
 	*reason = msb__asprintf(
-		"engine at %s: version %s, API %s, os %s; %s; egress closed only (the allowlist "
-		"topology is not implemented); file plane: the tar-header walk (the engine's "
-		"no-follow stat of every component before the transfer - a link swapped in "
-		"between them is followed inside the container)",
+		"engine at %s: version %s, API %s, os %s; %s; %s; file plane: the tar-header walk "
+		"(the engine's no-follow stat of every component before the transfer - a link "
+		"swapped in between them is followed inside the container)",
 		d->host, d->version, d->api_version, d->os_type,
-		*ok ? "exec, files in/out/delete and reclaim work"
-		    : "only a linux engine is served (os_families {posix})");
+		on_linux ? "exec, files in/out/delete and reclaim work"
+			 : "only a linux engine is served (os_families {posix})",
+		egress_text ? egress_text : "");
 	docker_free(d);
+	json_decref(obj); /* o's strings lived in it */
 	return *reason ? 0 : msb__error_nomem(err);
 }

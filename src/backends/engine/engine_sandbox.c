@@ -34,6 +34,10 @@ typedef struct engine_sandbox {
 	char *name;
 	char *id;
 	char *base; /* the storage base (work_dir) */
+	/* Its egress proxy (the allowlist topology), whose records become
+	 * events for this key after each exec (21.33), or NULL. */
+	char *proxy;
+	char *scope, *thread_id, *agent_dir, *call_id;
 } engine_sandbox;
 
 static const engine_transport_ops *ops(engine_sandbox *s)
@@ -49,6 +53,22 @@ static int resolve_wd(engine_sandbox *s, const char *wd, char **out, msb_error *
 	if (r < 0)
 		return msb_error_wrap(err, "working directory `%s`", wd);
 	return 0;
+}
+
+/* The proxy's records so far, as events (a failure loses nothing: they
+ * stay in its log for the next reading, or the disposal's). */
+static void drain_egress(engine_sandbox *s)
+{
+	if (!s->proxy || !s->b->reporter.report || !ops(s)->proxy_records)
+		return;
+	msb_buf records = MSB_BUF_INIT;
+	msb_error *e = NULL;
+	if (ops(s)->proxy_records(s->b->t, s->proxy, false, &records, &e) == 0) {
+		msb_key key = {s->scope, s->thread_id, s->agent_dir, s->call_id};
+		msb_engine__egress_report(s->b, &key, &records);
+	}
+	msb_error_free(e);
+	msb__buf_free(&records);
 }
 
 static int run(engine_sandbox *s, const msb_exec_request *req, bool bounded, msb_exec_result *out,
@@ -70,7 +90,9 @@ static int run(engine_sandbox *s, const msb_exec_request *req, bool bounded, msb
 		.max_output = bounded ? req->max_output_bytes : ENGINE_MAX_OUTPUT,
 		.bounded = bounded,
 	};
-	return ops(s)->exec(s->b->t, s->id, &x, out, err);
+	r = ops(s)->exec(s->b->t, s->id, &x, out, err);
+	drain_egress(s);
+	return r;
 }
 
 static int engine_exec_fn(void *impl, const msb_exec_request *req, msb_exec_result *out,
@@ -358,6 +380,11 @@ static void engine_release(void *impl)
 	free(s->name);
 	free(s->id);
 	free(s->base);
+	free(s->proxy);
+	free(s->scope);
+	free(s->thread_id);
+	free(s->agent_dir);
+	free(s->call_id);
 	msb_backend_unref(s->owner);
 	free(s);
 }
@@ -379,8 +406,15 @@ static const msb_sandbox_ops engine_sandbox_ops = {
 	.release = engine_release,
 };
 
-int msb_engine__sandbox_new(engine_backend *b, const char *name, const char *id,
-			    const char *work_dir, msb_sandbox **out, msb_error **err)
+static bool dup_or_null(char **out, const char *s)
+{
+	*out = msb__strdup(s);
+	return !s || *out;
+}
+
+int msb_engine__sandbox_new(engine_backend *b, const msb_key *key, const char *name, const char *id,
+			    const char *work_dir, const char *proxy, msb_sandbox **out,
+			    msb_error **err)
 {
 	engine_sandbox *s = calloc(1, sizeof(*s));
 	if (!s)
@@ -390,7 +424,11 @@ int msb_engine__sandbox_new(engine_backend *b, const char *name, const char *id,
 	s->name = msb__strdup(name);
 	s->id = msb__strdup(id);
 	s->base = msb_guest_normpath(work_dir);
-	if (!s->name || !s->id || !s->base) {
+	bool ok = dup_or_null(&s->proxy, proxy) && dup_or_null(&s->scope, key->scope) &&
+		  dup_or_null(&s->thread_id, key->thread_id) &&
+		  dup_or_null(&s->agent_dir, key->agent_dir) &&
+		  dup_or_null(&s->call_id, key->call_id);
+	if (!s->name || !s->id || !s->base || !ok) {
 		engine_release(s);
 		return msb__error_nomem(err);
 	}
