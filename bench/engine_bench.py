@@ -19,6 +19,12 @@ N times each, and reports medians and ratios:
   64 MiB read   read_file (walk + archive GET) beside `docker cp C:/PATH FILE`
   wslc exec     the wslc backend's exec through tests/fixtures/wslc beside the
                 `docker exec` it becomes: the CLI contract's overhead
+  acquire allowlist  a new sandbox with the allowlist topology (internal
+                network, msb's proxy started and waited for, its outbound leg,
+                the workload) beside the same with the docker CLI (`network
+                create --internal`, `run` the proxy, poll `logs` for its
+                "listening", `network connect`, `run` the workload)
+  acquire allowlist, warm  the same key again: the proxy kept
 
 The in-process figures come from the tool's own clock around the library
 call; the CLI figures are wall-clock times of the docker command.
@@ -47,7 +53,9 @@ def main():
     try:
         d.start()
         d.import_image()
+        d.with_egress()
         res = run(d, tool, a.n)
+        res.update(run_egress(d, tool, os.path.join(a.build, "proxy", "msb-egress-proxy"), a.n))
     finally:
         d.cleanup()
     report(res, a.n)
@@ -116,6 +124,48 @@ def run(d, tool, n):
     return r
 
 
+def run_egress(d, tool, proxy, n):
+    env = d.env()
+    cfg = json.dumps({"type": "docker", "host": d.host, "image": IMAGE,
+                      "egress_proxy_image": "msb-bench-proxy", "egress_network": d.out_network,
+                      "egress_proxy": proxy,
+                      "egress": {"hosts": {"allowed.test": [d.out_gateway]},
+                                 "allow_cidrs": [d.out_gateway + "/32"],
+                                 "system_resolver": False}})
+    r = {"acquire_allow_lib": [], "acquire_allow_warm_lib": [], "docker_allow": []}
+
+    def t(req):
+        _, p = timed([tool, cfg, json.dumps(req)], env)
+        doc = json.loads(p.stdout)
+        assert "error" not in doc, doc
+        return doc
+
+    t({"op": "declarations"})  # the proxy image imported once, before timing
+    image = [x for x in d.cli("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
+             if x.startswith("msb-bench-proxy:")][0]
+    conf = json.dumps({"allow": [{"host": "allowed.test", "methods": None}],
+                       "hosts": {"allowed.test": [d.out_gateway]}, "system_resolver": False})
+    for i in range(n):
+        k = {"scope": "bench", "thread": f"e{i}", "agent": "b"}
+        r["acquire_allow_lib"].append(t({"op": "acquire", "key": k,
+                                         "allow": ["allowed.test"]})["acquire_s"])
+        r["acquire_allow_warm_lib"].append(t({"op": "acquire", "key": k,
+                                              "allow": ["allowed.test"]})["acquire_s"])
+        t0 = time.monotonic()
+        net, px = f"pnet{i}", f"pproxy{i}"
+        timed([d.docker, "network", "create", "--internal", "-o",
+               "com.docker.network.bridge.inhibit_ipv4=true", net], env)
+        timed([d.docker, "run", "-d", "--name", px, "--network", net, "--cap-drop", "ALL",
+               "-e", "MSB_EGRESS_CONFIG=" + conf, image, "/msb-egress-proxy", "serve"], env)
+        while b"listening\n" not in timed([d.docker, "logs", px], env)[1].stderr:
+            time.sleep(0.05)
+        timed([d.docker, "network", "connect", d.out_network, px], env)
+        timed([d.docker, "run", "-d", "--network", net, "-e", f"HTTP_PROXY=http://{px}:3128",
+               IMAGE, "sleep", "infinity"], env)
+        r["docker_allow"].append(time.monotonic() - t0)
+    return r
+
+
 def report(r, n):
     med = {k: statistics.median(v) * 1000 for k, v in r.items() if v}
     rows = [
@@ -124,12 +174,15 @@ def report(r, n):
         ("64 MiB write", "write_lib", None, "docker_cp_in"),
         ("64 MiB read", "read_lib", None, "docker_cp_out"),
         ("wslc exec /bin/true", "wslc_exec_lib", None, "docker_exec"),
+        ("acquire allowlist (new)", "acquire_allow_lib", None, "docker_allow"),
+        ("acquire allowlist (warm)", "acquire_allow_warm_lib", None, None),
     ]
     print(f"medians of {n} runs, ms; ratio = peer / msb (in-process)")
     print(f"{'':26} {'msb':>9} {'msb proc':>9} {'peer':>9} {'ratio':>7}")
     for name, ours, wall, peer in rows:
         w = f"{med[wall]:9.1f}" if wall else f"{'':9}"
-        print(f"{name:26} {med[ours]:9.1f} {w} {med[peer]:9.1f} {med[peer] / med[ours]:7.2f}")
+        pr = f"{med[peer]:9.1f} {med[peer] / med[ours]:7.2f}" if peer else ""
+        print(f"{name:26} {med[ours]:9.1f} {w} {pr}")
 
 
 if __name__ == "__main__":
