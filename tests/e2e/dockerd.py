@@ -183,6 +183,8 @@ def _ping(sock):
 
 
 class PrivateDockerd:
+    kind = "dockerd"
+
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="msb-dk-", dir="/tmp")
         self.sock = os.path.join(self.dir, "d.sock")

@@ -624,8 +624,21 @@ static int docker_fingerprint(void *t, const char *ref, bool *supported, msb_fin
 	msb_fingerprint fp = {0};
 	size_t i;
 	json_t *c;
+	/* podman reports /etc itself modified from the start: it creates the
+	 * mount points of its /etc/hosts, hostname and resolv.conf there, and
+	 * lists them not. That entry alone, with nothing under it, is the
+	 * engine's, not a change of the sandbox's. */
+	bool etc_alone = true;
 	json_array_foreach (changes, i, c) {
 		const char *p = json_string_value(json_object_get(c, "Path"));
+		if (p && strncmp(p, "/etc/", 5) == 0)
+			etc_alone = false;
+	}
+	json_array_foreach (changes, i, c) {
+		const char *p = json_string_value(json_object_get(c, "Path"));
+		if (p && etc_alone && strcmp(p, "/etc") == 0 &&
+		    json_integer_value(json_object_get(c, "Kind")) == 0)
+			continue;
 		if (p && msb__strv_push(&fp.changed_paths, p) < 0)
 			rc = msb__error_nomem(err);
 	}

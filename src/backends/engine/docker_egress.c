@@ -137,10 +137,8 @@ int msb_docker__proxy_image(docker_transport *d, const char *repo, const char *b
 		r = msb_engine__tar_add(&tar, "log", '5', 0700, NULL, 0, err);
 	if (r == 0)
 		r = msb_engine__tar_end(&tar, err);
-	_cleanup_free_ char *erepo = msb_docker__escape(repo);
-	_cleanup_free_ char *path =
-		erepo ? msb__asprintf("/images/create?fromSrc=-&repo=%s&tag=%.12s", erepo, hex)
-		      : NULL;
+	/* The tag inside `repo` (the API allows it): podman ignores `tag`. */
+	_cleanup_free_ char *path = msb__asprintf("/images/create?fromSrc=-&repo=%s", esc);
 	if (r == 0 && !path)
 		r = msb__error_nomem(err);
 	if (r < 0) {

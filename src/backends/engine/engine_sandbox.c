@@ -272,6 +272,16 @@ static int engine_read_file(void *impl, const char *path, const char *working_di
 		return r;
 	if (strcmp(t.abs, t.wd) == 0)
 		return msb_error_set(err, MSB_E_IS_DIRECTORY, "`%s` is a directory", path);
+	/* The leaf too, no-follow, before the transfer: docker's archive of a
+	 * link is the link (the header below refuses it), but podman's follows
+	 * it and sends the target under the link's name. */
+	engine_stat st;
+	r = ops(s)->stat(s->b->t, s->id, t.abs, &st, err);
+	if (r < 0)
+		return r;
+	if (st.present && st.kind == MSB_ENTRY_SYMLINK)
+		return msb_error_set(err, MSB_E_OS, "`%s` is a link: refusing to read through it",
+				     t.abs);
 	if (max_bytes > ENGINE_MAX_FILE_BYTES)
 		max_bytes = ENGINE_MAX_FILE_BYTES;
 	return ops(s)->read(s->b->t, s->id, t.abs, max_bytes, data, len, err);
