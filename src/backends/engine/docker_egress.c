@@ -188,7 +188,9 @@ int msb_docker__net_create(void *t, const char *name, char *const *labels, msb_e
 	int rc = call(d, "POST", "/networks/create", json, SMALL_BODY, &r, err);
 	if (rc < 0)
 		return rc;
-	if (r.status == 409)
+	_cleanup_free_ char *text = r.status == 500 ? msb_docker__error_text(&r) : NULL;
+	/* podman answers a taken name with a 500 that says so. */
+	if (r.status == 409 || (text && strstr(text, "network already exists")))
 		rc = ENGINE_EXISTS;
 	else if (r.status != 201 && r.status != 200)
 		rc = engine_refused(&r, "create network", err);
