@@ -377,6 +377,9 @@ int main(int argc, char **argv)
 	struct agent *a = &agent;
 	const char *work = AGENT_DEFAULT_WORK;
 
+	/* One file operation for a container engine's exec (agent/file.c). */
+	if (argc >= 2 && strcmp(argv[1], "file") == 0)
+		return agent_file_main(argc, argv);
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--work") == 0 && i + 1 < argc) {
 			work = argv[++i];

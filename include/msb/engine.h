@@ -15,10 +15,13 @@
  * per sandbox and msb's own egress proxy on it, the workload's only route out
  * (21.21-21.24, docs/engine.md "Egress").
  *
- * The file plane confines every path by walking it from the guest's root
- * with the engine's no-follow stat before acting (the tar-header walk): a
- * link the guest swaps in between that check and the transfer is followed
- * inside the container - the residual docs/security.md states.
+ * The file plane (docker): msb-agent placed in the container and run by
+ * exec for each operation, resolving the whole path with openat2 and no link
+ * followed ($MSB_AGENT, else the installed msb-agent). Without it, and on
+ * wslc, the tar-header walk: every path walked from the guest's root with the
+ * engine's no-follow stat before acting, where a link the guest swaps in
+ * between that check and the transfer is followed inside the container - the
+ * residual docs/security.md states. msb doctor says which.
  *
  * Thread-safety: a backend and its sandboxes may be used from any thread.
  */

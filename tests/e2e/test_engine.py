@@ -78,15 +78,24 @@ def _host_networking():
     return fwd, rules
 
 
+AGENT = os.path.join(BUILD, "agent", "msb-agent")
+
+
 class Backend:
-    def __init__(self, engine, cfg):
+    """msb-engine-tool on a backend JSON; `agent` is msb-agent for the
+    confined file plane (None: not found, so the tar-header walk)."""
+
+    def __init__(self, engine, cfg, agent=AGENT):
         self.engine = engine
         self.cfg = json.dumps(cfg)
+        self.agent = agent or "/nonexistent/msb-agent"
 
     def __call__(self, op, proc_timeout=180, **req):
         req["op"] = op
+        env = self.engine.env()
+        env["MSB_AGENT"] = self.agent
         p = subprocess.run([TOOL, self.cfg, json.dumps(req)], capture_output=True,
-                           timeout=proc_timeout, env=self.engine.env())
+                           timeout=proc_timeout, env=env)
         out = p.stdout.decode().strip()
         assert out, p.stderr
         doc = json.loads(out.splitlines()[-1])
@@ -101,6 +110,12 @@ class Backend:
 @pytest.fixture(scope="module")
 def docker(engine):
     return Backend(engine, {"type": "docker", "host": engine.host, "image": IMAGE})
+
+
+@pytest.fixture(scope="module")
+def docker_walk(engine):
+    """The docker backend without msb-agent: the tar-header walk."""
+    return Backend(engine, {"type": "docker", "host": engine.host, "image": IMAGE}, agent=None)
 
 
 @pytest.fixture(scope="module")
@@ -120,9 +135,11 @@ def out(doc, stream="stdout"):
 # ---- declarations and doctor (22.1-22.6) -------------------------------------------------
 
 
-def test_doctor_and_declarations(docker):
+def test_doctor_and_declarations(docker, docker_walk):
     d = docker.ok("doctor")
-    assert d["ok"] and "API 1." in d["reason"] and "tar-header walk" in d["reason"]
+    assert d["ok"] and "API 1." in d["reason"] and "the confined agent" in d["reason"]
+    d = docker_walk.ok("doctor")
+    assert d["ok"] and "file plane: the tar-header walk" in d["reason"]
     decl = docker.ok("declarations")
     assert decl["name"] == "docker" and decl["isolation"] == "container"  # 22.1
     dd = decl["declarations"]
@@ -247,6 +264,46 @@ def test_links_are_refused_never_followed(docker):
     assert docker.ok("stat", key=k, path="leaf") == {"present": False}
     r = docker.ok("exec", key=k, argv=["cat", "/outside/s"])
     assert out(r) == b"secret\n"  # the link went, not what it pointed at
+
+
+SWAPPER = ("mkdir -p /outside real && echo SECRET > /outside/f && echo benign > real/f && "
+           "setsid sh -c 'while true; do mv real real.tmp; ln -s /outside real; "
+           "mv real real.lnk; mv real.tmp real; rm real.lnk; done' >/dev/null 2>&1 &")
+
+
+def test_a_link_swapped_in_is_never_followed(docker):
+    """22.7 and the issue's residual: the guest swaps a directory of the path
+    for a link to a secret outside the working directory, as fast as it can,
+    while the host reads through it. The confined agent resolves the whole
+    path in one openat2: it returns the file, refuses the link, or finds
+    nothing - never the secret. (The tar-header walk, between its stat and the
+    archive read, returned the secret in some of 60 reads here.)"""
+    k = key("swap")
+    docker.ok("exec", key=k, argv=["sh", "-c", SWAPPER])
+    r = docker.ok("read_race", key=k, path="real/f", repeat=40)
+    assert "SECRET\n" not in r["contents"], r
+    assert r["contents"] or r["errors"], r
+    docker.ok("dispose", key=k, any_kind=True)
+
+
+def test_the_walk_when_there_is_no_agent(docker_walk, tmp_path):
+    k = key("walk")
+    docker_walk.ok("write", key=k, path="a/b.txt", data_hex=b"walk\x00".hex())
+    assert out(docker_walk.ok("exec", key=k, argv=["cat", "a/b.txt"])) == b"walk\x00"
+    got = docker_walk.ok("read", key=k, path="a/b.txt")
+    assert bytes.fromhex(got["data"]) == b"walk\x00"
+    assert docker_walk.ok("stat", key=k, path="a")["kind"] == "directory"
+    docker_walk.ok("exec", key=k, argv=["ln", "-s", "/etc", "l"])
+    e = docker_walk("read", key=k, path="l/passwd")["error"]
+    assert e["name"] == "ValueError" and "link" in e["message"]
+    e = docker_walk("read", key=k, path="l")["error"]
+    assert "link" in e["message"]
+    docker_walk.ok("remove", key=k, path="a", recursive=True)
+    assert docker_walk.ok("stat", key=k, path="a") == {"present": False}
+    # No agent was placed: the walk alone.
+    r = docker_walk.ok("exec", key=k, argv=["ls", "-a", "/"])
+    assert b".msb" not in out(r).split()
+    docker_walk.ok("dispose", key=k, any_kind=True)
 
 
 # ---- lifecycle (21.13-21.19, 21.30-21.32, 4.18) ------------------------------------------------

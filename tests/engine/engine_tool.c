@@ -432,6 +432,28 @@ int main(int argc, char **argv)
 			o = json_pack("{s:o, s:f}", "data", b64(data, n), "time_s", dt);
 		}
 		free(data);
+	} else if (strcmp(op, "read_race") == 0) {
+		/* Read `path` `repeat` times: the distinct contents seen, and the
+		 * refusals by name (the link-swap test). */
+		json_t *seen = json_object(), *errors = json_object();
+		json_int_t n_reps = json_integer_value(json_object_get(req, "repeat"));
+		for (json_int_t i = 0; i < n_reps; i++) {
+			uint8_t *data = NULL;
+			size_t n = 0;
+			msb_error *e = NULL;
+			if (msb_sandbox_read_file(sb, path, wd, 4096, &data, &n, &e) == 0) {
+				char *text = strndup((const char *)data, n);
+				json_object_set_new(seen, text, json_true());
+				free(text);
+			} else {
+				const char *nm = msb_error_name(e) ? msb_error_name(e) : "?";
+				json_int_t c = json_integer_value(json_object_get(errors, nm));
+				json_object_set_new(errors, nm, json_integer(c + 1));
+			}
+			free(data);
+			msb_error_free(e);
+		}
+		o = json_pack("{s:o, s:o}", "contents", seen, "errors", errors);
 	} else if (strcmp(op, "stat") == 0) {
 		bool present = false;
 		msb_entry e = {0};

@@ -600,6 +600,49 @@ static int docker_write(void *t, const char *ref, const char *abs, const uint8_t
 	return rc;
 }
 
+/* An executable at abs (the confined file plane's agent): a one-entry
+ * archive with mode 0755, extracted at "/". */
+static int docker_install(void *t, const char *ref, const char *abs, const uint8_t *data,
+			  size_t len, msb_error **err)
+{
+	docker_transport *d = t;
+	msb_buf tar = MSB_BUF_INIT;
+	_cleanup_free_ char *dir = msb__strdup(abs + 1);
+	char *slash = dir ? strrchr(dir, '/') : NULL;
+	int rc = dir ? 0 : msb__error_nomem(err);
+	if (rc == 0 && slash) {
+		*slash = '\0';
+		rc = msb_engine__tar_add(&tar, dir, '5', 0755, NULL, 0, err);
+	}
+	if (rc == 0)
+		rc = msb_engine__tar_add(&tar, abs + 1, '0', 0755, data, len, err);
+	if (rc == 0)
+		rc = msb_engine__tar_end(&tar, err);
+	_cleanup_free_ char *path = archive_path(ref, "/");
+	if (rc == 0 && !path)
+		rc = msb__error_nomem(err);
+	if (rc < 0) {
+		msb__buf_free(&tar);
+		return rc;
+	}
+	docker_response r;
+	docker_request q = {.method = "PUT",
+			    .path = path,
+			    .max_body = SMALL_BODY,
+			    .content_type = "application/x-tar",
+			    .head = tar.data,
+			    .head_len = tar.len,
+			    .timeout = 120};
+	rc = msb_docker__http(&d->http, &q, &r, err);
+	msb__buf_free(&tar);
+	if (rc < 0)
+		return rc;
+	if (r.status != 200)
+		rc = msb_docker__container_error(&r, ref, "place the agent", err);
+	msb_docker__response_clear(&r);
+	return rc;
+}
+
 /* GET /changes: the filesystem since creation; GET /top: what runs. */
 static int docker_fingerprint(void *t, const char *ref, bool *supported, msb_fingerprint *out,
 			      msb_error **err)
@@ -743,6 +786,7 @@ static const engine_transport_ops docker_ops = {
 	.write = docker_write,
 	.fingerprint = docker_fingerprint,
 	.host_root = docker_host_root,
+	.install = docker_install,
 	.net_create = msb_docker__net_create,
 	.net_remove = msb_docker__net_remove,
 	.net_list = msb_docker__net_list,
@@ -858,6 +902,7 @@ int msb_docker_backend_new(const msb_docker_options *opts, msb_backend **out, ms
 		docker_free(d);
 	if (r < 0)
 		return r;
+	_cleanup_free_ char *agent = msb_engine__agent_path(NULL);
 	msb_declarations decl = docker_declarations;
 	if (o->egress_proxy_image) {
 		/* msb's proxy: the allowlist, and per-method rules on plain HTTP as
@@ -887,6 +932,7 @@ int msb_docker_backend_new(const msb_docker_options *opts, msb_backend **out, ms
 		.log_userdata = o->log_userdata,
 		.allowlist = o->egress_proxy_image != NULL,
 		.egress_config = o->egress_config,
+		.agent_path = agent,
 	};
 	return msb_engine__backend_new(&cfg, out, err);
 }
@@ -987,14 +1033,27 @@ int msb_docker_doctor(const char *json, size_t len, bool *ok, char **reason, msb
 					"(build msb-egress-proxy or set egress_proxy)",
 					bin ? bin : "?");
 	*ok = on_linux && (!o.egress_proxy_image || (bin && access(bin, R_OK) == 0));
-	*reason = msb__asprintf(
-		"engine at %s: version %s, API %s, os %s; %s; %s; file plane: the tar-header walk "
-		"(the engine's no-follow stat of every component before the transfer - a link "
-		"swapped in between them is followed inside the container)",
-		d->host, d->version, d->api_version, d->os_type,
-		on_linux ? "exec, files in/out/delete and reclaim work"
-			 : "only a linux engine is served (os_families {posix})",
-		egress_text ? egress_text : "");
+	_cleanup_free_ char *agent = msb_engine__agent_path(NULL);
+	bool confined = agent && access(agent, R_OK) == 0;
+	_cleanup_free_ char *plane =
+		confined ? msb__asprintf(
+				   "file plane: the confined agent (`%s` placed in each container "
+				   "and "
+				   "run by exec, resolving with openat2 RESOLVE_BENEATH|"
+				   "RESOLVE_NO_SYMLINKS: the walk and the transfer one operation), "
+				   "falling back to the tar-header walk where it cannot run",
+				   agent)
+			 : msb__asprintf("file plane: the tar-header walk (the engine's no-follow "
+					 "stat of every component before the transfer - a link "
+					 "swapped in between them is followed inside the "
+					 "container); msb-agent not found at `%s` (set $MSB_AGENT) "
+					 "for the confined agent",
+					 agent ? agent : "?");
+	*reason = msb__asprintf("engine at %s: version %s, API %s, os %s; %s; %s; %s", d->host,
+				d->version, d->api_version, d->os_type,
+				on_linux ? "exec, files in/out/delete and reclaim work"
+					 : "only a linux engine is served (os_families {posix})",
+				egress_text ? egress_text : "", plane ? plane : "");
 	docker_free(d);
 	json_decref(obj); /* o's strings lived in it */
 	return *reason ? 0 : msb__error_nomem(err);

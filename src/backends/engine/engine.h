@@ -155,6 +155,10 @@ typedef struct engine_transport_ops {
 	 * *supported = false. */
 	int (*fingerprint)(void *t, const char *ref, bool *supported, msb_fingerprint *out,
 			   msb_error **err);
+	/* Place an executable (0755, root's) at abs, parents made: the confined
+	 * file plane's agent. NULL op = the tar-header walk only. */
+	int (*install)(void *t, const char *ref, const char *abs, const uint8_t *data, size_t len,
+		       msb_error **err);
 	/* The host directory of the container's root filesystem, as the engine
 	 * reports it (the escape suite's cross-checks); NULL op = not known. */
 	int (*host_root)(void *t, const char *ref, char **out, msb_error **err);
@@ -210,6 +214,12 @@ typedef struct engine_backend {
 	 * settings (src/egress/config.c, without "allow"), or NULL for none. */
 	bool allowlist;
 	char *egress_config;
+	/* The confined file plane (engine_sandbox.c): msb-agent's bytes, where
+	 * it goes in a container, and whether it was found unusable here (no
+	 * openat2 in the engine's kernel): then the tar-header walk. */
+	msb_buf agent_bin;
+	char *agent_guest;
+	bool agent_off;
 } engine_backend;
 
 typedef struct engine_backend_config {
@@ -228,7 +238,14 @@ typedef struct engine_backend_config {
 	 * proxy settings (a JSON object's text, or NULL for the defaults). */
 	bool allowlist;
 	const char *egress_config;
+	/* The confined file plane: msb-agent on the host (NULL = the tar-header
+	 * walk); used when the transport has `install`. */
+	const char *agent_path;
 } engine_backend_config;
+
+/* msb-agent for the confined file plane: as configured, $MSB_AGENT, or the
+ * installed one (engine_backend.c). Newly allocated. */
+char *msb_engine__agent_path(const char *configured);
 
 int msb_engine__backend_new(const engine_backend_config *cfg, msb_backend **out, msb_error **err);
 
@@ -238,6 +255,27 @@ int msb_engine__backend_new(const engine_backend_config *cfg, msb_backend **out,
 int msb_engine__sandbox_new(engine_backend *b, const msb_key *key, const char *name, const char *id,
 			    const char *work_dir, const char *proxy, msb_sandbox **out,
 			    msb_error **err);
+
+/* ---- the confined file plane (engine_agent.c) ------------------------------------- */
+
+/* What an agent operation returns when it cannot run here: the caller
+ * falls back to the tar-header walk. */
+#define ENGINE_AGENT_FALLBACK 2
+
+/* msb-agent present in container `ref` (placed now if it is not): true
+ * when the confined file plane serves it. */
+bool msb_engine__agent_place(engine_backend *b, const char *ref);
+/* One operation each, on an absolute guest path already confined lexically;
+ * 0, ENGINE_AGENT_FALLBACK, or a negative MSB_E_* worded as the walk words
+ * it (`path` is the caller's, for messages). */
+int msb_engine__agent_stat(engine_backend *b, const char *ref, const char *abs, engine_stat *out,
+			   msb_error **err);
+int msb_engine__agent_read(engine_backend *b, const char *ref, const char *abs, const char *path,
+			   uint64_t max_bytes, uint8_t **data, size_t *len, msb_error **err);
+int msb_engine__agent_write(engine_backend *b, const char *ref, const char *abs, const char *path,
+			    const uint8_t *data, size_t len, msb_error **err);
+int msb_engine__agent_remove(engine_backend *b, const char *ref, const char *abs, const char *path,
+			     bool recursive, double timeout, const char *op, msb_error **err);
 
 /* ---- the allowlist topology (engine_egress.c) ------------------------------------- */
 

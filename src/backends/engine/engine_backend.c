@@ -5,9 +5,12 @@
  * another process made under that name, and disposal selected by the labels
  * the engine reports, removing with force and never stopping.
  */
+#include <fcntl.h>
 #include <stdio.h>
 
 #include "engine.h"
+#include "util/fs.h"
+#include "util/sha256.h"
 
 /* A name this instance created, and the key it was created for. */
 struct engine_made {
@@ -476,6 +479,8 @@ static void engine_free(void *impl)
 	free(b->transport_tag);
 	free(b->endpoint);
 	free(b->egress_config);
+	msb__buf_free(&b->agent_bin);
+	free(b->agent_guest);
 	free(b);
 }
 
@@ -513,6 +518,19 @@ int msb_engine__backend_new(const engine_backend_config *cfg, msb_backend **out,
 		engine_free(b);
 		return msb__error_nomem(err);
 	}
+	/* The confined file plane's agent, when it is there to place. */
+	if (cfg->agent_path && cfg->ops->install) {
+		_cleanup_free_ char *bytes = NULL;
+		size_t n = 0;
+		if (msb__read_file_at(AT_FDCWD, cfg->agent_path, 64u << 20, &bytes, &n) == 0 &&
+		    n > 0 && msb__buf_append(&b->agent_bin, bytes, n) == 0) {
+			char hex[65];
+			msb__sha256_hex(bytes, n, hex);
+			b->agent_guest = msb__asprintf("/.msb/msb-agent-%.12s", hex);
+			if (!b->agent_guest)
+				msb__buf_free(&b->agent_bin);
+		}
+	}
 	msb_backend_info info = {
 		.version = MSB_BACKEND_INFO_VERSION,
 		.name = b->name,
@@ -523,6 +541,20 @@ int msb_engine__backend_new(const engine_backend_config *cfg, msb_backend **out,
 	if (r == 0)
 		b->self = *out;
 	return r;
+}
+
+#ifndef MSB_LIBEXECDIR
+#define MSB_LIBEXECDIR "/usr/local/libexec/msb"
+#endif
+
+char *msb_engine__agent_path(const char *configured)
+{
+	if (configured && *configured)
+		return msb__strdup(configured);
+	const char *e = getenv("MSB_AGENT");
+	if (e && *e)
+		return msb__strdup(e);
+	return msb__strdup(MSB_LIBEXECDIR "/msb-agent");
 }
 
 const char *msb_engine_backend_socket(const msb_backend *b)
