@@ -257,8 +257,9 @@ Test(router_json, legacy_top_level_keys_refused_4_10)
 
 Test(router_json, backend_strict_keys_and_types)
 {
-	backend_refused("{\"type\": \"docker\", \"name\": \"d\", \"isolation\": \"container\"}",
-			MSB_E_VALUE, "`docker` is not a backend type");
+	backend_refused(
+		"{\"type\": \"firecracker\", \"name\": \"d\", \"isolation\": \"container\"}",
+		MSB_E_VALUE, "`firecracker` is not a backend type");
 	backend_refused("{\"name\": \"d\", \"isolation\": \"container\"}", MSB_E_VALUE,
 			"type is required");
 	backend_refused("{\"type\": \"declared\", \"name\": \"d\", \"isolation\": \"vm\", "
