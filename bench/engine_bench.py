@@ -14,9 +14,11 @@ N times each, and reports medians and ratios:
   exec true     /bin/true in a warm container: the docker backend's exec in a
                 warm process (exec create + hijacked start + inspect), and a
                 whole msb-engine-tool process, beside `docker exec C true`
-  64 MiB write  the backend's write_file (walk + archive PUT) beside
-                `docker cp FILE C:/PATH`
-  64 MiB read   read_file (walk + archive GET) beside `docker cp C:/PATH FILE`
+  64 MiB write  the backend's write_file beside `docker cp FILE C:/PATH`: with
+                the confined agent (one exec of msb-agent, the bytes on its
+                stdin) and with the tar-header walk (stats + archive PUT)
+  64 MiB read   read_file the same two ways beside `docker cp C:/PATH FILE`
+  4 KiB read    a small file, both ways, beside `docker cp`
   wslc exec     the wslc backend's exec through tests/fixtures/wslc beside the
                 `docker exec` it becomes: the CLI contract's overhead
   acquire allowlist  a new sandbox with the allowlist topology (internal
@@ -73,20 +75,24 @@ def timed(argv, env, **kw):
 
 
 def run(d, tool, n):
-    env = d.env()
+    env = dict(d.env(), MSB_AGENT="/nonexistent/msb-agent")  # the walk
+    aenv = dict(d.env(), MSB_AGENT=os.path.join(os.path.dirname(os.path.dirname(
+        os.path.dirname(tool))), "agent", "msb-agent"))
     cfg = json.dumps({"type": "docker", "host": d.host, "image": IMAGE})
     wcfg = json.dumps({"type": "wslc", "wslc_path": os.path.join(ROOT, "tests", "fixtures",
                                                                   "wslc"), "image": IMAGE})
 
-    def t(req, c=cfg):
-        dt, p = timed([tool, c, json.dumps(req)], env)
+    def t(req, c=cfg, e=env):
+        dt, p = timed([tool, c, json.dumps(req)], e)
         doc = json.loads(p.stdout)
         assert "error" not in doc, doc
         return dt, doc
 
     r = {k: [] for k in ("acquire_tool_wall", "acquire_lib", "docker_run", "exec_lib",
                          "exec_tool_wall", "docker_exec", "write_lib", "docker_cp_in",
-                         "read_lib", "docker_cp_out", "wslc_exec_lib", "wslc_exec_wall")}
+                         "read_lib", "docker_cp_out", "wslc_exec_lib", "wslc_exec_wall",
+                         "write_agent", "read_agent", "small_walk", "small_agent",
+                         "docker_cp_small")}
     for i in range(n):
         wall, doc = t({"op": "acquire", "key": {"scope": "bench", "thread": f"a{i}", "agent": "b"}})
         r["acquire_tool_wall"].append(wall)
@@ -117,6 +123,22 @@ def run(d, tool, n):
         r["docker_cp_in"].append(dt)
         dt, _ = timed([d.docker, "cp", f"{cid}:/maf-sandbox/work/peer.bin", back], env)
         r["docker_cp_out"].append(dt)
+        _, doc = t({"op": "write", "key": k, "path": "blob.bin", "file": blob}, e=aenv)
+        r["write_agent"].append(doc["time_s"])
+        _, doc = t({"op": "read", "key": k, "path": "blob.bin", "out": back}, e=aenv)
+        r["read_agent"].append(doc["time_s"])
+    small = os.path.join(d.dir, "small")
+    with open(small, "wb") as f:
+        f.write(os.urandom(4096))
+    t({"op": "write", "key": k, "path": "small.bin", "file": small})
+    timed([d.docker, "cp", small, f"{cid}:/maf-sandbox/work/small2.bin"], env)
+    for i in range(n):
+        _, doc = t({"op": "read", "key": k, "path": "small.bin", "out": back})
+        r["small_walk"].append(doc["time_s"])
+        _, doc = t({"op": "read", "key": k, "path": "small.bin", "out": back}, e=aenv)
+        r["small_agent"].append(doc["time_s"])
+        dt, _ = timed([d.docker, "cp", f"{cid}:/maf-sandbox/work/small2.bin", back], env)
+        r["docker_cp_small"].append(dt)
     wk = {"scope": "bench", "thread": "wslc", "agent": "b"}
     t({"op": "acquire", "key": wk}, wcfg)
     _, doc = t({"op": "exec", "key": wk, "argv": ["true"], "repeat": n + 2}, wcfg)
@@ -171,8 +193,12 @@ def report(r, n):
     rows = [
         ("acquire (new container)", "acquire_lib", "acquire_tool_wall", "docker_run"),
         ("exec /bin/true", "exec_lib", "exec_tool_wall", "docker_exec"),
-        ("64 MiB write", "write_lib", None, "docker_cp_in"),
-        ("64 MiB read", "read_lib", None, "docker_cp_out"),
+        ("64 MiB write (walk)", "write_lib", None, "docker_cp_in"),
+        ("64 MiB write (agent)", "write_agent", None, "docker_cp_in"),
+        ("64 MiB read (walk)", "read_lib", None, "docker_cp_out"),
+        ("64 MiB read (agent)", "read_agent", None, "docker_cp_out"),
+        ("4 KiB read (walk)", "small_walk", None, "docker_cp_small"),
+        ("4 KiB read (agent)", "small_agent", None, "docker_cp_small"),
         ("wslc exec /bin/true", "wslc_exec_lib", None, "docker_exec"),
         ("acquire allowlist (new)", "acquire_allow_lib", None, "docker_allow"),
         ("acquire allowlist (warm)", "acquire_allow_warm_lib", None, None),
