@@ -55,6 +55,8 @@ struct exec_ch {
 	int in_fd;  /* -1 when closed */
 	int out_fd[2];
 	bool eof_sent[2];
+	bool tty;	     /* EXEC_TTY: out_fd[0] and in_fd are the pty's master */
+	uint8_t veof;	     /* tty: the terminal's end-of-file character */
 	bool stdin_expected; /* EXEC_STDIN: the host sends stdin */
 	bool stdin_eof;	     /* ... and has said it is done */
 	uint8_t *in_buf;     /* stdin received, not yet written (<= AGENT_STDIN_WINDOW) */
@@ -85,6 +87,7 @@ struct conn {
 	msb_proto_reader *rd;
 	bool hello_done;
 	uint32_t peer_max_payload;
+	uint16_t version;      /* negotiated in HELLO */
 	uint32_t last_channel; /* highest channel id the host opened */
 	msb_proto_outq out;    /* queued frames, at most AGENT_OUTQ_MAX bytes */
 	bool out_refused;      /* the queue refused a frame: the connection is dropped */
@@ -123,7 +126,11 @@ struct egress {
 };
 
 struct agent {
-	int listen_fd;
+	int listen_fd; /* -1 with --stdio */
+	/* --stdio: the one connection is the agent's own stdin (a stream
+	 * socket, e.g. an OCI runtime's init stdio); when it ends, the agent
+	 * shuts down as on SIGTERM - nobody can reach it any more. */
+	bool stdio;
 	struct egress *egress; /* NULL until a host asks for EGRESS_LISTEN */
 	int sig_fd;
 	char *work; /* the guest storage base, absolute */
@@ -135,6 +142,10 @@ struct agent {
 	int proc_fd;
 	/* PID 1: workloads run in a pid namespace of their own (pidns.c). */
 	bool nested;
+	/* --no-nest: workloads share the agent's pid namespace. Only for a
+	 * runtime whose own kernel is the boundary and gives the agent no way
+	 * to nest (the oci backend under gVisor); pidns.c says what it costs. */
+	bool no_nest;
 	int pidns_fd;	      /* the agent's own pid namespace */
 	pid_t reaper;	      /* the workloads' namespace's init; 0: none */
 	char nest_error[256]; /* why there is none, for the exec refusal */
@@ -149,6 +160,9 @@ void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- conn.c -------------------------------------------------------------- */
 void conn_accept(struct agent *a);
+/* Serve `fd` (a connected, nonblocking, close-on-exec stream socket) as a
+ * host connection; takes it (closed on failure). 0 or -ENOMEM. */
+int conn_add(struct agent *a, int fd);
 /* Read and dispatch what the host sent; may mark the connection dead. */
 void conn_on_readable(struct agent *a, struct conn *c);
 void conn_flush(struct conn *c);
@@ -170,6 +184,7 @@ void exec_open(struct agent *a, struct conn *c, uint32_t id, const msb_proto_exe
 void exec_on_data(struct exec_ch *e, const msb_proto_data *d);
 void exec_on_eof(struct exec_ch *e, uint8_t stream);
 void exec_on_credit(struct exec_ch *e, uint32_t bytes);
+void exec_on_winsize(struct exec_ch *e, const msb_proto_winsize *ws);
 void exec_start_kill(struct agent *a, struct exec_ch *e, uint8_t reason);
 /* poll plumbing: which events each fd wants */
 short exec_out_events(const struct exec_ch *e, int stream);
@@ -202,8 +217,11 @@ struct spawn {
 	char **argv;
 	char **envp;
 	const char *path_env; /* PATH value used to search argv[0] */
-	int cwd_fd;
+	int cwd_fd;	      /* -1: cwd_error says why the directory cannot be used */
+	int cwd_error;	      /* errno */
+	const char *cwd;      /* the logical working directory, for that message */
 	int stdio[3];
+	bool ctty; /* stdin is a terminal: make it the controlling one */
 	int cap_last;
 	int proc_fd;
 };
@@ -224,10 +242,11 @@ bool pidns_reaped(struct agent *a, pid_t pid);
 int seccomp_install(void);
 
 /* ---- path.c -------------------------------------------------------------- */
-/* Open the working directory `cwd` (relative to base, or absolute inside it).
- * On failure returns -1 with *code an MSB_PROTO_ERR_* and *msg a static text. */
-int workdir_open(const char *base, const msb_proto_str *cwd, char **logical, uint16_t *code,
-		 const char **msg);
+/* The logical working directory of `cwd`: absolute as given, relative
+ * joined onto base, normalised lexically (malloc()ed). -errno. */
+int workdir_resolve(const char *base, const msb_proto_str *cwd, char **logical);
+/* Open it as a directory (O_PATH), following no magic link. fd or -errno. */
+int workdir_open(const char *path);
 
 /* ---- procs.c ------------------------------------------------------------- */
 struct pstat {

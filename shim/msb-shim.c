@@ -35,6 +35,7 @@
 
 #include "backends/ns/boundary/boundary.h"
 #include "egress_proxy.h"
+#include "util/fault.h"
 #include "util/fs.h"
 #include "util/sha256.h"
 
@@ -585,11 +586,13 @@ static void reset_sandbox(struct shim *s)
 	shim_log("msb-shim: reset of `%s`", s->name);
 	proxy_stop(s->proxy);
 	s->proxy = NULL;
+	/* init.pid goes first: a host that finds it naming a dead init while
+	 * this shim lives calls the sandbox dead (ns_state.c). */
+	unlinkat(s->dfd, MSB_NS_STATE_INIT_PID, 0);
 	msb_ns__kill(s->sb);
 	msb_ns__wait(s->sb);
 	msb_ns__sandbox_free(s->sb);
 	s->sb = NULL;
-	unlinkat(s->dfd, MSB_NS_STATE_INIT_PID, 0);
 	if (s->cg) {
 		msb_error *e = NULL;
 		if (msb_ns__cgroup_destroy(s->cg, &e) < 0)
@@ -606,31 +609,6 @@ static void reset_sandbox(struct shim *s)
 		die(s, "reset: remove work/: %s", strerror(-r));
 	start_sandbox(s);
 	start_proxy(s);
-}
-
-static int send_fds(int conn, const char *line, const int *fds, size_t n)
-{
-	struct iovec iov = {.iov_base = (void *)line, .iov_len = strlen(line)};
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(2 * sizeof(int))];
-	} u;
-	memset(&u, 0, sizeof(u));
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (n) {
-		msg.msg_control = u.buf;
-		msg.msg_controllen = CMSG_SPACE(n * sizeof(int));
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(n * sizeof(int));
-		memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
-	}
-	ssize_t w;
-	do
-		w = sendmsg(conn, &msg, MSG_NOSIGNAL);
-	while (w < 0 && errno == EINTR);
-	return w == (ssize_t)iov.iov_len ? 0 : -EIO;
 }
 
 /* One request on the control socket (boundary.h: MSB_NS_CONTROL_*). The
@@ -665,16 +643,16 @@ static void serve_control(struct shim *s)
 	if (strcmp(line, MSB_NS_CONTROL_FDS) == 0) {
 		int fds[2] = {s->sb->layer_fd, s->sb->shm_fd};
 		if (fds[0] < 0 || fds[1] < 0)
-			send_fds(conn, "error: the writable layer is not held\n", NULL, 0);
+			msb_ns__send_fds(conn, "error: the writable layer is not held\n", NULL, 0);
 		else
-			send_fds(conn, "ok\n", fds, 2);
+			msb_ns__send_fds(conn, "ok\n", fds, 2);
 	} else if (strcmp(line, MSB_NS_CONTROL_RESET) == 0) {
 		s->ctl_conn = conn;
 		reset_sandbox(s);
 		s->ctl_conn = -1;
-		send_fds(conn, "ok\n", NULL, 0);
+		msb_ns__send_fds(conn, "ok\n", NULL, 0);
 	} else {
-		send_fds(conn, "error: unknown request\n", NULL, 0);
+		msb_ns__send_fds(conn, "error: unknown request\n", NULL, 0);
 	}
 	close(conn);
 }
@@ -723,6 +701,7 @@ int main(int argc, char **argv)
 	s.ctl_fd = listen_at(&s, MSB_NS_STATE_CONTROL, 16);
 	start_sandbox(&s);
 	start_proxy(&s);
+	msb__fault_point("shim.spawned");
 	report(&s, "ok\n");
 
 	for (;;) {

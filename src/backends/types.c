@@ -11,12 +11,8 @@
 #include "util/util.h"
 
 static const msb_backend_type *const builtin[] = {
-	&msb_declared__type,
-	&msb_fake__type,
-	&msb_ns__type,
-	&msb_docker__type,
-	&msb_wslc__type,
-	NULL,
+	&msb_declared__type, &msb_fake__type, &msb_ns__type, &msb_oci__type,
+	&msb_docker__type,   &msb_wslc__type, NULL,
 };
 
 const msb_backend_type *const *msb_backend_types(size_t *n)

@@ -14,6 +14,7 @@ extern const msb_backend_type msb_fake__type;	  /* fake/fake_json.c */
 extern const msb_backend_type msb_ns__type;	  /* ns/ns_json.c */
 extern const msb_backend_type msb_docker__type;	  /* engine/engine_json.c */
 extern const msb_backend_type msb_wslc__type;	  /* engine/engine_json.c */
+extern const msb_backend_type msb_oci__type;	  /* oci/oci_json.c */
 
 /* A doctor's verdict with no details: out->ok and a copy of `reason`. */
 int msb_backends__verdict(msb_backend_probe *out, bool ok, const char *reason, msb_error **err);

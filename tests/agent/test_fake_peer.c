@@ -114,6 +114,17 @@ static void *fake_agent(void *arg)
 		h.role = MSB_PROTO_ROLE_HOST;
 		put(fd, buf, msb_proto_enc_hello(buf, sizeof(buf), &h));
 		goto out;
+	case OVER_CREDIT:
+	case OTHER_CHANNEL:
+	case BAD_EXIT_FLAGS:
+	case OVERSIZE_HEADER:
+	case OVER_BUDGET:
+	case FALSE_TRUNCATION:
+	case HANG_UP:
+	case PS_FLOOD:
+	case FAKE_CANCEL:
+	case PS_SPLINTERS:
+	case PS_LONG_ARGV:
 	default:
 		put(fd, buf, msb_proto_enc_hello(buf, sizeof(buf), &h));
 		break;
@@ -176,6 +187,9 @@ static void *fake_agent(void *arg)
 	case PS_LONG_ARGV:
 		ps_within_bounds(fd, buf, sizeof(buf), ch, fk->sc == PS_SPLINTERS);
 		break;
+	case GARBAGE_HELLO:
+	case WRONG_VERSION:
+	case HOST_ROLE:
 	default:
 		break;
 	}

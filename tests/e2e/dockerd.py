@@ -186,7 +186,7 @@ class PrivateDockerd:
     kind = "dockerd"
 
     def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="msb-dk-", dir="/tmp")
+        self.dir = tempfile.mkdtemp(prefix="engine-dk-", dir="/tmp")
         self.sock = os.path.join(self.dir, "d.sock")
         self.host = "unix://" + self.sock
         self.proc = None

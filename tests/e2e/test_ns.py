@@ -46,7 +46,7 @@ def table_names(msb, write_json):
 
 def test_doctor_lists_exactly_the_backend_types(msb, write_json):
     names = table_names(msb, write_json)
-    assert names[:3] == ["declared", "fake", "ns"] and {"docker", "wslc"} <= set(names), names
+    assert names[:3] == ["declared", "fake", "ns"] and {"oci", "docker", "wslc"} <= set(names), names
     p, doc = msb.json("doctor", "--json")
     assert p.returncode == 0, p.stderr
     assert [b["name"] for b in doc["backends"]] == names
@@ -367,6 +367,8 @@ def test_runs_as_an_ordinary_user(msb):
             os.makedirs(os.path.join(top, sub))
             shutil.copy2(os.path.join(build, sub, name), os.path.join(top, sub, name))
             os.chmod(os.path.join(top, sub), 0o755)
+        # msb links libmsb.so, found through its build RUNPATH ($ORIGIN/..).
+        shutil.copy2(os.path.join(build, "libmsb.so.0"), os.path.join(top, "libmsb.so.0"))
         xdg = os.path.join(top, "xdg")
         os.makedirs(xdg)
         os.chown(xdg, 65534, 65534)

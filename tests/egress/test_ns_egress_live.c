@@ -156,7 +156,7 @@ Test(ns_egress_live, request_event_and_reset)
 	cr_expect_str_eq(out, "200\n", "the proxy is back after a reset");
 	cr_expect_eq(ev.allow, 2);
 
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	bool gone = false;
 	msb_router_dispose(r, &key, &gone, NULL);
 	cr_expect(gone);
@@ -257,7 +257,7 @@ Test(ns_egress_live, a_full_record_log_refuses_new_egress, .timeout = 300)
 	cr_expect_str_eq(out, "200\n");
 	cr_expect_eq(ev.allow, 1);
 
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	bool gone = false;
 	msb_router_dispose(r, &key, &gone, NULL);
 	cr_expect(gone);

@@ -252,10 +252,12 @@ static int conformance(msb_backend *b, json_t *req)
 			}
 			break;
 		}
+		case MSB_SUITE_EGRESS:
+		case MSB_SUITE_CALL_SCOPE:
 		default:
 			break;
 		}
-		msb_sandbox_release(box);
+		msb_sandbox_free(box);
 		msb_disposal_failure *f = NULL;
 		msb_error *derr = NULL;
 		msb_backend_dispose(b, &key, kind, NULL, &f, &derr);
@@ -491,7 +493,7 @@ int main(int argc, char **argv)
 	} else {
 		r = msb_error_set(&err, MSB_E_VALUE, "unknown op `%s`", op);
 	}
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_spec_unref(spec);
 	msb_backend_unref(b);
 	if (r < 0)

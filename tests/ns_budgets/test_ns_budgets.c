@@ -63,7 +63,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	sb = NULL;
 	bool clean = true;
 	if (backend) {

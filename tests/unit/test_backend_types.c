@@ -43,7 +43,7 @@ Test(backend_types, one_row_per_built_in_backend)
 {
 	size_t n = 0;
 	const msb_backend_type *const *t = msb_backend_types(&n);
-	const char *want[] = {"declared", "fake", "ns", "docker", "wslc"};
+	const char *want[] = {"declared", "fake", "ns", "oci", "docker", "wslc"};
 	cr_assert_eq(n, sizeof(want) / sizeof(want[0]));
 	cr_assert_null(t[n], "the table is NULL-terminated");
 	for (size_t i = 0; i < n; i++) {
@@ -137,14 +137,14 @@ Test(backend_types, sandbox_impl_only_for_its_own_vtable)
 	cr_assert_null(msb_sandbox_impl(sb, &copy));
 	cr_assert_null(msb_sandbox_impl(NULL, &test_inert_ops));
 	cr_assert_null(msb_sandbox_impl(sb, NULL));
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 
 	/* The fake's handle is not the inert backend's. */
 	msb_fake_sandbox *fs = NULL;
 	cr_assert_eq(msb_fake_sandbox_new(NULL, &fs, NULL), 0);
 	cr_assert_eq(msb_fake_sandbox_handle(fs, &sb, NULL), 0);
 	cr_assert_null(msb_sandbox_impl(sb, &test_inert_ops));
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_fake_sandbox_unref(fs);
 }
 
@@ -225,14 +225,14 @@ Test(backend_types, fake_posix_guest_from_json)
 	msb_backend *b = from_json("{\"type\": \"fake\", \"posix_guest\": true}");
 	msb_sandbox *sb = acquire(b);
 	run(sb, printf_argv, 0, "[a b]");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_backend_unref(b);
 
 	/* Off (the default): exec answers from scripted outputs, runs nothing. */
 	b = from_json("{\"type\": \"fake\"}");
 	sb = acquire(b);
 	run(sb, printf_argv, 0, "");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_backend_unref(b);
 
 	assert_json_refused("{\"type\": \"fake\", \"posix_guest\": \"yes\"}", MSB_E_TYPE,
@@ -268,7 +268,7 @@ Test(backend_types, fake_seed_files_from_json)
 	cr_assert(supported);
 	cr_assert_eq(msb_strv_len(fp.changed_paths), 0, "seeds are the state at creation");
 	msb_fingerprint_clear(&fp);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_backend_unref(b);
 
 	/* Each backend made from JSON has a fresh sandbox of its own. */
@@ -276,7 +276,7 @@ Test(backend_types, fake_seed_files_from_json)
 	sb = acquire(b);
 	const char *absent[] = {"test", "-e", "/w/a.txt", NULL};
 	run(sb, absent, 1, "");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_backend_unref(b);
 }
 

@@ -507,7 +507,7 @@ Test(engine, wslc_create_argv_21_10_21_20)
 	cr_assert_str_eq(rc.calls[4], "wslc container exec -w /maf-sandbox/work cid123 sh -c "
 				      "echo hi");
 	msb_exec_result_clear(&res);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_spec_unref(spec);
 	msb_backend_unref(b);
 	recorder_free(&rc);
@@ -539,7 +539,7 @@ Test(engine, wslc_write_is_one_tar_entry_21_27)
 	cr_assert_eq(t[156], '0');				       /* a regular file */
 	cr_assert_eq(memcmp(t + 512, "hi", 2), 0);
 	cr_assert_eq(rc.stdin_len[w], 512 * 4);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_spec_unref(spec);
 	msb_backend_unref(b);
 	recorder_free(&rc);
@@ -554,7 +554,7 @@ Test(engine, wslc_stopped_is_started_not_run_21_18)
 	cr_assert_eq(msb_backend_acquire(b, &KEY, spec, &sb, NULL), 0);
 	cr_assert(has_call(&rc, "wslc container start cid123"));
 	cr_assert(!has_call(&rc, "wslc container run"));
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_spec_unref(spec);
 	msb_backend_unref(b);
 	recorder_free(&rc);
@@ -572,7 +572,7 @@ Test(engine, wslc_already_exists_is_adopted_21_18)
 	cr_assert_str_eq(rc.calls[rc.n - 1],
 			 "wslc container list --format json --filter name=" NAME);
 	cr_assert_str_eq(msb_sandbox_instance_id(sb), "cid123");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_spec_unref(spec);
 	msb_backend_unref(b);
 	recorder_free(&rc);
@@ -587,7 +587,7 @@ Test(engine, wslc_exact_name_listing_21_19)
 	msb_sandbox *sb = NULL;
 	cr_assert_eq(msb_backend_acquire(b, &KEY, spec, &sb, NULL), 0);
 	cr_assert(has_call(&rc, "wslc container run -d --name " NAME " "));
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_spec_unref(spec);
 	msb_backend_unref(b);
 	recorder_free(&rc);
@@ -645,7 +645,7 @@ Test(engine, wslc_dispose_falls_back_to_remembered_names_21_30)
 	cr_assert_eq(msb_backend_dispose(b, &KEY, NULL, NULL, &f, NULL), 0);
 	cr_assert_null(f, "the remembered name was removed: %s", f ? f->detail : "");
 	cr_assert_str_eq(rc.calls[rc.n - 1], "wslc container remove -f " NAME);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_spec_unref(spec);
 	msb_backend_unref(b);
 	recorder_free(&rc);
@@ -678,7 +678,7 @@ Test(engine, wslc_exec_timeout_removes_the_container_21_26)
 	cr_assert_eq(msb_sandbox_exec(sb, &req, &res, &e), MSB_E_TIMEOUT);
 	cr_assert_str_eq(rc.calls[rc.n - 1], "wslc container remove -f cid123");
 	msb_error_free(e);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_spec_unref(spec);
 	msb_backend_unref(b);
 	recorder_free(&rc);
@@ -746,11 +746,11 @@ static bool no_children(void)
 
 Test(engine, runner_timeout_kills_and_reaps_21_12)
 {
-	char *argv[] = {"sh", "-c", "sleep 30 & sleep 30", NULL};
+	const char *argv[] = {"sh", "-c", "sleep 30 & sleep 30", NULL};
 	wslc_io io = {.max_out = 100, .max_err = 100, .timeout = 0.3};
 	wslc_outcome o;
 	int64_t t0 = msb__now_ns();
-	cr_assert_eq(msb_wslc__spawn(NULL, argv, &io, &o, NULL), 0);
+	cr_assert_eq(msb_wslc__spawn(NULL, (char *const *)argv, &io, &o, NULL), 0);
 	cr_assert(o.timed_out);
 	cr_assert_lt(msb__now_ns() - t0, 3000000000LL);
 	cr_assert(no_children(), "the child was reaped before the call returned");
@@ -766,12 +766,12 @@ static int stop_after_512(void *ud, const uint8_t *p, size_t n, msb_error **err)
 
 Test(engine, runner_bounded_read_kills_after_the_header_21_12)
 {
-	char *argv[] = {"yes", NULL};
+	const char *argv[] = {"yes", NULL};
 	size_t seen = 0;
 	wslc_io io = {.sink = stop_after_512, .sink_ud = &seen, .max_err = 100, .timeout = 10};
 	wslc_outcome o;
 	int64_t t0 = msb__now_ns();
-	cr_assert_eq(msb_wslc__spawn(NULL, argv, &io, &o, NULL), 0);
+	cr_assert_eq(msb_wslc__spawn(NULL, (char *const *)argv, &io, &o, NULL), 0);
 	cr_assert(o.stopped);
 	cr_assert_eq(o.exit_code, 128 + SIGKILL);
 	cr_assert_lt(msb__now_ns() - t0, 3000000000LL);
@@ -781,7 +781,7 @@ Test(engine, runner_bounded_read_kills_after_the_header_21_12)
 
 Test(engine, runner_stdin_and_exit_code)
 {
-	char *argv[] = {"sh", "-c", "cat; exit 7", NULL};
+	const char *argv[] = {"sh", "-c", "cat; exit 7", NULL};
 	static const uint8_t head[] = "he", data[] = "llo";
 	wslc_io io = {.has_stdin = true,
 		      .in_head = head,
@@ -793,7 +793,7 @@ Test(engine, runner_stdin_and_exit_code)
 		      .max_err = 100,
 		      .timeout = 10};
 	wslc_outcome o;
-	cr_assert_eq(msb_wslc__spawn(NULL, argv, &io, &o, NULL), 0);
+	cr_assert_eq(msb_wslc__spawn(NULL, (char *const *)argv, &io, &o, NULL), 0);
 	cr_assert_eq(o.exit_code, 7);
 	cr_assert_eq(o.out.len, 7);
 	cr_assert_eq(memcmp(o.out.data, "hello\0\0", 7), 0);
@@ -802,11 +802,11 @@ Test(engine, runner_stdin_and_exit_code)
 
 Test(engine, runner_missing_program_is_named)
 {
-	char *argv[] = {"/nonexistent/wslc", "--version", NULL};
+	const char *argv[] = {"/nonexistent/wslc", "--version", NULL};
 	wslc_io io = {.max_out = 100, .max_err = 100, .timeout = 10};
 	wslc_outcome o;
 	msb_error *e = NULL;
-	int r = msb_wslc__spawn(NULL, argv, &io, &o, &e);
+	int r = msb_wslc__spawn(NULL, (char *const *)argv, &io, &o, &e);
 	cr_assert_lt(r, 0);
 	cr_assert(strstr(msb_error_message(e), "/nonexistent/wslc"));
 	msb_error_free(e);

@@ -54,9 +54,9 @@ static void setup(void)
 
 static void teardown(void)
 {
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	sb = NULL;
-	msb_sandbox_release(spy.inner);
+	msb_sandbox_free(spy.inner);
 	msb_fake_sandbox_unref(fake);
 	fake = NULL;
 	msb__rm_rf(sink_root);
@@ -1012,14 +1012,12 @@ Test(outputs, fs_sink_refuses_a_symlink_planted_in_the_root)
 		msb_output_sink *sink = fs_sink(replace ? MSB_LANDING_REPLACE : MSB_LANDING_REFUSE);
 		msb_spec *spec =
 			spec_with((struct out_decl[]){{"x", .name = "inner/x"}}, 1, dflt, false);
-		msb_error *e_ = NULL;
 		COLLECT_REFUSED(spec, sink, NULL, 0, NULL, MSB_E_LANDING_NOT_CONFINED, "outside");
 		msb_spec_unref(spec);
 		spec = spec_with((struct out_decl[]){{"x", .name = "leaf"}}, 1, dflt, false);
 		COLLECT_REFUSED(spec, sink, NULL, 0, NULL, MSB_E_LANDING_NOT_CONFINED, "outside");
 		msb_spec_unref(spec);
 		msb_output_sink_free(sink);
-		(void)e_;
 	}
 	snprintf(p, sizeof(p), "%s/target/x", sink_root);
 	cr_assert_eq(access(p, F_OK), -1);

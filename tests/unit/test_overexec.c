@@ -166,7 +166,7 @@ static void harness_free(struct harness *h)
 	msb_guest_run_layout_clear(&h->layout);
 	msb_host_tool_run_free(h->run);
 	msb_host_tool_registry_unref(h->reg);
-	msb_sandbox_release(h->sb);
+	msb_sandbox_free(h->sb);
 }
 
 static int go(struct harness *h, double timeout, msb_exec_result *res, msb_error **err,
@@ -599,7 +599,7 @@ Test(overexec, receipts_and_start_gate_14_17)
 	fclose(f);
 	cr_assert_str_eq(got, "started\n");
 	msb_exec_result_clear(&r);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_guest_run_layout_clear(&l);
 }
 
@@ -992,7 +992,7 @@ Test(overexec, reclaim_run_14_31)
 	cr_assert(removed);
 	cr_assert_not(exists(dir));
 	msb_guest_run_layout_clear(&l);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 Test(overexec, pythonpath_rewrite_14_32)
@@ -1072,7 +1072,7 @@ Test(overexec, relative_run_directory_14_34)
 	msb_guest_run_layout_clear(&l);
 	msb_host_tool_run_free(run);
 	msb_host_tool_registry_unref(reg);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 /* The call cap over the transport: a refusal the program reads, not an end. */

@@ -643,122 +643,6 @@ static int docker_install(void *t, const char *ref, const char *abs, const uint8
 	return rc;
 }
 
-/* GET /changes: the filesystem since creation; GET /top: what runs. */
-static int docker_fingerprint(void *t, const char *ref, bool *supported, msb_fingerprint *out,
-			      msb_error **err)
-{
-	docker_transport *d = t;
-	_cleanup_free_ char *cpath = msb__asprintf("/containers/%s/changes", ref);
-	_cleanup_free_ char *tpath =
-		msb__asprintf("/containers/%s/top?ps_args=-o%%20pid,args", ref);
-	if (!cpath || !tpath)
-		return msb__error_nomem(err);
-	docker_response r;
-	int rc = call(d, "GET", cpath, NULL, LIST_BODY, &r, err);
-	if (rc < 0)
-		return rc;
-	if (r.status != 200) {
-		rc = msb_docker__container_error(&r, ref, "fingerprint", err);
-		msb_docker__response_clear(&r);
-		return rc;
-	}
-	json_t *changes = body_json(&r);
-	msb_docker__response_clear(&r);
-	msb_fingerprint fp = {0};
-	size_t i;
-	json_t *c;
-	/* podman reports /etc itself modified from the start: it creates the
-	 * mount points of its /etc/hosts, hostname and resolv.conf there, and
-	 * lists them not. That entry alone, with nothing under it, is the
-	 * engine's, not a change of the sandbox's. */
-	bool etc_alone = true;
-	json_array_foreach (changes, i, c) {
-		const char *p = json_string_value(json_object_get(c, "Path"));
-		if (p && strncmp(p, "/etc/", 5) == 0)
-			etc_alone = false;
-	}
-	json_array_foreach (changes, i, c) {
-		const char *p = json_string_value(json_object_get(c, "Path"));
-		if (p && etc_alone && strcmp(p, "/etc") == 0 &&
-		    json_integer_value(json_object_get(c, "Kind")) == 0)
-			continue;
-		if (p && msb__strv_push(&fp.changed_paths, p) < 0)
-			rc = msb__error_nomem(err);
-	}
-	json_decref(changes);
-	if (rc == 0)
-		rc = call(d, "GET", tpath, NULL, LIST_BODY, &r, err);
-	json_t *top = NULL;
-	if (rc == 0) {
-		if (r.status == 200)
-			top = body_json(&r);
-		else
-			rc = msb_docker__container_error(&r, ref, "fingerprint", err);
-		msb_docker__response_clear(&r);
-	}
-	/* Every process but the container's idle init: its pid 1 in the
-	 * container is not what top reports, so drop the `sleep infinity`. */
-	json_t *proc;
-	bool skipped_init = false;
-	json_array_foreach (json_object_get(top, "Processes"), i, proc) {
-		const char *args = json_string_value(json_array_get(proc, 1));
-		if (!args)
-			continue;
-		if (!skipped_init && strcmp(args, "sleep infinity") == 0) {
-			skipped_init = true;
-			continue;
-		}
-		if (msb__strv_push(&fp.running_programs, args) < 0)
-			rc = msb__error_nomem(err);
-	}
-	json_decref(top);
-	if (rc < 0) {
-		msb_fingerprint_clear(&fp);
-		return rc;
-	}
-	if ((!fp.changed_paths && !(fp.changed_paths = calloc(1, sizeof(char *)))) ||
-	    (!fp.running_programs && !(fp.running_programs = calloc(1, sizeof(char *))))) {
-		msb_fingerprint_clear(&fp);
-		return msb__error_nomem(err);
-	}
-	msb__strv_sort(fp.changed_paths);
-	msb__strv_sort(fp.running_programs);
-	*out = fp;
-	*supported = true;
-	return 0;
-}
-
-/* GET /json: GraphDriver.Data.MergedDir, where the engine keeps the
- * container's root filesystem on the host (overlay2; podman's overlay). */
-static int docker_host_root(void *t, const char *ref, char **out, msb_error **err)
-{
-	docker_transport *d = t;
-	_cleanup_free_ char *path = msb__asprintf("/containers/%s/json", ref);
-	if (!path)
-		return msb__error_nomem(err);
-	docker_response r;
-	int rc = call(d, "GET", path, NULL, INSPECT_BODY, &r, err);
-	if (rc < 0)
-		return rc;
-	if (r.status != 200) {
-		rc = msb_docker__container_error(&r, ref, "inspect", err);
-		msb_docker__response_clear(&r);
-		return rc;
-	}
-	json_t *doc = body_json(&r);
-	msb_docker__response_clear(&r);
-	const char *merged = json_string_value(json_object_get(
-		json_object_get(json_object_get(doc, "GraphDriver"), "Data"), "MergedDir"));
-	if (!merged || merged[0] != '/')
-		rc = msb_error_set(err, MSB_E_NOT_IMPLEMENTED,
-				   "the engine reports no host directory for container `%.12s`",
-				   ref);
-	else if (!(*out = msb__strdup(merged)))
-		rc = msb__error_nomem(err);
-	json_decref(doc);
-	return rc;
-}
-
 static void docker_free(void *t)
 {
 	docker_transport *d = t;
@@ -784,8 +668,8 @@ static const engine_transport_ops docker_ops = {
 	.stat = docker_stat,
 	.read = msb_docker__read,
 	.write = docker_write,
-	.fingerprint = docker_fingerprint,
-	.host_root = docker_host_root,
+	.fingerprint = msb_docker__fingerprint,
+	.host_root = msb_docker__host_root,
 	.install = docker_install,
 	.net_create = msb_docker__net_create,
 	.net_remove = msb_docker__net_remove,

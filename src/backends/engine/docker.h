@@ -30,6 +30,10 @@ int msb_docker__container_error(const docker_response *r, const char *ref, const
 
 /* Force-remove (DELETE ?force=1). */
 int msb_docker__remove(void *t, const char *ref, msb_error **err);
+/* docker_inspect.c: GET /changes and /top; GraphDriver.Data.MergedDir. */
+int msb_docker__fingerprint(void *t, const char *ref, bool *supported, msb_fingerprint *out,
+			    msb_error **err);
+int msb_docker__host_root(void *t, const char *ref, char **out, msb_error **err);
 
 /* The archive read of one regular file (engine_transport_ops.read). */
 int msb_docker__read(void *t, const char *ref, const char *abs, uint64_t max_bytes, uint8_t **data,

@@ -315,6 +315,30 @@ static int start_stream(docker_transport *d, const char *eid, stream *s, msb_err
 	return fd;
 }
 
+/* The exit code, set once the engine has reaped the process, which can
+ * trail the end of the stream a little. */
+static int await_code(docker_transport *d, const char *eid, int64_t deadline, exec_info *info,
+		      msb_error **err)
+{
+	int rc = 0;
+	for (int i = 0; rc == 0; i++) {
+		rc = inspect_exec(d, eid, info, err);
+		if (rc < 0 || (!info->running && info->has_code))
+			break;
+		if (msb__now_ns() > deadline || i > 2000) {
+			rc = msb_error_set(err, MSB_E_PROTOCOL,
+					   "exec: the stream ended but the engine reports "
+					   "the process still running");
+			break;
+		}
+		struct timespec ts = {0, i < 20 ? 1000000 : 10000000};
+		nanosleep(&ts, NULL);
+	}
+	if (rc < 0)
+		rc = msb_error_wrap(err, "exec: the stream ended without an exit status");
+	return rc;
+}
+
 int msb_docker__exec(void *t, const char *ref, const engine_exec *x, msb_exec_result *out,
 		     msb_error **err)
 {
@@ -404,25 +428,8 @@ int msb_docker__exec(void *t, const char *ref, const engine_exec *x, msb_exec_re
 			msb__error_set_timeout(err, SIGKILL, s.out[0].data, s.out[0].len);
 	}
 	exec_info info = {0};
-	if (rc == 0) {
-		/* The code is set once the engine has reaped the process, which
-		 * can trail the end of the stream a little. */
-		for (int i = 0; rc == 0; i++) {
-			rc = inspect_exec(d, eid, &info, err);
-			if (rc < 0 || (!info.running && info.has_code))
-				break;
-			if (msb__now_ns() > deadline || i > 2000) {
-				rc = msb_error_set(err, MSB_E_PROTOCOL,
-						   "exec: the stream ended but the engine reports "
-						   "the process still running");
-				break;
-			}
-			struct timespec ts = {0, i < 20 ? 1000000 : 10000000};
-			nanosleep(&ts, NULL);
-		}
-		if (rc < 0)
-			rc = msb_error_wrap(err, "exec: the stream ended without an exit status");
-	}
+	if (rc == 0)
+		rc = await_code(d, eid, deadline, &info, err);
 	if (rc < 0 || s.out[0].oom || s.out[1].oom) {
 		msb__buf_free(&s.out[0]);
 		msb__buf_free(&s.out[1]);

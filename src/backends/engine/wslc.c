@@ -820,11 +820,11 @@ int msb_wslc_doctor(const char *json, size_t len, bool *ok, char **reason, msb_e
 		}
 	}
 	const char *path = o.wslc_path && *o.wslc_path ? o.wslc_path : "wslc";
-	char *argv[] = {(char *)path, "--version", NULL};
+	const char *argv[] = {path, "--version", NULL};
 	wslc_io io = {.max_out = 4096, .bounded = true, .max_err = 4096, .timeout = 10};
 	wslc_outcome out;
 	msb_error *e = NULL;
-	int r = msb_wslc__spawn(NULL, argv, &io, &out, &e);
+	int r = msb_wslc__spawn(NULL, (char *const *)argv, &io, &out, &e);
 	if (r < 0 || out.exit_code != 0 || out.timed_out) {
 		*ok = false;
 		*reason = msb__asprintf("not usable: `%s --version` %s", path,

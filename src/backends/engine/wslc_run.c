@@ -86,13 +86,12 @@ static bool feed_stdin(int fd, const wslc_io *io, size_t *sent, bool *broken)
 	return true;
 }
 
-int msb_wslc__spawn(void *ud, char *const *argv, const wslc_io *io, wslc_outcome *out,
-		    msb_error **err)
+/* Spawn argv in a process group of its own, its stdin a socket (or
+ * /dev/null), its stdout and stderr pipes; the parent's ends are left in
+ * in[1], o[0] and e[0]. */
+static int spawn_child(char *const *argv, const wslc_io *io, int in[2], int o[2], int e[2],
+		       pid_t *pid, msb_error **err)
 {
-	memset(out, 0, sizeof(*out));
-	out->out = (msb_buf)MSB_BUF_INIT;
-	out->err = (msb_buf)MSB_BUF_INIT;
-	int in[2] = {-1, -1}, o[2] = {-1, -1}, e[2] = {-1, -1};
 	if ((io->has_stdin && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) < 0) ||
 	    pipe2(o, O_CLOEXEC) < 0 || pipe2(e, O_CLOEXEC) < 0) {
 		int saved = errno;
@@ -118,8 +117,7 @@ int msb_wslc__spawn(void *ud, char *const *argv, const wslc_io *io, wslc_outcome
 	posix_spawnattr_setpgroup(&at, 0);
 	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
 					      POSIX_SPAWN_SETSIGDEF);
-	pid_t pid;
-	int sr = posix_spawnp(&pid, argv[0], &fa, &at, argv, environ);
+	int sr = posix_spawnp(pid, argv[0], &fa, &at, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);
 	close_fd(&in[0]), close_fd(&o[1]), close_fd(&e[1]);
@@ -138,6 +136,43 @@ int msb_wslc__spawn(void *ud, char *const *argv, const wslc_io *io, wslc_outcome
 					     strerror(sr));
 		return msb__error_errno(err, sr, "cannot run `%s`", argv[0]);
 	}
+	return 0;
+}
+
+/* Reap the child: both pipes are closed, so it is exiting (or was killed);
+ * one that closed its output but lingers is still bounded by the deadline. */
+static int reap_child(pid_t pid, int64_t deadline, wslc_outcome *out)
+{
+	int status = 0;
+	for (;;) {
+		pid_t w = waitpid(pid, &status, WNOHANG);
+		if (w == pid || (w < 0 && errno != EINTR))
+			break;
+		if (w == 0 && msb__now_ns() >= deadline) {
+			out->timed_out = true;
+			kill(-pid, SIGKILL);
+			reap(pid, &status);
+			break;
+		}
+		if (w == 0) {
+			struct timespec ts = {0, 1000000};
+			nanosleep(&ts, NULL);
+		}
+	}
+	return status;
+}
+
+int msb_wslc__spawn(void *ud, char *const *argv, const wslc_io *io, wslc_outcome *out,
+		    msb_error **err)
+{
+	memset(out, 0, sizeof(*out));
+	out->out = (msb_buf)MSB_BUF_INIT;
+	out->err = (msb_buf)MSB_BUF_INIT;
+	int in[2] = {-1, -1}, o[2] = {-1, -1}, e[2] = {-1, -1};
+	pid_t pid;
+	int sr = spawn_child(argv, io, in, o, e, &pid, err);
+	if (sr < 0)
+		return sr;
 
 	int64_t deadline = msb__now_ns() + (int64_t)(io->timeout * 1e9);
 	int cancel_fd = io->cancel ? msb_cancel_fd(io->cancel) : -1;
@@ -224,24 +259,7 @@ int msb_wslc__spawn(void *ud, char *const *argv, const wslc_io *io, wslc_outcome
 	close_fd(&in[1]), close_fd(&o[0]), close_fd(&e[0]);
 	if (kill_it)
 		kill(-pid, SIGKILL);
-	int status = 0;
-	/* Both pipes are closed: the child is exiting (or was killed). A child
-	 * that closed its output but lingers is still bounded by the deadline. */
-	for (;;) {
-		pid_t w = waitpid(pid, &status, WNOHANG);
-		if (w == pid || (w < 0 && errno != EINTR))
-			break;
-		if (w == 0 && msb__now_ns() >= deadline) {
-			out->timed_out = true;
-			kill(-pid, SIGKILL);
-			reap(pid, &status);
-			break;
-		}
-		if (w == 0) {
-			struct timespec ts = {0, 1000000};
-			nanosleep(&ts, NULL);
-		}
-	}
+	int status = reap_child(pid, deadline, out);
 	out->exit_code = code_of(status);
 	if (rc < 0)
 		msb_wslc__outcome_clear(out);

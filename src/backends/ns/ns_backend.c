@@ -21,8 +21,12 @@
 #include "backends/ns/boundary/boundary.h"
 #include "egress/egress.h"
 #include "ns_int.h"
+#include "util/fault.h"
 #include "util/fs.h"
 #include "util/json.h"
+
+/* How long an acquire waits for a live shim to record how its agent died. */
+#define NS_SETTLE_NS (1000LL * 1000 * 1000)
 
 #ifndef MSB_LIBEXECDIR
 #define MSB_LIBEXECDIR "/usr/local/libexec/msb"
@@ -61,10 +65,15 @@ int msb_ns__backend_init(ns_backend *b, const msb_ns_options *opts, msb_error **
 	msb_ns_options defaults = MSB_NS_OPTIONS_INIT;
 	if (!opts)
 		opts = &defaults;
-	if (opts->version != MSB_NS_OPTIONS_VERSION)
+	/* Version 1 is the same struct without the progress fields. */
+	if (opts->version != 1 && opts->version != MSB_NS_OPTIONS_VERSION)
 		return msb_error_set(err, MSB_E_VALUE, "ns options: unsupported version %u",
 				     opts->version);
 	memset(b, 0, sizeof(*b));
+	if (opts->version >= 2) {
+		b->progress = opts->progress;
+		b->progress_userdata = opts->progress_userdata;
+	}
 	b->name = strdup(opts->name ? opts->name : "ns");
 	b->shim_path = pick_path(opts->shim_path, "MSB_SHIM", "msb-shim");
 	b->agent_path = pick_path(opts->agent_path, "MSB_AGENT", "msb-agent");
@@ -157,10 +166,12 @@ static int start_shim(const ns_backend *b, const char *dir, bool egress, double 
 	_cleanup_free_ char *ecfg = msb__asprintf("%s/%s", dir, MSB_NS_EGRESS_CONFIG);
 	if (!cfg || !ecfg)
 		return msb__error_nomem(err);
-	char *argv[] = {
-		b->shim_path, "--state", (char *)dir,  "--agent", b->agent_path,
-		"--config",   cfg,	 "--ready-fd", "3",	  egress ? "--egress" : NULL,
-		ecfg,	      NULL};
+	char *argv[] = {b->shim_path,  (char *)"--state",
+			(char *)dir,   (char *)"--agent",
+			b->agent_path, (char *)"--config",
+			cfg,	       (char *)"--ready-fd",
+			(char *)"3",   egress ? (char *)"--egress" : NULL,
+			ecfg,	       NULL};
 	int pipefd[2];
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return msb__error_errno(err, errno, "cannot start the shim");
@@ -206,6 +217,7 @@ static int start_shim(const ns_backend *b, const char *dir, bool egress, double 
 	}
 	while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
 		;
+	msb__fault_point("acquire.shim_started");
 
 	char buf[512];
 	size_t got = 0;
@@ -302,6 +314,22 @@ static bool dir_empty(int dfd)
 	return empty;
 }
 
+/* The shim reported the sandbox ready; before a handle goes out it must
+ * still run. An agent or a shim that died since (or an agent that died
+ * before the shim reported) fails the creation, which then leaves nothing:
+ * never a handle to a dead sandbox (issue 15; the fault suite's
+ * acquire.ready, acquire.shim_started and shim.spawned cases). */
+static int check_started(int dfd, msb_error **err)
+{
+	_cleanup_free_ char *why = NULL;
+	msb_ns_liveness live = msb_ns__liveness_settled(dfd, NULL, &why, NS_SETTLE_NS);
+	if (live == MSB_NS_RUNNING)
+		return 0;
+	return msb_error_set(err, MSB_E_RUNTIME,
+			     "ns sandbox not created: it died while starting: %s",
+			     why ? why : "its shim took it down");
+}
+
 /* Create sandbox `name` in its empty, locked directory dfd. */
 static int create_sandbox(ns_backend *b, const msb_key *key, const msb_spec *spec, const char *kind,
 			  const char *work_dir, const char *egress, const char *name, int statefd,
@@ -320,6 +348,7 @@ static int create_sandbox(ns_backend *b, const msb_key *key, const msb_spec *spe
 		.instance_id = instance,
 		.work_dir = (char *)work_dir,
 		.created_ns = msb__realtime_ns(),
+		.image = b->image,
 	};
 	/* Labels first, so a purge finds the sandbox even if setup fails (4.20). */
 	r = msb_ns__labels_write(dfd, &nl, err);
@@ -342,7 +371,12 @@ static int create_sandbox(ns_backend *b, const msb_key *key, const msb_spec *spe
 	_cleanup_free_ char *dir = msb__asprintf("%s/%s", b->state_dir, name);
 	if (!dir)
 		return msb__error_nomem(err);
+	msb__fault_point("acquire.labels_written");
 	r = start_shim(b, dir, egress != NULL, b->start_timeout, err);
+	if (r == 0) {
+		msb__fault_point("acquire.ready");
+		r = check_started(dfd, err);
+	}
 	if (r < 0) {
 		/* Fail closed and leave nothing: stop whatever started. */
 		purge_sandbox(b, name, NULL);
@@ -409,9 +443,10 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 			return msb__error_errno(err, errno, "ns: cannot stat `%s`", name);
 		if (st.st_nlink == 0)
 			continue; /* a disposal removed it while we waited: start over */
+		msb__fault_point("acquire.locked");
 
 		_cleanup_free_ char *why = NULL;
-		msb_ns_liveness live = msb_ns__liveness(dfd, NULL, &why);
+		msb_ns_liveness live = msb_ns__liveness_settled(dfd, NULL, &why, NS_SETTLE_NS);
 		msb_ns_labels labels = {0};
 		bool labelled = msb_ns__labels_read(dfd, &labels, NULL) == 0;
 		if (live == MSB_NS_RUNNING && labelled && msb__streq_null(labels.kind, kind)) {
@@ -505,6 +540,7 @@ static int sweep(ns_backend *b, select_fn select, void *ud, uint64_t *disposed,
 			msb_disposal_code code = MSB_DISPOSAL_UNKNOWN;
 			char *detail = NULL;
 			msb_error *perr = NULL;
+			msb__fault_point("dispose.locked");
 			int r = purge_sandbox(b, de->d_name, &perr);
 			/* The shim is down: the records of the tunnels it closed are
 			 * in; report them before the directory goes. */
@@ -515,10 +551,14 @@ static int sweep(ns_backend *b, select_fn select, void *ud, uint64_t *disposed,
 				detail = msb__asprintf("%s: %s", de->d_name,
 						       msb_error_message(perr));
 				msb_error_free(perr);
-			} else if ((r = msb__rm_rf_at(dirfd(d), de->d_name)) < 0) {
-				code = MSB_DISPOSAL_REFUSED;
-				detail = msb__asprintf("%s: the state directory was kept: %s",
-						       de->d_name, strerror(-r));
+			} else {
+				msb__fault_point("dispose.shim_stopped");
+				if ((r = msb__rm_rf_at(dirfd(d), de->d_name)) < 0) {
+					code = MSB_DISPOSAL_REFUSED;
+					detail = msb__asprintf(
+						"%s: the state directory was kept: %s", de->d_name,
+						strerror(-r));
+				}
 			}
 			if (r < 0 && failures) {
 				msb_disposal_failure *f = NULL;
@@ -663,6 +703,18 @@ const char *msb_ns_backend_state_root(const msb_backend *b)
 	return nb ? nb->state_root : NULL;
 }
 
+int msb_ns_backend_set_progress(msb_backend *b, msb_ns_progress_fn fn, void *userdata,
+				msb_error **err)
+{
+	ns_backend *nb = msb_backend_impl(b, &ns_ops);
+	if (!nb)
+		return msb_error_set(err, MSB_E_VALUE, "backend `%s` is not an ns backend",
+				     b ? msb_backend_name(b) : "(null)");
+	nb->progress = fn;
+	nb->progress_userdata = userdata;
+	return 0;
+}
+
 int msb_ns_list(const msb_ns_options *opts, msb_ns_entry **entries, size_t *n, msb_error **err)
 {
 	ns_backend b;
@@ -713,6 +765,8 @@ int msb_ns_list(const msb_ns_options *opts, msb_ns_entry **entries, size_t *n, m
 		e->kind = TAKE_PTR(l.kind);
 		e->call_id = TAKE_PTR(l.call_id);
 		e->instance_id = TAKE_PTR(l.instance_id);
+		e->image = TAKE_PTR(l.image);
+		e->created_ns = l.created_ns;
 		msb_ns__labels_clear(&l);
 		msb_ns_liveness live = msb_ns__liveness(dfd, &e->shim_pid, &e->reason);
 		e->alive = live == MSB_NS_RUNNING;
@@ -740,6 +794,7 @@ void msb_ns_entries_free(msb_ns_entry *entries, size_t n)
 		free(entries[i].call_id);
 		free(entries[i].instance_id);
 		free(entries[i].reason);
+		free(entries[i].image);
 	}
 	free(entries);
 }

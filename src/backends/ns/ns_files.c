@@ -22,6 +22,7 @@
 #include <msb/paths.h>
 
 #include "ns_files.h"
+#include "util/fault.h"
 #include "util/fs.h"
 #include "util/syscalls.h"
 
@@ -291,7 +292,12 @@ static int fill(const ns_target *t, int fd, const uint8_t *data, size_t len, msb
 {
 	if (fchown(fd, t->uid, t->gid) < 0)
 		return msb__error_errno(err, errno, "cannot own `%s`", t->shown);
-	int w = write_all(fd, data, len);
+	/* In two halves, for the fault point between them (docs/internals/faults.md). */
+	int w = write_all(fd, data, len / 2);
+	if (w == 0) {
+		msb__fault_point("write_file.partial");
+		w = write_all(fd, data + len / 2, len - len / 2);
+	}
 	if (w < 0)
 		return msb__error_errno(err, w, "cannot write `%s`", t->shown);
 	return 0;
@@ -516,12 +522,15 @@ int msb_ns__read_file(const ns_files *f, const char *path, const char *working_d
 			buf[got++] = extra;
 			continue;
 		}
-		n = read_retry(fd, buf + got, cap - got);
+		/* The first read takes half, for the fault point after it
+		 * (docs/internals/faults.md). */
+		n = read_retry(fd, buf + got, got == 0 && cap > 1 ? cap / 2 : cap - got);
 		if (n < 0)
 			return msb__error_errno(err, (int)n, "cannot read `%s`", path);
 		if (n == 0)
 			break;
 		got += (size_t)n;
+		msb__fault_point("read_file.partial");
 	}
 	*data = TAKE_PTR(buf);
 	*len = got;

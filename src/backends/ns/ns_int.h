@@ -24,6 +24,8 @@ typedef struct ns_backend {
 	double start_timeout;
 	char *egress_config;	      /* JSON (egress.h), validated; NULL = defaults */
 	msb_egress_reporter reporter; /* set once, at registration */
+	msb_ns_progress_fn progress;  /* image unpack progress; NULL = none */
+	void *progress_userdata;
 } ns_backend;
 
 /* Resolve options into a backend description (defaults, env, paths). */

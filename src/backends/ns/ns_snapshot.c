@@ -33,6 +33,7 @@
 #include "backends/ns/boundary/boundary.h"
 #include "ns_int.h"
 #include "ns_snapshot.h"
+#include "util/fault.h"
 #include "util/fs.h"
 #include "util/syscalls.h"
 
@@ -724,6 +725,7 @@ int msb_ns__snapshot_reset(int sandbox_dfd, const char *dir, double timeout, msb
 	if (shim == 0)
 		return msb_error_set(err, MSB_E_RUNTIME,
 				     "ns reset: the sandbox `%s` is not running", dir);
+	msb__fault_point("reset.begin");
 	char reply[MSB_NS_CONTROL_LINE_MAX];
 	int r = control(dfd, dir, MSB_NS_CONTROL_RESET, deadline, NULL, reply, sizeof(reply), err);
 	if (r < 0)

@@ -9,6 +9,7 @@
 #include <msb/outputs.h>
 
 #include "core/core.h"
+#include "util/fault.h"
 #include "util/sha256.h"
 #include "util/util.h"
 
@@ -283,9 +284,10 @@ static const char *entry_phrase(msb_entry_kind kind)
 		return "a link";
 	case MSB_ENTRY_FILE:
 		return "a regular file";
-	default:
-		return "a device, socket or fifo";
+	case MSB_ENTRY_OTHER:
+		break;
 	}
+	return "a device, socket or fifo";
 }
 
 /* Phase 2: stat and cap every declared output, CONSUME too (12.12-12.16). */
@@ -475,8 +477,10 @@ int msb_collect_outputs(msb_sandbox *sb, const msb_spec *spec, const msb_collect
 		r = phase_stat(&c, err);
 	if (r == 0)
 		r = phase_read(&c, err);
-	if (r == 0)
+	if (r == 0) {
+		msb__fault_point("outputs.read");
 		r = phase_deliver(&c, &out, &n, err);
+	}
 	emit(&c, out, n, r);
 	items_free(c.items, c.n);
 	if (r < 0) {

@@ -167,6 +167,7 @@ static const char *py_type(json_t *v)
 	case JSON_TRUE:
 	case JSON_FALSE:
 		return "bool";
+	case JSON_NULL:
 	default:
 		return "NoneType";
 	}
@@ -333,6 +334,50 @@ static int deliver(msb_host_tool_run *run, const struct msb_hosttools_entry *e, 
 	return 0;
 }
 
+/* 13.21: what is knowable before the body runs, so a sink tool never acts
+ * for a response nobody can be handed. Reserves the delivery slot (true), or
+ * refuses into *out with *rc refuse()'s return (false). */
+static bool reserve_slot(msb_host_tool_run *run, int64_t framing, msb_host_tool_result *out,
+			 int *rc)
+{
+	msb_host_tool_registry *r = run->reg;
+	const msb_transfer_limits *l = &r->limits;
+	pthread_mutex_lock(&run->lock);
+	int budget = 0;
+	if (run->delivered + 1 > l->max_files)
+		budget = 1;
+	else if (run->delivered_bytes + SMALLEST_RESPONSE + (uint64_t)framing > l->max_total_bytes)
+		budget = 2;
+	else if (SMALLEST_RESPONSE + (uint64_t)framing > l->max_bytes_per_file)
+		budget = 3;
+	else
+		run->delivered++;
+	pthread_mutex_unlock(&run->lock);
+	if (!budget)
+		return true;
+	if (budget == 1)
+		*rc = refuse(out,
+			     "Error: this run's delivered-response cap (%llu) is exhausted — "
+			     "finish with the results already delivered",
+			     (unsigned long long)l->max_files);
+	else if (budget == 2)
+		*rc = refuse(out,
+			     "Error: this run's response byte budget (%llu) is exhausted — "
+			     "finish with the results already delivered",
+			     (unsigned long long)l->max_total_bytes);
+	else {
+		msb__log(&r->log, MSB_LOG_WARNING, "hosttools",
+			 "the per-response cap (%llu bytes) cannot hold a one-byte value "
+			 "inside this transport's %lld bytes of framing, so nothing can be "
+			 "delivered",
+			 (unsigned long long)l->max_bytes_per_file, (long long)framing);
+		*rc = refuse(out, "Error: no host-tool response can fit this run's "
+				  "per-response cap — report this and carry on without host "
+				  "tools");
+	}
+	return false;
+}
+
 /* The guest-answerable half of the door. */
 static int answer(msb_host_tool_run *run, json_t *name, json_t *args, const char *unreadable,
 		  int64_t framing, msb_host_tool_result *out, struct called *c, msb_error **err)
@@ -423,43 +468,8 @@ static int answer(msb_host_tool_run *run, json_t *name, json_t *args, const char
 			    q);
 		goto out;
 	}
-	/* 13.21: what is knowable before the body runs, so a sink tool never
-	 * acts for a response nobody can be handed. Reserve the slot now. */
-	const msb_transfer_limits *l = &r->limits;
-	pthread_mutex_lock(&run->lock);
-	int budget = 0;
-	if (run->delivered + 1 > l->max_files)
-		budget = 1;
-	else if (run->delivered_bytes + SMALLEST_RESPONSE + (uint64_t)framing > l->max_total_bytes)
-		budget = 2;
-	else if (SMALLEST_RESPONSE + (uint64_t)framing > l->max_bytes_per_file)
-		budget = 3;
-	else
-		run->delivered++;
-	pthread_mutex_unlock(&run->lock);
-	if (budget) {
+	if (!reserve_slot(run, framing, out, &rc)) {
 		json_decref(given);
-		if (budget == 1)
-			rc = refuse(
-				out,
-				"Error: this run's delivered-response cap (%llu) is exhausted — "
-				"finish with the results already delivered",
-				(unsigned long long)l->max_files);
-		else if (budget == 2)
-			rc = refuse(out,
-				    "Error: this run's response byte budget (%llu) is exhausted — "
-				    "finish with the results already delivered",
-				    (unsigned long long)l->max_total_bytes);
-		else {
-			msb__log(&r->log, MSB_LOG_WARNING, "hosttools",
-				 "the per-response cap (%llu bytes) cannot hold a one-byte value "
-				 "inside this transport's %lld bytes of framing, so nothing can be "
-				 "delivered",
-				 (unsigned long long)l->max_bytes_per_file, (long long)framing);
-			rc = refuse(out, "Error: no host-tool response can fit this run's "
-					 "per-response cap — report this and carry on without host "
-					 "tools");
-		}
 		goto out;
 	}
 	rc = deliver(run, &e, q, given, framing, out, c, err);
