@@ -296,4 +296,7 @@ int procs_kill_descendants(struct agent *a);
 void procs_snapshot(const struct agent *a, struct conn *c, uint32_t id,
 		    const msb_proto_ps_request *q);
 
+/* `msb-agent file ...` (agent/file.c): one confined file operation. */
+int agent_file_main(int argc, char **argv);
+
 #endif

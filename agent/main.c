@@ -420,6 +420,9 @@ int main(int argc, char **argv)
 	struct agent *a = &agent;
 	const char *work = AGENT_DEFAULT_WORK;
 
+	/* One file operation for a container engine's exec (agent/file.c). */
+	if (argc >= 2 && strcmp(argv[1], "file") == 0)
+		return agent_file_main(argc, argv);
 	int vm_listen = -1;
 	/* The guest's init in a `vm` sandbox: vm_init.c builds the guest and
 	 * hands over the listening socket (its own options; workloads nest). */

@@ -78,8 +78,8 @@ bool cli_beside_binary(const char *rel, int mode, char *out, size_t size);
 /* nbytes (at most 16) random bytes as hex into out (2 * nbytes + 1 chars);
  * zeros if the kernel gives none. */
 void cli_random_hex(char *out, size_t nbytes);
-/* Point $MSB_SHIM and $MSB_AGENT at the helpers beside this binary in a build
- * tree, unless they are set. */
+/* Point $MSB_SHIM, $MSB_AGENT and $MSB_EGRESS_PROXY at the helpers beside
+ * this binary in a build tree, unless they are set. */
 void cli_locate_helpers(void);
 /* A positive decimal count. */
 bool cli_parse_size(const char *s, uint64_t *out);
@@ -154,6 +154,13 @@ bool cli_parse_count(const char *s, bool suffixes, uint64_t *out);
 
 /* ---- option rows the verbs share (the same text in --help, completion, man) ---- */
 
+#define CLI_OPTION_BACKEND(id)                                                                     \
+	{                                                                                          \
+		"backend", "TYPE",                                                                 \
+			"the backend type: `ns` (default), `docker`, `wslc`, `oci`, ...\n"         \
+			"(`msb doctor` lists them; docs/engine.md for the engines)",               \
+			id, CLI_VALUE_TEXT, NULL                                                   \
+	}
 #define CLI_OPTION_CONFIG(id)                                                                      \
 	{                                                                                          \
 		"config", "FILE",                                                                  \

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The sandbox verbs: run, acquire, exec, ls, dispose, purge. The backend is
- * the `ns` backend, or whatever backend JSON --config describes; either way
- * it is made from backend JSON (cli/backend_json.c). Every verb that creates
+ * the `ns` backend, the type --backend names, or the backend JSON --config
+ * describes: made from backend JSON (cli/backend_json.c). Every verb that creates
  * or uses a sandbox goes through the router, whose default floor is microvm:
  * the `ns` backend (container) is refused unless the caller opts down with
  * --min-isolation container.
@@ -27,7 +27,8 @@
 #include "exec_io.h"
 
 struct ns_args {
-	const char *config; /* --config FILE: backend JSON */
+	const char *config;  /* --config FILE: backend JSON */
+	const char *backend; /* --backend TYPE: the backend JSON's `type` */
 	const char *state_dir;
 	const char *image;
 	const char *min_isolation;
@@ -58,6 +59,7 @@ struct ns_args {
 	msb_jsonl_recorder *recorder;
 	/* run and exec: stdin, output, env, terminal (cli/exec_io.c) */
 	cli_exec_io io;
+	bool call_scope; /* make_router: the backend serves the call scope */
 };
 
 static int cmd_run(int argc, char **argv);
@@ -89,6 +91,7 @@ enum {
 	OPT_EGRESS_CONFIG,
 	OPT_EVENTS,
 	OPT_CONFIG,
+	OPT_BACKEND,
 	OPT_ENV,
 	OPT_ENV_FILE,
 	OPT_NO_STDIN,
@@ -96,7 +99,8 @@ enum {
 
 /* The rows, grouped the way the verbs share them. */
 #define BACKEND_ROWS                                                                               \
-	CLI_OPTION_CONFIG(OPT_CONFIG), CLI_OPTION_STATE_DIR(OPT_STATE), CLI_OPTION_IMAGE(OPT_IMAGE)
+	CLI_OPTION_BACKEND(OPT_BACKEND), CLI_OPTION_CONFIG(OPT_CONFIG),                            \
+		CLI_OPTION_STATE_DIR(OPT_STATE), CLI_OPTION_IMAGE(OPT_IMAGE)
 #define KEY_ROWS                                                                                   \
 	CLI_OPTION_SCOPE(OPT_SCOPE), CLI_OPTION_THREAD(OPT_THREAD), CLI_OPTION_AGENT(OPT_AGENT),   \
 		CLI_OPTION_KIND(OPT_KIND)
@@ -275,6 +279,7 @@ static cli_backend_flags backend_flags(const struct ns_args *a)
 {
 	cli_backend_flags f = {
 		.config = a->config,
+		.type = a->backend,
 		.state_dir = a->state_dir,
 		.image = a->image,
 		.egress_config = a->egress_config,
@@ -436,6 +441,9 @@ static int parse_opts(const cli_verb *verb, int argc, char **argv, struct ns_arg
 		case OPT_CONFIG:
 			a->config = optarg;
 			break;
+		case OPT_BACKEND:
+			a->backend = optarg;
+			break;
 		case OPT_STATE:
 			a->state_dir = optarg;
 			break;
@@ -566,7 +574,14 @@ static int make_router(struct ns_args *a, msb_router **out, msb_error **err)
 			return q;
 	}
 	cli_target t = target_of(a);
-	return cli_target_router(&t, a->events ? &obs : NULL, out, err);
+	int r = cli_target_router(&t, a->events ? &obs : NULL, out, err);
+	if (r < 0)
+		return r;
+	/* An engine without the call scope: `msb run` asks a thread of its own. */
+	const msb_backend *b = msb_router_backend(*out);
+	a->call_scope = (msb_backend_declarations(b)->isolation_scopes & MSB_SCOPE_CALL) ||
+			strcmp(msb_backend_isolation(b), "container") != 0;
+	return 0;
 }
 
 static int make_spec(struct ns_args *a, bool call_scoped, msb_spec **out, msb_error **err)
@@ -696,7 +711,10 @@ static int cmd_run(int argc, char **argv)
 	cli_random_hex(call, 8);
 	msb_key key = {"cli", thread, "cli", call};
 	msb_spec *spec = NULL;
-	if (make_spec(&a, true, &spec, &err) < 0) {
+	/* A backend without the call scope (the container engines) serves the
+	 * same lifetime as a conversation on a thread of its own, disposed
+	 * below either way. */
+	if (make_spec(&a, a.call_scope, &spec, &err) < 0) {
 		msb_router_free(router);
 		msb_output_sink_free(sink);
 		free_outputs(&a);

@@ -114,3 +114,64 @@ const struct cli_difference *cli_escape_difference_of(const char *runtime, const
 			return &differences[i];
 	return NULL;
 }
+
+/*
+ * Where a container engine's boundary answers otherwise than ns's, and why
+ * (docs/security.md, "Container engines"). "engine": the engine's own
+ * configuration decides (blocked or escaped are both its answer, named in the
+ * table; an error or a missing report still fails).
+ */
+static const struct {
+	const char *backend, *probe, *expected;
+} engine_answers[] = {
+	/* Root in the container is host root unless the engine remaps users
+	 * (dockerd --userns-remap, rootless podman). */
+	{"docker", "uid-not-host-root", "engine"},
+	{"docker", "host:guest-root-unprivileged", "engine"},
+	/* The engine's seccomp profile decides (docker 25 refuses io_uring, 20.10
+	 * allows it). */
+	{"docker", "io-uring", "engine"},
+	/* PID 1 is the container's `sleep infinity`, the workloads' peer (same
+	 * uid, same pid namespace): there is no agent to protect, and reaching it
+	 * reaches nothing outside. */
+	{"docker", "ptrace-pid1", "escaped"},
+	{"docker", "proc-pid1-mem", "escaped"},
+	{"docker", "pid1-oom-score-adj", "escaped"},
+	{"docker", "pid1-environ", "escaped"},
+	{"docker", "pid1-maps", "escaped"},
+	/* Root keeps the engine's default capabilities less msb's drops (file
+	 * ownership, setuid and setgid inside the container); no_new_privs is
+	 * set, so a setuid binary gains nothing past them. */
+	{"docker", "capabilities-empty", "escaped"},
+	{"docker", "setuid-binary", "escaped"},
+	/* No writable-layer bound on overlay2 without xfs quotas: the fill
+	 * writes four times ESC_WRITABLE into the engine's data root. */
+	{"docker", "fill-writable-layer", "escaped"},
+};
+
+const char *cli_escape_expected_for_probe(const char *backend, const char *probe)
+{
+	for (size_t i = 0; backend && i < sizeof(engine_answers) / sizeof(engine_answers[0]); i++)
+		if (strcmp(engine_answers[i].backend, backend) == 0 &&
+		    strcmp(engine_answers[i].probe, probe) == 0)
+			return engine_answers[i].expected;
+	return NULL;
+}
+
+const char *cli_escape_expected_for(const char *backend, const struct cli_expectation *e)
+{
+	const char *w = cli_escape_expected_for_probe(backend, e->probe);
+	return w ? w : e->expected;
+}
+
+bool cli_escape_outcome_ok(const char *want, const char *outcome)
+{
+	if (strcmp(want, "engine") == 0)
+		return strcmp(outcome, "blocked") == 0 || strcmp(outcome, "escaped") == 0;
+	return strcmp(outcome, want) == 0;
+}
+
+const char *cli_escape_init_for(const char *backend)
+{
+	return backend && strcmp(backend, "docker") == 0 ? "sleep" : "agent";
+}

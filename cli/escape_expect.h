@@ -4,6 +4,7 @@
 #ifndef MSB_CLI_ESCAPE_EXPECT_H
 #define MSB_CLI_ESCAPE_EXPECT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct cli_expectation {
@@ -26,5 +27,18 @@ extern const size_t cli_escape_n_expectations;
 
 /* The difference for `probe` under `runtime` (NULL: none), or NULL. */
 const struct cli_difference *cli_escape_difference_of(const char *runtime, const char *probe);
+
+/* What `probe` (a cli_escape_expectations row or a host check's name) must
+ * come back as on `backend` (a backend type) where a container engine's
+ * boundary answers otherwise than ns's (docs/security.md, "Container
+ * engines"), or NULL. "engine": the engine's own configuration decides,
+ * blocked or escaped. */
+const char *cli_escape_expected_for_probe(const char *backend, const char *probe);
+/* The same, falling back to e->expected. */
+const char *cli_escape_expected_for(const char *backend, const struct cli_expectation *e);
+/* Whether `outcome` answers `want` ("engine": blocked or escaped). */
+bool cli_escape_outcome_ok(const char *want, const char *outcome);
+/* The word the probe finds in its own PID 1's command line on `backend`. */
+const char *cli_escape_init_for(const char *backend);
 
 #endif

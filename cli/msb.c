@@ -184,6 +184,7 @@ void cli_locate_helpers(void)
 		const char *env, *rel;
 	} helpers[] = {{"MSB_SHIM", "shim/msb-shim"},
 		       {"MSB_AGENT", "agent/msb-agent"},
+		       {"MSB_EGRESS_PROXY", "proxy/msb-egress-proxy"},
 		       {"MSB_OCI_SHIM", "src/backends/oci/msb-oci-shim"}};
 	char path[PATH_MAX];
 	for (size_t i = 0; i < sizeof(helpers) / sizeof(helpers[0]); i++)

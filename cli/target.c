@@ -84,15 +84,21 @@ int cli_target_router(const cli_target *t, const msb_observer *observer, msb_rou
 	msb_backend *b = NULL;
 	r = cli_backend_new(&t->backend, &b, err);
 	if (r == 0) {
-		const bool ns = msb_ns_backend_state_root(b) != NULL;
+		/* ns and the container engines: a container sandbox, under the
+		 * default floor. */
+		const bool container = strcmp(msb_backend_isolation(b), "container") == 0;
+		char bname[64];
+		snprintf(bname, sizeof(bname), "%s", msb_backend_name(b));
 		r = msb_router_new(&b, 1, &ro, out, err);
-		if (r == MSB_E_BACKEND_NOT_PERMITTED && ns &&
+		if (r == MSB_E_BACKEND_NOT_PERMITTED && container &&
 		    !cli_floor_from_flag_or_file(t->min_isolation))
 			msb_error_wrap(
-				err, "the default floor is microvm and `ns` is a container "
-				     "sandbox; pass --min-isolation container to opt down, or "
-				     "set {\"router\": {\"min_isolation\": \"container\"}} in the "
-				     "configuration file (msb config show)");
+				err,
+				"the default floor is microvm and `%s` is a container "
+				"sandbox; pass --min-isolation container to opt down, or "
+				"set {\"router\": {\"min_isolation\": \"container\"}} in the "
+				"configuration file (msb config show)",
+				bname);
 		msb_backend_unref(b);
 	}
 	free(selected);

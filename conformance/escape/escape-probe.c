@@ -220,11 +220,16 @@ int main(int argc, char **argv)
 			c.swap_seconds = strtod(v, NULL);
 		else if (!strcmp(k, "--bomb"))
 			c.bomb = v;
+		else if (!strcmp(k, "--init"))
+			c.init = v;
+		else if (!strcmp(k, "--init"))
+			c.init = v;
 	}
 	if (!c.canary || !c.canary_w || !c.neighbour || !c.shim_sock || !c.abstract) {
 		fprintf(stderr, "usage: msb-escape-probe --canary P --canary-write P --neighbour P "
 				"--shim-sock P --abstract NAME --tcp-port N --host-pid N "
-				"[--memory B --pids N --writable B --bomb DIR] [--only NAMES] "
+				"[--memory B --pids N --writable B --bomb DIR] [--init WORD] "
+				"[--only NAMES] "
 				"[--swap-base D "
 				"--swap-target P --swap-dir D --swap-seconds S]\n");
 		return 2;

@@ -61,6 +61,7 @@ struct ctx {
 	const char *swap_dir;	 /* a host directory, by its host path */
 	double swap_seconds;	 /* how long the link-swap probe runs */
 	const char *bomb;	 /* where to plant the listing bomb (in the storage base) */
+	const char *init;	 /* a word of the sandbox's own PID 1's command line */
 };
 
 struct res {

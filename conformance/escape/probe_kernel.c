@@ -90,7 +90,13 @@ void p_pivot_root(const struct ctx *c, struct res *r)
 
 void p_ptrace(const struct ctx *c, struct res *r)
 {
-	must_fail(r, syscall(SYS_ptrace, 16 /* PTRACE_ATTACH */, 1, 0, 0), "ptrace(ATTACH, 1)");
+	long rc = syscall(SYS_ptrace, 16 /* PTRACE_ATTACH */, 1, 0, 0);
+	must_fail(r, rc, "ptrace(ATTACH, 1)");
+	/* Never leave PID 1 stopped under this probe for the rest of the run. */
+	if (rc == 0) {
+		waitpid(1, NULL, __WALL);
+		syscall(SYS_ptrace, 17 /* PTRACE_DETACH */, 1, 0, 0);
+	}
 }
 
 void p_process_vm(const struct ctx *c, struct res *r)

@@ -10,14 +10,18 @@
  * one container named from the key (21.13) and labelled with it (21.16), so
  * acquire and dispose agree across processes without a registry; disposal
  * selects by the labels the engine reports (21.30, 21.31) and removes with
- * force, never `stop` (21.32). Egress is `closed` (NetworkMode none, 21.20);
- * the allowlist topology (21.21) is not implemented yet, and configuring a
- * proxy image is refused rather than ignored.
+ * force, never `stop` (21.32). Egress is `closed` (NetworkMode none, 21.20),
+ * and on docker with egress_proxy_image also `allowlist`: an internal network
+ * per sandbox and msb's own egress proxy on it, the workload's only route out
+ * (21.21-21.24, docs/engine.md "Egress").
  *
- * The file plane confines every path by walking it from the guest's root
- * with the engine's no-follow stat before acting (the tar-header walk): a
- * link the guest swaps in between that check and the transfer is followed
- * inside the container - the residual docs/security.md states.
+ * The file plane (docker): msb-agent placed in the container and run by
+ * exec for each operation, resolving the whole path with openat2 and no link
+ * followed ($MSB_AGENT, else the installed msb-agent). Without it, and on
+ * wslc, the tar-header walk: every path walked from the guest's root with the
+ * engine's no-follow stat before acting, where a link the guest swaps in
+ * between that check and the transfer is followed inside the container - the
+ * residual docs/security.md states. msb doctor says which.
  *
  * Thread-safety: a backend and its sandboxes may be used from any thread.
  */
@@ -44,16 +48,31 @@ typedef struct msb_docker_options {
 	 * spec must name its image. */
 	const char *image;
 	double api_timeout; /* seconds for each API call but exec's own; 0 = 60 */
-	/* Refused with MSB_E_NOT_IMPLEMENTED until the allowlist topology lands
-	 * (21.5, 22.4); NULL = egress `closed` only. */
+	/*
+	 * The allowlist topology (21.5, 22.4): the repository name msb's own
+	 * egress proxy image is kept under in the engine. Set, the backend
+	 * declares egress {closed, allowlist} and, at construction, imports the
+	 * static proxy binary (egress_proxy) as "<repo>:<first 12 hex of its
+	 * SHA-256>" unless the engine has that image - a one-file image, never
+	 * pulled. NULL = egress `closed` only.
+	 */
 	const char *egress_proxy_image;
 	msb_log_fn log; /* acquire outcomes at info (21.34); may be NULL */
 	void *log_userdata;
+	/* The proxy binary; NULL = $MSB_EGRESS_PROXY, else the installed one. */
+	const char *egress_proxy;
+	/* The network the proxies dial from; NULL = "bridge" (21.21). */
+	const char *egress_network;
+	/* The proxies' settings as a JSON object's text (docs/egress.md:
+	 * allow_cidrs, hosts, system_resolver, timeouts, max_tunnels; no
+	 * "allow", which is the spec's); NULL = the defaults. */
+	const char *egress_config;
 } msb_docker_options;
 #define MSB_DOCKER_OPTIONS_VERSION 1
 #define MSB_DOCKER_OPTIONS_INIT                                                                    \
 	{                                                                                          \
-		MSB_DOCKER_OPTIONS_VERSION, NULL, NULL, NULL, 0, NULL, NULL, NULL                  \
+		MSB_DOCKER_OPTIONS_VERSION, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL,     \
+			NULL                                                                       \
 	}
 
 /*
@@ -67,8 +86,9 @@ MSB_EXTERN int msb_docker_backend_new(const msb_docker_options *opts, msb_backen
 				      msb_error **err);
 
 /* From router JSON: {"type": "docker", "name", "host", "image",
- * "api_timeout", "egress_proxy_image"}, strict (an unknown key is refused
- * naming it). "type" may be absent. */
+ * "api_timeout", "egress_proxy_image", "egress_proxy", "egress_network",
+ * "egress": {...}}, strict (an unknown key is refused naming it). "type" may
+ * be absent. */
 MSB_EXTERN int msb_docker_backend_from_json(const char *json, size_t len, msb_backend **out,
 					    msb_error **err);
 
@@ -90,8 +110,9 @@ typedef struct msb_wslc_options {
 	/* Bounds every lifecycle command (run, start, list, remove, cp, stat);
 	 * never exec, whose bound is the call's. 0 = 60 (21.2). */
 	double command_timeout;
-	const char *image;		/* as for docker */
-	const char *egress_proxy_image; /* as for docker: refused for now */
+	const char *image; /* as for docker */
+	/* The allowlist topology is docker's only for now: refused here. */
+	const char *egress_proxy_image;
 	msb_log_fn log;
 	void *log_userdata;
 } msb_wslc_options;
@@ -111,6 +132,18 @@ MSB_EXTERN int msb_wslc_backend_from_json(const char *json, size_t len, msb_back
 /* msb doctor: runs `wslc --version` bounded; *ok and a one-line reason. */
 MSB_EXTERN int msb_wslc_doctor(const char *json, size_t len, bool *ok, char **reason,
 			       msb_error **err);
+
+/* ---- for the escape suite ---------------------------------------------------------- */
+
+/* The engine's unix socket a docker backend speaks to (the path alone), or
+ * NULL for any other backend: the escape suite checks a container cannot
+ * reach it. Lives as long as the backend. */
+MSB_EXTERN const char *msb_engine_backend_socket(const msb_backend *b);
+/* The host directory of an engine sandbox's root filesystem as the engine
+ * reports it (docker: GraphDriver.Data.MergedDir), newly allocated: the
+ * escape suite addresses another sandbox's files by it. MSB_E_NOT_IMPLEMENTED
+ * where the engine does not say, MSB_E_VALUE for a handle of another backend. */
+MSB_EXTERN int msb_engine_sandbox_host_root(msb_sandbox *sb, char **out, msb_error **err);
 
 /* The wslc container-name prefix and the docker one (21.13). */
 #define MSB_WSLC_NAME_PREFIX "maf-sandbox-wslc-"

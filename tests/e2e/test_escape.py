@@ -102,8 +102,8 @@ def test_the_probes_report_escapes_where_there_is_no_boundary(tmp_path):
     assert "selftest-token" in rows["read-host-canary"]["detail"]
     if os.geteuid() == 0:
         # Root inside maps to root outside: /proc/1 (the host's init, the
-        # host's /proc) is within reach. On its own: chroot-out, which
-        # escapes here, leaves the full run in another root.
+        # host's /proc) is within reach. On its own, to read PID 1's entry
+        # alone.
         p = subprocess.run(
             ["unshare", "--user", "--map-root-user", "--pid", "--fork", PROBE,
              "--canary", str(canary), "--canary-write", str(tmp_path / "w"),

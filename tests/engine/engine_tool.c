@@ -10,10 +10,9 @@
  *
  * BACKEND_JSON: {"type": "docker"|"wslc", ...} (msb/engine.h). REQUEST_JSON:
  * {"op": OP, "key": {"scope", "thread", "agent"}, "kind": K, "work_dir": W,
- *  "image": I, ...} with OP one of: doctor, declarations, acquire, exec, write,
- * read, stat, remove, reclaim, fingerprint, dispose, dispose_scope,
- * conformance, bench. Prints one JSON object; on a failure {"error": {"code",
- * "name", "message"}} and exit status 1.
+ *  "image": I, "allow": [HOST, ...], ...} with OP one of: doctor, declarations, acquire, exec,
+ * write, read, stat, remove, reclaim, fingerprint, dispose, dispose_scope, conformance, bench.
+ * Prints one JSON object; on a failure {"error": {"code", "name", "message"}} and exit status 1.
  */
 #include <inttypes.h>
 #include <jansson.h>
@@ -122,6 +121,14 @@ static int spec_for(json_t *req, const char *kind, msb_spec **out, msb_error **e
 	json_t *v;
 	json_object_foreach (json_object_get(req, "labels"), k, v)
 		msb_spec_builder_set_label(b, k, json_string_value(v));
+	/* "allow": [HOST, ...] makes the spec's egress an allowlist (maybe of
+	 * nobody). */
+	json_t *allow = json_object_get(req, "allow");
+	if (json_is_array(allow))
+		msb_spec_builder_set_egress(b, MSB_EGRESS_ALLOWLIST);
+	size_t i;
+	json_array_foreach (allow, i, v)
+		msb_spec_builder_add_egress_host(b, json_string_value(v));
 	int r = msb_spec_build(b, out, err);
 	msb_spec_builder_free(b);
 	return r;
@@ -427,6 +434,28 @@ int main(int argc, char **argv)
 			o = json_pack("{s:o, s:f}", "data", b64(data, n), "time_s", dt);
 		}
 		free(data);
+	} else if (strcmp(op, "read_race") == 0) {
+		/* Read `path` `repeat` times: the distinct contents seen, and the
+		 * refusals by name (the link-swap test). */
+		json_t *seen = json_object(), *errors = json_object();
+		json_int_t n_reps = json_integer_value(json_object_get(req, "repeat"));
+		for (json_int_t i = 0; i < n_reps; i++) {
+			uint8_t *data = NULL;
+			size_t n = 0;
+			msb_error *e = NULL;
+			if (msb_sandbox_read_file(sb, path, wd, 4096, &data, &n, &e) == 0) {
+				char *text = strndup((const char *)data, n);
+				json_object_set_new(seen, text, json_true());
+				free(text);
+			} else {
+				const char *nm = msb_error_name(e) ? msb_error_name(e) : "?";
+				json_int_t c = json_integer_value(json_object_get(errors, nm));
+				json_object_set_new(errors, nm, json_integer(c + 1));
+			}
+			free(data);
+			msb_error_free(e);
+		}
+		o = json_pack("{s:o, s:o}", "contents", seen, "errors", errors);
 	} else if (strcmp(op, "stat") == 0) {
 		bool present = false;
 		msb_entry e = {0};

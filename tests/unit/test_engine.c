@@ -14,6 +14,7 @@
 
 #include <msb/engine.h>
 #include <msb/msb.h>
+#include <msb/observer.h>
 
 #include "backends/engine/wslc.h"
 
@@ -175,6 +176,87 @@ Test(engine, tar_roundtrip)
 	split[sizeof(split) - 1] = '\0';
 	split[120] = '/';
 	roundtrip(split, 10); /* prefix + name */
+}
+
+/* The egress proxy's image (docker_egress.c): its binary at the root,
+ * executable, and an empty /log, then the end of the archive. */
+Test(engine, proxy_image_tar_is_one_file_and_a_log_dir)
+{
+	static const uint8_t bin[1000] = {0x7f, 'E', 'L', 'F'};
+	msb_buf tar = MSB_BUF_INIT;
+	cr_assert_eq(
+		msb_engine__tar_add(&tar, "msb-egress-proxy", '0', 0755, bin, sizeof(bin), NULL),
+		0);
+	cr_assert_eq(msb_engine__tar_add(&tar, "log", '5', 0700, NULL, 0, NULL), 0);
+	cr_assert_eq(msb_engine__tar_end(&tar, NULL), 0);
+	cr_assert_eq(tar.len, 512 + 1024 + 512 + 1024);
+	struct hdr_seen s = {.max = sizeof(bin)};
+	engine_tar_reader r;
+	msb_engine__tar_reader_init(&r, on_hdr, &s);
+	cr_assert_eq(msb_engine__tar_feed(&r, tar.data, tar.len, NULL), 0);
+	cr_assert(r.done);
+	cr_assert_str_eq(s.h.name, "msb-egress-proxy");
+	cr_assert_eq(memcmp(r.body, bin, sizeof(bin)), 0);
+	cr_assert_eq(memcmp(tar.data + 100, "0000755", 8), 0);
+	const uint8_t *dir = tar.data + 512 + 1024;
+	cr_assert_str_eq((const char *)dir, "log");
+	cr_assert_eq(dir[156], '5');
+	cr_assert_eq(memcmp(dir + 100, "0000700", 8), 0);
+	static const uint8_t zeros[1024];
+	cr_assert_eq(memcmp(tar.data + tar.len - 1024, zeros, 1024), 0);
+	/* Nothing but a short name and those two kinds. */
+	msb_error *e = NULL;
+	cr_assert_eq(msb_engine__tar_add(&tar, "x", '2', 0777, NULL, 0, &e), MSB_E_VALUE);
+	msb_error_free(e);
+	msb_engine__tar_reader_clear(&r);
+	msb__buf_free(&tar);
+}
+
+struct seen_events {
+	int n;
+	char hosts[4][64];
+	msb_egress_decision decisions[4];
+	uint16_t ports[4];
+	const char *scope;
+};
+
+static void on_event(void *ud, const msb_key *key, const msb_egress_record *rec)
+{
+	struct seen_events *s = ud;
+	if (s->n < 4) {
+		snprintf(s->hosts[s->n], sizeof(s->hosts[0]), "%s", rec->host);
+		s->decisions[s->n] = rec->decision;
+		s->ports[s->n] = rec->port;
+	}
+	s->scope = key->scope;
+	s->n++;
+}
+
+/* 21.33: the proxy's decision records, read from it, become events for the
+ * key; a line that is not a record, or not whole, is not one. */
+Test(engine, egress_records_become_events_21_33)
+{
+	struct seen_events s = {0};
+	engine_backend b = {.reporter = {on_event, &s}};
+	msb_buf rec = MSB_BUF_INIT;
+	msb__buf_puts(&rec, "{\"bytes_down\":9,\"bytes_up\":3,\"decision\":\"ALLOW\",\"host\":"
+			    "\"a.test\",\"method\":\"GET\",\"port\":80,\"reason\":\"allowlisted\","
+			    "\"time_ns\":1}\n"
+			    "not a record\n"
+			    "{\"bytes_down\":0,\"bytes_up\":0,\"decision\":\"DENY\",\"host\":"
+			    "\"evil.test\",\"method\":null,\"port\":443,\"reason\":"
+			    "\"not-allowlisted\",\"time_ns\":2}\n"
+			    "{\"decision\":\"ALLOW\",\"host\":\"cut");
+	msb_key key = {"s", "t", "a", NULL};
+	msb_engine__egress_report(&b, &key, &rec);
+	cr_assert_eq(s.n, 2);
+	cr_assert_str_eq(s.hosts[0], "a.test");
+	cr_assert_eq(s.decisions[0], MSB_EGRESS_ALLOW);
+	cr_assert_str_eq(s.hosts[1], "evil.test");
+	cr_assert_eq(s.decisions[1], MSB_EGRESS_DENY);
+	cr_assert_eq(s.ports[1], 443);
+	cr_assert_str_eq(s.scope, "s");
+	msb__buf_free(&rec);
 }
 
 Test(engine, tar_over_cap_refused_on_the_header_22_7)

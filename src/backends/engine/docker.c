@@ -6,10 +6,16 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "docker.h"
+#include "egress/egress.h"
 #include "util/base64.h"
 #include "util/json.h"
+
+#ifndef MSB_LIBEXECDIR
+#define MSB_LIBEXECDIR "/usr/local/libexec/msb"
+#endif
 
 #define DOCKER_DEFAULT_SOCKET "/var/run/docker.sock"
 /* The oldest API with everything used here (exec WorkingDir, archive
@@ -215,6 +221,53 @@ static int pull(docker_transport *d, const char *image, msb_error **err)
 	return rc;
 }
 
+/* Capabilities of the engine's default set a sandbox does without: raw and
+ * packet sockets (forged frames would bypass the egress topology), device
+ * nodes, chroot, the audit log and file capabilities (docs/security.md,
+ * "Container engines"). */
+static const char *const dropped_caps[] = {"NET_RAW", "MKNOD", "SYS_CHROOT", "AUDIT_WRITE",
+					   "SETFCAP"};
+/* /dev/shm is memory charged to the container: at most an eighth of a
+ * memory limit (as ns sizes it), so a fill cannot take the limit. */
+#define SHM_DEFAULT (64ull << 20)
+
+static json_t *host_config(const engine_create *c)
+{
+	json_t *caps = json_array();
+	for (size_t i = 0; i < MSB_ARRAY_SIZE(dropped_caps); i++)
+		json_array_append_new(caps, json_string(dropped_caps[i]));
+	json_t *hc = json_pack("{s:s, s:[s], s:o}", "NetworkMode", c->network ? c->network : "none",
+			       "SecurityOpt", "no-new-privileges", "CapDrop", caps);
+	if (!hc)
+		return NULL;
+	/* On the internal network: IPv4 to its proxy and nothing else. No IPv6
+	 * at all (the host's bridge has a link-local address). */
+	if (c->network)
+		json_object_set_new(hc, "Sysctls",
+				    json_pack("{s:s}", "net.ipv6.conf.all.disable_ipv6", "1"));
+	if (c->memory_bytes) {
+		uint64_t shm =
+			c->memory_bytes / 8 < SHM_DEFAULT ? c->memory_bytes / 8 : SHM_DEFAULT;
+		/* Swap included, as the spec means it. */
+		json_object_set_new(hc, "Memory", json_integer((json_int_t)c->memory_bytes));
+		json_object_set_new(hc, "MemorySwap", json_integer((json_int_t)c->memory_bytes));
+		json_object_set_new(hc, "ShmSize", json_integer((json_int_t)shm));
+	}
+	if (c->pids_max)
+		json_object_set_new(hc, "PidsLimit", json_integer((json_int_t)c->pids_max));
+	if (c->cpu_millis)
+		json_object_set_new(hc, "NanoCpus",
+				    json_integer((json_int_t)(c->cpu_millis * 1000000)));
+	if (c->writable_bytes) {
+		/* The engine refuses this where its storage driver cannot bound a
+		 * container (overlay2 needs xfs with pquota): never silently. */
+		char size[32];
+		snprintf(size, sizeof(size), "%" PRIu64, c->writable_bytes);
+		json_object_set_new(hc, "StorageOpt", json_pack("{s:s}", "size", size));
+	}
+	return hc;
+}
+
 static json_t *create_body(const engine_create *c)
 {
 	json_t *labels = json_object();
@@ -227,9 +280,13 @@ static json_t *create_body(const engine_create *c)
 			json_object_set_new(labels, k, json_string(eq + 1));
 		free(k);
 	}
-	return json_pack("{s:s, s:[s,s], s:o, s:s, s:{s:s}, s:b, s:b}", "Image", c->image, "Cmd",
+	json_t *env = json_array();
+	for (char *const *p = c->env; env && p && *p; p++)
+		json_array_append_new(env, json_string(*p));
+	return json_pack("{s:s, s:[s,s], s:o, s:s, s:o, s:o, s:b, s:b}", "Image", c->image, "Cmd",
 			 "sleep", "infinity", "Labels", labels, "WorkingDir", c->work_dir,
-			 "HostConfig", "NetworkMode", "none", "AttachStdout", 0, "AttachStderr", 0);
+			 "HostConfig", host_config(c), "Env", env, "AttachStdout", 0,
+			 "AttachStderr", 0);
 }
 
 static int docker_run(void *t, const engine_create *c, char **id, msb_error **err)
@@ -465,8 +522,8 @@ static int read_sink(void *ud, const uint8_t *p, size_t n, msb_error **err)
 	return c->tar.done ? DOCKER_SINK_DONE : 0;
 }
 
-static int docker_read(void *t, const char *ref, const char *abs, uint64_t max_bytes,
-		       uint8_t **data, size_t *len, msb_error **err)
+int msb_docker__read(void *t, const char *ref, const char *abs, uint64_t max_bytes, uint8_t **data,
+		     size_t *len, msb_error **err)
 {
 	docker_transport *d = t;
 	_cleanup_free_ char *path = archive_path(ref, abs);
@@ -543,76 +600,47 @@ static int docker_write(void *t, const char *ref, const char *abs, const uint8_t
 	return rc;
 }
 
-/* GET /changes: the filesystem since creation; GET /top: what runs. */
-static int docker_fingerprint(void *t, const char *ref, bool *supported, msb_fingerprint *out,
-			      msb_error **err)
+/* An executable at abs (the confined file plane's agent): a one-entry
+ * archive with mode 0755, extracted at "/". */
+static int docker_install(void *t, const char *ref, const char *abs, const uint8_t *data,
+			  size_t len, msb_error **err)
 {
 	docker_transport *d = t;
-	_cleanup_free_ char *cpath = msb__asprintf("/containers/%s/changes", ref);
-	_cleanup_free_ char *tpath =
-		msb__asprintf("/containers/%s/top?ps_args=-o%%20pid,args", ref);
-	if (!cpath || !tpath)
-		return msb__error_nomem(err);
+	msb_buf tar = MSB_BUF_INIT;
+	_cleanup_free_ char *dir = msb__strdup(abs + 1);
+	char *slash = dir ? strrchr(dir, '/') : NULL;
+	int rc = dir ? 0 : msb__error_nomem(err);
+	if (rc == 0 && slash) {
+		*slash = '\0';
+		rc = msb_engine__tar_add(&tar, dir, '5', 0755, NULL, 0, err);
+	}
+	if (rc == 0)
+		rc = msb_engine__tar_add(&tar, abs + 1, '0', 0755, data, len, err);
+	if (rc == 0)
+		rc = msb_engine__tar_end(&tar, err);
+	_cleanup_free_ char *path = archive_path(ref, "/");
+	if (rc == 0 && !path)
+		rc = msb__error_nomem(err);
+	if (rc < 0) {
+		msb__buf_free(&tar);
+		return rc;
+	}
 	docker_response r;
-	int rc = call(d, "GET", cpath, NULL, LIST_BODY, &r, err);
+	docker_request q = {.method = "PUT",
+			    .path = path,
+			    .max_body = SMALL_BODY,
+			    .content_type = "application/x-tar",
+			    .head = tar.data,
+			    .head_len = tar.len,
+			    .timeout = 120};
+	rc = msb_docker__http(&d->http, &q, &r, err);
+	msb__buf_free(&tar);
 	if (rc < 0)
 		return rc;
-	if (r.status != 200) {
-		rc = msb_docker__container_error(&r, ref, "fingerprint", err);
-		msb_docker__response_clear(&r);
-		return rc;
-	}
-	json_t *changes = body_json(&r);
+	if (r.status != 200)
+		rc = msb_docker__container_error(&r, ref, "place the agent", err);
 	msb_docker__response_clear(&r);
-	msb_fingerprint fp = {0};
-	size_t i;
-	json_t *c;
-	json_array_foreach (changes, i, c) {
-		const char *p = json_string_value(json_object_get(c, "Path"));
-		if (p && msb__strv_push(&fp.changed_paths, p) < 0)
-			rc = msb__error_nomem(err);
-	}
-	json_decref(changes);
-	if (rc == 0)
-		rc = call(d, "GET", tpath, NULL, LIST_BODY, &r, err);
-	json_t *top = NULL;
-	if (rc == 0) {
-		if (r.status == 200)
-			top = body_json(&r);
-		else
-			rc = msb_docker__container_error(&r, ref, "fingerprint", err);
-		msb_docker__response_clear(&r);
-	}
-	/* Every process but the container's idle init: its pid 1 in the
-	 * container is not what top reports, so drop the `sleep infinity`. */
-	json_t *proc;
-	bool skipped_init = false;
-	json_array_foreach (json_object_get(top, "Processes"), i, proc) {
-		const char *args = json_string_value(json_array_get(proc, 1));
-		if (!args)
-			continue;
-		if (!skipped_init && strcmp(args, "sleep infinity") == 0) {
-			skipped_init = true;
-			continue;
-		}
-		if (msb__strv_push(&fp.running_programs, args) < 0)
-			rc = msb__error_nomem(err);
-	}
-	json_decref(top);
-	if (rc < 0) {
-		msb_fingerprint_clear(&fp);
-		return rc;
-	}
-	if ((!fp.changed_paths && !(fp.changed_paths = calloc(1, sizeof(char *)))) ||
-	    (!fp.running_programs && !(fp.running_programs = calloc(1, sizeof(char *))))) {
-		msb_fingerprint_clear(&fp);
-		return msb__error_nomem(err);
-	}
-	msb__strv_sort(fp.changed_paths);
-	msb__strv_sort(fp.running_programs);
-	*out = fp;
-	*supported = true;
-	return 0;
+	return rc;
 }
 
 static void docker_free(void *t)
@@ -625,6 +653,8 @@ static void docker_free(void *t)
 	free(d->version);
 	free(d->api_version);
 	free(d->os_type);
+	free(d->proxy_image);
+	free(d->outbound_esc);
 	free(d);
 }
 
@@ -636,9 +666,16 @@ static const engine_transport_ops docker_ops = {
 	.list = docker_list,
 	.exec = msb_docker__exec,
 	.stat = docker_stat,
-	.read = docker_read,
+	.read = msb_docker__read,
 	.write = docker_write,
-	.fingerprint = docker_fingerprint,
+	.fingerprint = msb_docker__fingerprint,
+	.host_root = msb_docker__host_root,
+	.install = docker_install,
+	.net_create = msb_docker__net_create,
+	.net_remove = msb_docker__net_remove,
+	.net_list = msb_docker__net_list,
+	.proxy_ensure = msb_docker__proxy_ensure,
+	.proxy_records = msb_docker__proxy_records,
 	.free = docker_free,
 };
 
@@ -694,12 +731,46 @@ static int check_options(const msb_docker_options *o, msb_error **err)
 				     o->version);
 	if (o->api_timeout < 0 || o->api_timeout != o->api_timeout)
 		return msb_error_set(err, MSB_E_VALUE, "docker: api_timeout must be >= 0");
-	if (o->egress_proxy_image)
-		return msb_error_set(err, MSB_E_NOT_IMPLEMENTED,
-				     "docker: egress_proxy_image: the allowlist topology (21.21) "
-				     "is not implemented yet; this backend serves egress `closed` "
-				     "only");
+	if (o->egress_proxy_image && !*o->egress_proxy_image)
+		return msb_error_set(err, MSB_E_VALUE, "docker: egress_proxy_image is empty");
+	if (!o->egress_proxy_image && (o->egress_proxy || o->egress_network || o->egress_config))
+		return msb_error_set(err, MSB_E_VALUE,
+				     "docker: egress_proxy, egress_network and egress configure "
+				     "the allowlist topology: they need egress_proxy_image");
+	if (o->egress_config) {
+		msb_egress_config c;
+		msb_egress__config_init(&c);
+		int r = msb_egress__config_from_json(&c, o->egress_config, strlen(o->egress_config),
+						     false, err);
+		msb_egress__config_clear(&c);
+		if (r < 0)
+			return msb_error_wrap(err, "docker: egress");
+	}
 	return 0;
+}
+
+/* The proxy binary: as configured, $MSB_EGRESS_PROXY, or the installed one. */
+static char *proxy_binary(const msb_docker_options *o)
+{
+	if (o->egress_proxy && *o->egress_proxy)
+		return msb__strdup(o->egress_proxy);
+	const char *e = getenv("MSB_EGRESS_PROXY");
+	if (e && *e)
+		return msb__strdup(e);
+	return msb__strdup(MSB_LIBEXECDIR "/msb-egress-proxy");
+}
+
+/* The allowlist topology's part of construction: the proxy image in the
+ * engine, the outbound network named. */
+static int egress_init(docker_transport *d, const msb_docker_options *o, msb_error **err)
+{
+	if (!o->egress_proxy_image)
+		return 0;
+	_cleanup_free_ char *bin = proxy_binary(o);
+	d->outbound_esc = msb_docker__escape(o->egress_network ? o->egress_network : "bridge");
+	if (!bin || !d->outbound_esc)
+		return msb__error_nomem(err);
+	return msb_docker__proxy_image(d, o->egress_proxy_image, bin, err);
 }
 
 int msb_docker_backend_new(const msb_docker_options *opts, msb_backend **out, msb_error **err)
@@ -711,9 +782,21 @@ int msb_docker_backend_new(const msb_docker_options *opts, msb_backend **out, ms
 		return r;
 	docker_transport *d = NULL;
 	r = transport_new(o, &d, err);
+	if (r == 0 && (r = egress_init(d, o, err)) < 0)
+		docker_free(d);
 	if (r < 0)
 		return r;
+	_cleanup_free_ char *agent = msb_engine__agent_path(NULL);
 	msb_declarations decl = docker_declarations;
+	if (o->egress_proxy_image) {
+		/* msb's proxy: the allowlist, and per-method rules on plain HTTP as
+		 * ns serves them (src/egress); every decision observed (21.33). */
+		decl.egress_modes |= MSB_EGRESS_ALLOWLIST;
+		decl.capabilities |= MSB_CAP_EGRESS_METHODS;
+		decl.egress_method_tokens = msb_egress__method_tokens;
+		decl.n_egress_method_tokens = MSB_EGRESS_N_METHOD_TOKENS;
+		decl.observes_egress = true;
+	}
 	/* 22.6: the guest shape is the engine's. */
 	if (strcmp(d->os_type, "linux") == 0)
 		decl.os_families = MSB_OS_POSIX;
@@ -724,20 +807,26 @@ int msb_docker_backend_new(const msb_docker_options *opts, msb_backend **out, ms
 		.prefix = MSB_DOCKER_NAME_PREFIX,
 		.image = o->image,
 		.transport_tag = "docker",
+		.endpoint = d->host + strlen("unix://"),
 		.ops = &docker_ops,
 		.t = d,
 		.decl = &decl,
 		.isolation = "container",
 		.log = o->log,
 		.log_userdata = o->log_userdata,
+		.allowlist = o->egress_proxy_image != NULL,
+		.egress_config = o->egress_config,
+		.agent_path = agent,
 	};
 	return msb_engine__backend_new(&cfg, out, err);
 }
 
 static const char *const docker_keys[] = {
-	"type", "name", "host", "image", "api_timeout", "egress_proxy_image", NULL};
+	"type",		"name",		  "host",   "image", "api_timeout", "egress_proxy_image",
+	"egress_proxy", "egress_network", "egress", NULL};
 
-static int options_from_json(json_t *obj, msb_docker_options *o, msb_error **err)
+/* o's strings live in obj; the "egress" object's text in *egress. */
+static int options_from_json(json_t *obj, msb_docker_options *o, char **egress, msb_error **err)
 {
 	const char *where = "docker backend";
 	const char *type = NULL;
@@ -749,11 +838,24 @@ static int options_from_json(json_t *obj, msb_docker_options *o, msb_error **err
 	    (r = msb__json_get_string(obj, "image", where, &o->image, NULL, err)) < 0 ||
 	    (r = msb__json_get_double(obj, "api_timeout", where, &o->api_timeout, NULL, err)) < 0 ||
 	    (r = msb__json_get_string(obj, "egress_proxy_image", where, &o->egress_proxy_image,
-				      NULL, err)) < 0)
+				      NULL, err)) < 0 ||
+	    (r = msb__json_get_string(obj, "egress_proxy", where, &o->egress_proxy, NULL, err)) <
+		    0 ||
+	    (r = msb__json_get_string(obj, "egress_network", where, &o->egress_network, NULL,
+				      err)) < 0)
 		return r;
 	if (type && strcmp(type, "docker") != 0)
 		return msb_error_set(err, MSB_E_VALUE, "%s: `type` is `%s`, not `docker`", where,
 				     type);
+	json_t *eg = json_object_get(obj, "egress");
+	if (eg && !json_is_null(eg)) {
+		if (!json_is_object(eg))
+			return msb_error_set(err, MSB_E_TYPE, "%s: `egress` must be an object",
+					     where);
+		if (!(*egress = msb__json_dump(eg)))
+			return msb__error_nomem(err);
+		o->egress_config = *egress;
+	}
 	return 0;
 }
 
@@ -764,7 +866,8 @@ int msb_docker_backend_from_json(const char *json, size_t len, msb_backend **out
 	if (r < 0)
 		return r;
 	msb_docker_options o = MSB_DOCKER_OPTIONS_INIT;
-	r = options_from_json(obj, &o, err);
+	_cleanup_free_ char *egress = NULL;
+	r = options_from_json(obj, &o, &egress, err);
 	if (r == 0)
 		r = msb_docker_backend_new(&o, out, err);
 	json_decref(obj);
@@ -775,11 +878,12 @@ int msb_docker_doctor(const char *json, size_t len, bool *ok, char **reason, msb
 {
 	json_t *obj = NULL;
 	msb_docker_options o = MSB_DOCKER_OPTIONS_INIT;
+	_cleanup_free_ char *egress = NULL;
 	int r = 0;
 	if (json) {
 		r = msb__json_load_object(json, len, "docker backend", &obj, err);
 		if (r == 0)
-			r = options_from_json(obj, &o, err);
+			r = options_from_json(obj, &o, &egress, err);
 		if (r < 0) {
 			json_decref(obj);
 			return r;
@@ -790,22 +894,51 @@ int msb_docker_doctor(const char *json, size_t len, bool *ok, char **reason, msb
 	r = check_options(&o, &e);
 	if (r == 0)
 		r = transport_new(&o, &d, &e);
-	json_decref(obj);
 	if (r < 0) {
+		json_decref(obj);
 		*ok = false;
 		*reason = msb__asprintf("not usable: %s", msb_error_message(e));
 		msb_error_free(e);
 		return *reason ? 0 : msb__error_nomem(err);
 	}
-	*ok = strcmp(d->os_type, "linux") == 0;
-	*reason = msb__asprintf(
-		"engine at %s: version %s, API %s, os %s; %s; egress closed only (the allowlist "
-		"topology is not implemented); file plane: the tar-header walk (the engine's "
-		"no-follow stat of every component before the transfer - a link swapped in "
-		"between them is followed inside the container)",
-		d->host, d->version, d->api_version, d->os_type,
-		*ok ? "exec, files in/out/delete and reclaim work"
-		    : "only a linux engine is served (os_families {posix})");
+	const bool on_linux = strcmp(d->os_type, "linux") == 0;
+	_cleanup_free_ char *bin = o.egress_proxy_image ? proxy_binary(&o) : NULL;
+	_cleanup_free_ char *egress_text =
+		!o.egress_proxy_image
+			? msb__strdup(
+				  "egress closed only (set egress_proxy_image for the allowlist "
+				  "topology)")
+		: bin && access(bin, R_OK) == 0
+			? msb__asprintf("egress closed and allowlist (msb's proxy from `%s`, "
+					"imported as `%s:<sha12>`, outbound network `%s`)",
+					bin, o.egress_proxy_image,
+					o.egress_network ? o.egress_network : "bridge")
+			: msb__asprintf("egress closed only: the proxy binary `%s` is not there "
+					"(build msb-egress-proxy or set egress_proxy)",
+					bin ? bin : "?");
+	*ok = on_linux && (!o.egress_proxy_image || (bin && access(bin, R_OK) == 0));
+	_cleanup_free_ char *agent = msb_engine__agent_path(NULL);
+	bool confined = agent && access(agent, R_OK) == 0;
+	_cleanup_free_ char *plane =
+		confined ? msb__asprintf(
+				   "file plane: the confined agent (`%s` placed in each container "
+				   "and "
+				   "run by exec, resolving with openat2 RESOLVE_BENEATH|"
+				   "RESOLVE_NO_SYMLINKS: the walk and the transfer one operation), "
+				   "falling back to the tar-header walk where it cannot run",
+				   agent)
+			 : msb__asprintf("file plane: the tar-header walk (the engine's no-follow "
+					 "stat of every component before the transfer - a link "
+					 "swapped in between them is followed inside the "
+					 "container); msb-agent not found at `%s` (set $MSB_AGENT) "
+					 "for the confined agent",
+					 agent ? agent : "?");
+	*reason = msb__asprintf("engine at %s: version %s, API %s, os %s; %s; %s; %s", d->host,
+				d->version, d->api_version, d->os_type,
+				on_linux ? "exec, files in/out/delete and reclaim work"
+					 : "only a linux engine is served (os_families {posix})",
+				egress_text ? egress_text : "", plane ? plane : "");
 	docker_free(d);
+	json_decref(obj); /* o's strings lived in it */
 	return *reason ? 0 : msb__error_nomem(err);
 }

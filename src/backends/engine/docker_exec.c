@@ -316,7 +316,7 @@ static int start_stream(docker_transport *d, const char *eid, stream *s, msb_err
 }
 
 /* The exit code, set once the engine has reaped the process, which can
- * trail the end of the stream a little: asked again, within the deadline. */
+ * trail the end of the stream a little. */
 static int await_code(docker_transport *d, const char *eid, int64_t deadline, exec_info *info,
 		      msb_error **err)
 {

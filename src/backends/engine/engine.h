@@ -76,7 +76,25 @@ typedef struct engine_create {
 	const char *image;
 	char *const *labels; /* msb_strv "k=v" */
 	const char *work_dir;
+	/* The spec's resources (docs/spec.md), 0 = the engine's default. */
+	uint64_t memory_bytes, pids_max, cpu_millis, writable_bytes;
+	/* The allowlist topology (21.21): the internal network the workload
+	 * joins instead of none, and its environment (HTTP(S)_PROXY). */
+	const char *network;
+	char *const *env; /* msb_strv "K=V", or NULL */
 } engine_create;
+
+/* The egress proxy of one sandbox (21.21, engine_egress.c). */
+typedef struct engine_proxy {
+	const char *name;	  /* "<workload>-proxy" (21.15) */
+	const char *network;	  /* "<workload>-net", where it listens */
+	char *const *labels;	  /* the workload's, role=proxy, the config digest */
+	const char *config_json;  /* its $MSB_EGRESS_CONFIG: the backend's and the spec's rules */
+	const char *config_label; /* "maf-sandbox.egress-config=<digest>" */
+} engine_proxy;
+
+#define ENGINE_LABEL_EGRESS_CONFIG "maf-sandbox.egress-config"
+#define ENGINE_PROXY_PORT 3128
 
 typedef struct engine_exec {
 	const char *const *argv;
@@ -137,6 +155,34 @@ typedef struct engine_transport_ops {
 	 * *supported = false. */
 	int (*fingerprint)(void *t, const char *ref, bool *supported, msb_fingerprint *out,
 			   msb_error **err);
+	/* Place an executable (0755, root's) at abs, parents made: the confined
+	 * file plane's agent. NULL op = the tar-header walk only. */
+	int (*install)(void *t, const char *ref, const char *abs, const uint8_t *data, size_t len,
+		       msb_error **err);
+	/* The host directory of the container's root filesystem, as the engine
+	 * reports it (the escape suite's cross-checks); NULL op = not known. */
+	int (*host_root)(void *t, const char *ref, char **out, msb_error **err);
+
+	/* ---- the allowlist topology (21.21-21.23, 21.31, 21.33); NULL ops =
+	 * not served, and the backend then declares egress `closed` only. */
+	/* An internal network (no route out, no address of the host's on it)
+	 * with these labels; ENGINE_EXISTS when one of that name is there. */
+	int (*net_create)(void *t, const char *name, char *const *labels, msb_error **err);
+	/* Remove a network; an absent one is success. */
+	int (*net_remove)(void *t, const char *name, msb_error **err);
+	/* Every network carrying all these labels, with its labels. */
+	int (*net_list)(void *t, char *const *labels, engine_container **out, size_t *n,
+			msb_error **err);
+	/* The proxy running on p->network with p->config_label: *kept when such
+	 * a one runs already; otherwise an old one's records are read into
+	 * *records (it is stopped first) and it is removed, and a fresh one is
+	 * created on p->network, waited for until it listens, and connected to
+	 * the outbound network. */
+	int (*proxy_ensure)(void *t, const engine_proxy *p, bool *kept, msb_buf *records,
+			    msb_error **err);
+	/* The decision records proxy `ref` holds, its log emptied; with `final`
+	 * it is stopped first (its open tunnels end and are recorded). */
+	int (*proxy_records)(void *t, const char *ref, bool final, msb_buf *out, msb_error **err);
 	void (*free)(void *t);
 } engine_transport_ops;
 
@@ -149,6 +195,7 @@ typedef struct engine_backend {
 	char *prefix;	     /* container-name prefix, "maf-sandbox-docker-" */
 	char *image;	     /* default image; NULL = the spec must name one */
 	char *transport_tag; /* "docker", "wslc": messages */
+	char *endpoint;	     /* the engine's unix socket (docker), or NULL */
 	const engine_transport_ops *ops;
 	void *t;
 	msb_declarations decl;
@@ -163,6 +210,16 @@ typedef struct engine_backend {
 	size_t n_made;
 	msb_egress_reporter reporter;
 	msb_backend *self; /* the wrapper (not a reference); sandboxes ref it */
+	/* The allowlist topology, when configured: the backend's egress
+	 * settings (src/egress/config.c, without "allow"), or NULL for none. */
+	bool allowlist;
+	char *egress_config;
+	/* The confined file plane (engine_sandbox.c): msb-agent's bytes, where
+	 * it goes in a container, and whether it was found unusable here (no
+	 * openat2 in the engine's kernel): then the tar-header walk. */
+	msb_buf agent_bin;
+	char *agent_guest;
+	bool agent_off;
 } engine_backend;
 
 typedef struct engine_backend_config {
@@ -170,19 +227,73 @@ typedef struct engine_backend_config {
 	const char *prefix;
 	const char *image;
 	const char *transport_tag;
+	const char *endpoint;
 	const engine_transport_ops *ops;
 	void *t; /* taken, freed with ops->free on failure too */
 	const msb_declarations *decl;
 	const char *isolation;
 	msb_log_fn log;
 	void *log_userdata;
+	/* Serve the allowlist topology (the transport has its ops), with these
+	 * proxy settings (a JSON object's text, or NULL for the defaults). */
+	bool allowlist;
+	const char *egress_config;
+	/* The confined file plane: msb-agent on the host (NULL = the tar-header
+	 * walk); used when the transport has `install`. */
+	const char *agent_path;
 } engine_backend_config;
+
+/* msb-agent for the confined file plane: as configured, $MSB_AGENT, or the
+ * installed one (engine_backend.c). Newly allocated. */
+char *msb_engine__agent_path(const char *configured);
 
 int msb_engine__backend_new(const engine_backend_config *cfg, msb_backend **out, msb_error **err);
 
-/* A handle onto one container (engine_sandbox.c). */
-int msb_engine__sandbox_new(engine_backend *b, const char *name, const char *id,
-			    const char *work_dir, msb_sandbox **out, msb_error **err);
+/* A handle onto one container (engine_sandbox.c); `proxy` names its egress
+ * proxy when it has one, whose records are reported for `key` after each
+ * exec. */
+int msb_engine__sandbox_new(engine_backend *b, const msb_key *key, const char *name, const char *id,
+			    const char *work_dir, const char *proxy, msb_sandbox **out,
+			    msb_error **err);
+
+/* ---- the confined file plane (engine_agent.c) ------------------------------------- */
+
+/* What an agent operation returns when it cannot run here: the caller
+ * falls back to the tar-header walk. */
+#define ENGINE_AGENT_FALLBACK 2
+
+/* msb-agent present in container `ref` (placed now if it is not): true
+ * when the confined file plane serves it. */
+bool msb_engine__agent_place(engine_backend *b, const char *ref);
+/* One operation each, on an absolute guest path already confined lexically;
+ * 0, ENGINE_AGENT_FALLBACK, or a negative MSB_E_* worded as the walk words
+ * it (`path` is the caller's, for messages). */
+int msb_engine__agent_stat(engine_backend *b, const char *ref, const char *abs, engine_stat *out,
+			   msb_error **err);
+int msb_engine__agent_read(engine_backend *b, const char *ref, const char *abs, const char *path,
+			   uint64_t max_bytes, uint8_t **data, size_t *len, msb_error **err);
+int msb_engine__agent_write(engine_backend *b, const char *ref, const char *abs, const char *path,
+			    const uint8_t *data, size_t len, msb_error **err);
+int msb_engine__agent_remove(engine_backend *b, const char *ref, const char *abs, const char *path,
+			     bool recursive, double timeout, const char *op, msb_error **err);
+
+/* ---- the allowlist topology (engine_egress.c) ------------------------------------- */
+
+/* For an allowlist spec with hosts on a backend serving it: the internal
+ * network, the proxy on it (re-ensured on every acquire, 21.22), and what the
+ * workload is created with. *network, *proxy newly allocated, *env an
+ * msb_strv; all NULL when the spec needs none (21.20, 21.23). */
+int msb_engine__egress_prepare(engine_backend *b, const msb_key *key, const msb_spec *spec,
+			       const char *name, char **network, char **proxy, char ***env,
+			       msb_error **err);
+/* Decision records (JSON lines) to EgressObserved events for key (21.33). */
+void msb_engine__egress_report(engine_backend *b, const msb_key *key, const msb_buf *records);
+/* Remove the networks selected by these labels filters whose labels match
+ * exactly (after their proxies and workloads, 21.31). Failures are counted in
+ * *failed; "not found" is success. */
+int msb_engine__egress_sweep_networks(engine_backend *b, char *const *filters, const char *scope,
+				      const char *thread_id, bool by_agent, const char *agent_dir,
+				      size_t *failed, msb_error **err);
 
 /* ---- tar (engine_tar.c) ---------------------------------------------------------- */
 
@@ -194,6 +305,11 @@ int msb_engine__tar_head(const char *name, size_t len, msb_buf *out, msb_error *
 size_t msb_engine__tar_tail_len(size_t len);
 int msb_engine__tar_one(const char *name, const uint8_t *data, size_t len, msb_buf *out,
 			msb_error **err);
+/* One entry of an archive built in memory: a short name (at most 100
+ * bytes), root's, `type` '0' (with data) or '5'; then msb_engine__tar_end. */
+int msb_engine__tar_add(msb_buf *out, const char *name, char type, unsigned mode,
+			const uint8_t *data, size_t len, msb_error **err);
+int msb_engine__tar_end(msb_buf *out, msb_error **err);
 
 /*
  * A streaming reader of the first entry of a tar stream, fed in pieces as

@@ -5,9 +5,12 @@
  * another process made under that name, and disposal selected by the labels
  * the engine reports, removing with force and never stopping.
  */
+#include <fcntl.h>
 #include <stdio.h>
 
 #include "engine.h"
+#include "util/fs.h"
+#include "util/sha256.h"
 
 /* A name this instance created, and the key it was created for. */
 struct engine_made {
@@ -113,9 +116,11 @@ static int check_spec(engine_backend *b, const msb_spec *spec, const char **imag
 	    (e == MSB_EGRESS_ALLOWLIST && msb_spec_egress_allow_count(spec) > 0 &&
 	     !(b->decl.egress_modes & MSB_EGRESS_ALLOWLIST)))
 		return msb_error_set(err, MSB_E_EGRESS_NOT_ENFORCED,
-				     "%s: egress `%s` is not enforced here: every container runs "
-				     "with no network",
-				     b->name, msb_egress_name(e));
+				     "%s: egress `%s` is not enforced here: %s", b->name,
+				     msb_egress_name(e),
+				     b->allowlist ? "the proxy enforces an allowlist, never "
+						    "unrestricted egress"
+						  : "every container runs with no network");
 	if (msb_spec_isolation_scope(spec) == MSB_SCOPE_CALL)
 		return msb_error_set(err, MSB_E_SCOPE_NOT_ENFORCED,
 				     "%s: isolation scope `call` is not enforced", b->name);
@@ -132,8 +137,8 @@ static void log_outcome(engine_backend *b, const char *what, const char *name, c
 
 /* Under the name's lock: reuse, start, adopt or create (21.18). */
 static int get_or_create(engine_backend *b, const msb_key *key, const msb_spec *spec,
-			 const char *name, const char *image, const char *work_dir, char **id,
-			 msb_error **err)
+			 const char *name, const char *image, const char *work_dir,
+			 const char *network, char *const *env, char **id, msb_error **err)
 {
 	const char *kind = msb_spec_kind(spec);
 	engine_state st;
@@ -169,7 +174,17 @@ static int get_or_create(engine_backend *b, const msb_key *key, const msb_spec *
 		if (r < 0)
 			return r;
 		engine_create c = {
-			.name = name, .image = image, .labels = labels, .work_dir = work_dir};
+			.name = name,
+			.image = image,
+			.labels = labels,
+			.work_dir = work_dir,
+			.memory_bytes = msb_spec_memory_bytes(spec),
+			.pids_max = msb_spec_pids_max(spec),
+			.cpu_millis = msb_spec_cpu_millis(spec),
+			.writable_bytes = msb_spec_writable_bytes(spec),
+			.network = network,
+			.env = env,
+		};
 		free(TAKE_PTR(*id));
 		r = b->ops->run(b->t, &c, id, err);
 		if (r == ENGINE_EXISTS)
@@ -203,11 +218,17 @@ static int engine_acquire(void *impl, const msb_key *key, const msb_spec *spec, 
 		return msb__error_nomem(err);
 	name_lock(b, name);
 	_cleanup_free_ char *id = NULL;
-	r = get_or_create(b, key, spec, name, image, work_dir, &id, err);
+	_cleanup_free_ char *network = NULL;
+	_cleanup_free_ char *proxy = NULL;
+	_cleanup_strv_ char **env = NULL;
+	/* The egress scaffolding first, on every acquire (21.21, 21.22). */
+	r = msb_engine__egress_prepare(b, key, spec, name, &network, &proxy, &env, err);
+	if (r == 0)
+		r = get_or_create(b, key, spec, name, image, work_dir, network, env, &id, err);
 	name_unlock(b, name);
 	if (r < 0)
 		return msb_error_wrap(err, "%s: cannot acquire `%s`", b->name, name);
-	return msb_engine__sandbox_new(b, name, id, work_dir, out, err);
+	return msb_engine__sandbox_new(b, key, name, id, work_dir, proxy, out, err);
 }
 
 /* ---- disposal (21.30-21.32) -------------------------------------------------------------- */
@@ -291,6 +312,8 @@ static int sweep(engine_backend *b, const char *scope, const char *thread_id, bo
 		 const char *agent_dir, const char *kind, const char *instance_id, sweep_result *s,
 		 msb_error **err)
 {
+	/* Records of the proxies removed here are reported for this key. */
+	msb_key key = {scope, thread_id, by_agent ? agent_dir : NULL, NULL};
 	_cleanup_strv_ char **filters = NULL;
 	if ((scope && push_filter(&filters, ENGINE_LABEL_SCOPE, scope) < 0) ||
 	    (thread_id && push_filter(&filters, ENGINE_LABEL_THREAD, thread_id) < 0) ||
@@ -304,6 +327,9 @@ static int sweep(engine_backend *b, const char *scope, const char *thread_id, bo
 	int r = b->ops->list(b->t, filters, &v, &n, err);
 	if (r < 0)
 		return r;
+	/* With an instance: that workload, and its own proxy and network. */
+	_cleanup_free_ char *own_proxy = NULL;
+	_cleanup_free_ char *own_net = NULL;
 	for (int pass = 0; pass < 2; pass++)
 		for (size_t i = 0; i < n; i++) {
 			const engine_container *c = &v[i];
@@ -312,17 +338,54 @@ static int sweep(engine_backend *b, const char *scope, const char *thread_id, bo
 			    (by_agent && !label_is(c, ENGINE_LABEL_AGENT, agent_dir)) ||
 			    strncmp(c->name, b->prefix, strlen(b->prefix)) != 0)
 				continue;
-			if (instance_id && strcmp(c->id, instance_id) != 0)
-				continue;
 			bool proxy = msb_engine__container_label(c, ENGINE_LABEL_ROLE) != NULL;
 			if (proxy != (pass == 1))
 				continue;
+			if (instance_id && !proxy && strcmp(c->id, instance_id) != 0)
+				continue;
+			if (instance_id && proxy && !msb__streq_null(c->name, own_proxy))
+				continue;
+			if (instance_id && !proxy && !own_proxy) {
+				own_proxy = msb__asprintf("%s-proxy", c->name);
+				own_net = msb__asprintf("%s-net", c->name);
+				if (!own_proxy || !own_net) {
+					msb_engine__containers_free(v, n);
+					return msb__error_nomem(err);
+				}
+			}
+			/* Its last records, the proxy stopped first: the only use of
+			 * stop in a teardown, and only when someone observes (21.32). */
+			if (proxy && b->reporter.report && b->ops->proxy_records) {
+				msb_buf records = MSB_BUF_INIT;
+				msb_error *e = NULL;
+				if (b->ops->proxy_records(b->t, c->id, true, &records, &e) < 0)
+					msb__log(&b->log, MSB_LOG_WARNING, b->transport_tag,
+						 "the egress records of `%s` were lost: %s",
+						 c->name, msb_error_message(e));
+				msb_engine__egress_report(b, &key, &records);
+				msb__buf_free(&records);
+				msb_error_free(e);
+			}
 			uint64_t before = s->removed;
 			remove_one(b, c->name, s);
 			if (proxy)
 				s->removed = before; /* only workloads are counted */
 		}
 	msb_engine__containers_free(v, n);
+	/* Then the networks (21.31), after the proxies whose endpoints held
+	 * them: the instance's own, or every one the labels select. */
+	size_t failed = 0;
+	msb_error *e = NULL;
+	if (own_net && b->ops->net_remove)
+		failed += b->ops->net_remove(b->t, own_net, &e) < 0;
+	else if (!instance_id &&
+		 msb_engine__egress_sweep_networks(b, filters, scope, thread_id, by_agent,
+						   agent_dir, &failed, &e) < 0)
+		failed++;
+	for (size_t i = 0; i < failed; i++)
+		add_failure(s, MSB_DISPOSAL_UNKNOWN,
+			    e ? msb_error_message(e) : "a network was not removed");
+	msb_error_free(e);
 	return 0;
 }
 
@@ -414,6 +477,10 @@ static void engine_free(void *impl)
 	free(b->prefix);
 	free(b->image);
 	free(b->transport_tag);
+	free(b->endpoint);
+	free(b->egress_config);
+	msb__buf_free(&b->agent_bin);
+	free(b->agent_guest);
 	free(b);
 }
 
@@ -443,9 +510,26 @@ int msb_engine__backend_new(const engine_backend_config *cfg, msb_backend **out,
 	b->prefix = msb__strdup(cfg->prefix);
 	b->transport_tag = msb__strdup(cfg->transport_tag);
 	b->image = msb__strdup(cfg->image);
-	if (!b->name || !b->prefix || !b->transport_tag || (cfg->image && !b->image)) {
+	b->endpoint = msb__strdup(cfg->endpoint);
+	b->allowlist = cfg->allowlist && cfg->ops->net_create && cfg->ops->proxy_ensure;
+	b->egress_config = msb__strdup(cfg->egress_config);
+	if (!b->name || !b->prefix || !b->transport_tag || (cfg->image && !b->image) ||
+	    (cfg->endpoint && !b->endpoint) || (cfg->egress_config && !b->egress_config)) {
 		engine_free(b);
 		return msb__error_nomem(err);
+	}
+	/* The confined file plane's agent, when it is there to place. */
+	if (cfg->agent_path && cfg->ops->install) {
+		_cleanup_free_ char *bytes = NULL;
+		size_t n = 0;
+		if (msb__read_file_at(AT_FDCWD, cfg->agent_path, 64u << 20, &bytes, &n) == 0 &&
+		    n > 0 && msb__buf_append(&b->agent_bin, bytes, n) == 0) {
+			char hex[65];
+			msb__sha256_hex(bytes, n, hex);
+			b->agent_guest = msb__asprintf("/.msb/msb-agent-%.12s", hex);
+			if (!b->agent_guest)
+				msb__buf_free(&b->agent_bin);
+		}
 	}
 	msb_backend_info info = {
 		.version = MSB_BACKEND_INFO_VERSION,
@@ -457,4 +541,24 @@ int msb_engine__backend_new(const engine_backend_config *cfg, msb_backend **out,
 	if (r == 0)
 		b->self = *out;
 	return r;
+}
+
+#ifndef MSB_LIBEXECDIR
+#define MSB_LIBEXECDIR "/usr/local/libexec/msb"
+#endif
+
+char *msb_engine__agent_path(const char *configured)
+{
+	if (configured && *configured)
+		return msb__strdup(configured);
+	const char *e = getenv("MSB_AGENT");
+	if (e && *e)
+		return msb__strdup(e);
+	return msb__strdup(MSB_LIBEXECDIR "/msb-agent");
+}
+
+const char *msb_engine_backend_socket(const msb_backend *b)
+{
+	const engine_backend *e = msb_backend_impl(b, &engine_ops);
+	return e ? e->endpoint : NULL;
 }

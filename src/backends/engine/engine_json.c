@@ -10,7 +10,8 @@
 #include "util/util.h"
 
 static const char *const docker_keys[] = {
-	"name", "host", "image", "api_timeout", "egress_proxy_image", NULL};
+	"name",		"host",		  "image",  "api_timeout", "egress_proxy_image",
+	"egress_proxy", "egress_network", "egress", NULL};
 static const char *const wslc_keys[] = {"name",	 "wslc_path",	       "command_timeout",
 					"image", "egress_proxy_image", NULL};
 

@@ -4,12 +4,14 @@
  * handle addresses the container by its engine id, never its name, so that
  * after a dispose it fails rather than reach a successor of the same name.
  *
- * The file plane confines each path lexically, then walks it from the
- * guest's root with the engine's no-follow stat (a link anywhere on the way
- * refuses), then acts: a read takes the engine's archive of the file and
- * judges its first tar header (a link or a non-file is refused there, from
- * what was actually read), a write sends a one-entry archive, a removal is
- * `rm` run as root. The walk and the transfer are separate engine calls: a
+ * The file plane confines each path lexically, then lets the confined agent
+ * do the operation (engine_agent.c: one exec, one openat2 resolution, no
+ * link followed). Where it cannot, the tar-header walk: the path walked from
+ * the guest's root with the engine's no-follow stat (a link anywhere on the
+ * way refuses), then the act: a read takes the engine's archive of the file
+ * and judges its first tar header (a link or a non-file is refused there,
+ * from what was actually read), a write sends a one-entry archive, a removal
+ * is `rm` run as root. The walk and the transfer are separate engine calls: a
  * link the guest swaps in between them is followed inside the container
  * (docs/security.md, "Container engines").
  */
@@ -34,6 +36,13 @@ typedef struct engine_sandbox {
 	char *name;
 	char *id;
 	char *base; /* the storage base (work_dir) */
+	/* Its egress proxy (the allowlist topology), whose records become
+	 * events for this key after each exec (21.33), or NULL. */
+	char *proxy;
+	char *scope, *thread_id, *agent_dir, *call_id;
+	/* The confined file plane: 0 not asked yet, 1 the agent serves this
+	 * container, -1 the tar-header walk does. */
+	int agent;
 } engine_sandbox;
 
 static const engine_transport_ops *ops(engine_sandbox *s)
@@ -49,6 +58,22 @@ static int resolve_wd(engine_sandbox *s, const char *wd, char **out, msb_error *
 	if (r < 0)
 		return msb_error_wrap(err, "working directory `%s`", wd);
 	return 0;
+}
+
+/* The proxy's records so far, as events (a failure loses nothing: they
+ * stay in its log for the next reading, or the disposal's). */
+static void drain_egress(engine_sandbox *s)
+{
+	if (!s->proxy || !s->b->reporter.report || !ops(s)->proxy_records)
+		return;
+	msb_buf records = MSB_BUF_INIT;
+	msb_error *e = NULL;
+	if (ops(s)->proxy_records(s->b->t, s->proxy, false, &records, &e) == 0) {
+		msb_key key = {s->scope, s->thread_id, s->agent_dir, s->call_id};
+		msb_engine__egress_report(s->b, &key, &records);
+	}
+	msb_error_free(e);
+	msb__buf_free(&records);
 }
 
 static int run(engine_sandbox *s, const msb_exec_request *req, bool bounded, msb_exec_result *out,
@@ -70,7 +95,9 @@ static int run(engine_sandbox *s, const msb_exec_request *req, bool bounded, msb
 		.max_output = bounded ? req->max_output_bytes : ENGINE_MAX_OUTPUT,
 		.bounded = bounded,
 	};
-	return ops(s)->exec(s->b->t, s->id, &x, out, err);
+	r = ops(s)->exec(s->b->t, s->id, &x, out, err);
+	drain_egress(s);
+	return r;
 }
 
 static int engine_exec_fn(void *impl, const msb_exec_request *req, msb_exec_result *out,
@@ -146,11 +173,21 @@ static void target_clear(engine_target *t)
 	free(t->abs);
 }
 
-/* Confine `path` to the working directory (itself confined to the base) and
- * walk every directory above it from `/` (10.14, 10.15): a link refuses, a
- * non-directory is ENOTDIR, a missing one ends the walk. */
-static int target(engine_sandbox *s, const char *path, const char *wd, bool not_wd,
-		  engine_target *t, msb_error **err)
+/* The confined agent serves this handle's file plane (placed on first use). */
+static bool use_agent(engine_sandbox *s)
+{
+	int a = __atomic_load_n(&s->agent, __ATOMIC_ACQUIRE);
+	if (a == 0) {
+		a = msb_engine__agent_place(s->b, s->id) ? 1 : -1;
+		__atomic_store_n(&s->agent, a, __ATOMIC_RELEASE);
+	}
+	return a > 0 && !s->b->agent_off;
+}
+
+/* Confine `path` to the working directory (itself confined to the base),
+ * lexically; the agent resolves it in the container, no link anywhere. */
+static int confine(engine_sandbox *s, const char *path, const char *wd, bool not_wd,
+		   engine_target *t, msb_error **err)
 {
 	*t = (engine_target){0};
 	int r = resolve_wd(s, wd, &t->wd, err);
@@ -163,6 +200,14 @@ static int target(engine_sandbox *s, const char *path, const char *wd, bool not_
 		return msb_error_set(err, MSB_E_VALUE,
 				     "guest path `%s` is the working directory `%s` itself", path,
 				     t->wd);
+	return 0;
+}
+
+/* The tar-header walk: every directory above the confined path from `/`
+ * (10.14, 10.15) with the engine's no-follow stat: a link refuses, a
+ * non-directory is ENOTDIR, a missing one ends the walk. */
+static int walk(engine_sandbox *s, const engine_target *t, msb_error **err)
+{
 	return msb_refuse_symlinked_parents(walk_lstat, s, t->abs, t->wd, false, err);
 }
 
@@ -194,8 +239,13 @@ static int engine_write_file(void *impl, const char *path, const uint8_t *data, 
 	if (len > ENGINE_MAX_FILE_BYTES)
 		return cap_refusal(path, len, ENGINE_MAX_FILE_BYTES, err);
 	_cleanup_(target_clear) engine_target t = {0};
-	int r = target(s, path, working_directory, true, &t, err);
+	int r = confine(s, path, working_directory, true, &t, err);
 	if (r < 0)
+		return r;
+	if (use_agent(s) && (r = msb_engine__agent_write(s->b, s->id, t.abs, path, data, len,
+							 err)) != ENGINE_AGENT_FALLBACK)
+		return r;
+	if ((r = walk(s, &t, err)) < 0)
 		return r;
 	engine_stat st;
 	r = ops(s)->stat(s->b->t, s->id, t.abs, &st, err);
@@ -216,11 +266,16 @@ static int engine_stat_file(void *impl, const char *path, const char *working_di
 {
 	engine_sandbox *s = impl;
 	_cleanup_(target_clear) engine_target t = {0};
-	int r = target(s, path, working_directory, false, &t, err);
+	int r = confine(s, path, working_directory, false, &t, err);
 	if (r < 0)
 		return r;
 	engine_stat st;
-	r = ops(s)->stat(s->b->t, s->id, t.abs, &st, err);
+	if (!use_agent(s) ||
+	    (r = msb_engine__agent_stat(s->b, s->id, t.abs, &st, err)) == ENGINE_AGENT_FALLBACK) {
+		if ((r = walk(s, &t, err)) < 0)
+			return r;
+		r = ops(s)->stat(s->b->t, s->id, t.abs, &st, err);
+	}
 	if (r < 0)
 		return r;
 	if (!st.present) {
@@ -245,13 +300,28 @@ static int engine_read_file(void *impl, const char *path, const char *working_di
 {
 	engine_sandbox *s = impl;
 	_cleanup_(target_clear) engine_target t = {0};
-	int r = target(s, path, working_directory, false, &t, err);
+	int r = confine(s, path, working_directory, false, &t, err);
 	if (r < 0)
 		return r;
 	if (strcmp(t.abs, t.wd) == 0)
 		return msb_error_set(err, MSB_E_IS_DIRECTORY, "`%s` is a directory", path);
 	if (max_bytes > ENGINE_MAX_FILE_BYTES)
 		max_bytes = ENGINE_MAX_FILE_BYTES;
+	if (use_agent(s) && (r = msb_engine__agent_read(s->b, s->id, t.abs, path, max_bytes, data,
+							len, err)) != ENGINE_AGENT_FALLBACK)
+		return r;
+	if ((r = walk(s, &t, err)) < 0)
+		return r;
+	/* The leaf too, no-follow, before the transfer: docker's archive of a
+	 * link is the link (the header below refuses it), but podman's follows
+	 * it and sends the target under the link's name. */
+	engine_stat st;
+	r = ops(s)->stat(s->b->t, s->id, t.abs, &st, err);
+	if (r < 0)
+		return r;
+	if (st.present && st.kind == MSB_ENTRY_SYMLINK)
+		return msb_error_set(err, MSB_E_OS, "`%s` is a link: refusing to read through it",
+				     t.abs);
 	return ops(s)->read(s->b->t, s->id, t.abs, max_bytes, data, len, err);
 }
 
@@ -269,13 +339,19 @@ static int remove_checked(engine_sandbox *s, const char *path, const char *worki
 			  bool recursive, double timeout, const char *op, msb_error **err)
 {
 	_cleanup_(target_clear) engine_target t = {0};
-	int r = target(s, path, working_directory, false, &t, err);
+	int r = confine(s, path, working_directory, false, &t, err);
 	if (r < 0)
 		return msb_error_wrap(err, "%s", op);
 	if (strcmp(t.abs, t.wd) == 0)
 		return msb_error_set(err, MSB_E_VALUE,
 				     "%s: refusing to remove the working directory `%s` itself", op,
 				     path);
+	if (use_agent(s) &&
+	    (r = msb_engine__agent_remove(s->b, s->id, t.abs, path, recursive, timeout, op, err)) !=
+		    ENGINE_AGENT_FALLBACK)
+		return r;
+	if ((r = walk(s, &t, err)) < 0)
+		return msb_error_wrap(err, "%s", op);
 	engine_stat st;
 	r = ops(s)->stat(s->b->t, s->id, t.abs, &st, err);
 	if (r < 0)
@@ -334,7 +410,10 @@ static int engine_fingerprint(void *impl, bool *supported, msb_fingerprint *out,
 		return r;
 	size_t k = 0;
 	for (size_t i = 0; fp.changed_paths && fp.changed_paths[i]; i++) {
-		if (made_with_container(s->base, fp.changed_paths[i]))
+		/* The base, and the agent msb placed (not a call's leftover). */
+		const char *p = fp.changed_paths[i];
+		if (made_with_container(s->base, p) ||
+		    (s->b->agent_guest && made_with_container(s->b->agent_guest, p)))
 			free(fp.changed_paths[i]);
 		else
 			fp.changed_paths[k++] = fp.changed_paths[i];
@@ -358,6 +437,11 @@ static void engine_release(void *impl)
 	free(s->name);
 	free(s->id);
 	free(s->base);
+	free(s->proxy);
+	free(s->scope);
+	free(s->thread_id);
+	free(s->agent_dir);
+	free(s->call_id);
 	msb_backend_unref(s->owner);
 	free(s);
 }
@@ -379,8 +463,15 @@ static const msb_sandbox_ops engine_sandbox_ops = {
 	.release = engine_release,
 };
 
-int msb_engine__sandbox_new(engine_backend *b, const char *name, const char *id,
-			    const char *work_dir, msb_sandbox **out, msb_error **err)
+static bool dup_or_null(char **out, const char *s)
+{
+	*out = msb__strdup(s);
+	return !s || *out;
+}
+
+int msb_engine__sandbox_new(engine_backend *b, const msb_key *key, const char *name, const char *id,
+			    const char *work_dir, const char *proxy, msb_sandbox **out,
+			    msb_error **err)
 {
 	engine_sandbox *s = calloc(1, sizeof(*s));
 	if (!s)
@@ -390,9 +481,27 @@ int msb_engine__sandbox_new(engine_backend *b, const char *name, const char *id,
 	s->name = msb__strdup(name);
 	s->id = msb__strdup(id);
 	s->base = msb_guest_normpath(work_dir);
-	if (!s->name || !s->id || !s->base) {
+	bool ok = dup_or_null(&s->proxy, proxy) && dup_or_null(&s->scope, key->scope) &&
+		  dup_or_null(&s->thread_id, key->thread_id) &&
+		  dup_or_null(&s->agent_dir, key->agent_dir) &&
+		  dup_or_null(&s->call_id, key->call_id);
+	if (!s->name || !s->id || !s->base || !ok) {
 		engine_release(s);
 		return msb__error_nomem(err);
 	}
 	return msb_sandbox_new(&engine_sandbox_ops, s, b->name, out, err);
+}
+
+int msb_engine_sandbox_host_root(msb_sandbox *sb, char **out, msb_error **err)
+{
+	*out = NULL;
+	engine_sandbox *s = msb_sandbox_impl(sb, &engine_sandbox_ops);
+	if (!s)
+		return msb_error_set(err, MSB_E_VALUE, "not a container engine's sandbox");
+	if (!ops(s)->host_root)
+		return msb_error_set(err, MSB_E_NOT_IMPLEMENTED,
+				     "the %s backend cannot say where a container's files are on "
+				     "the host",
+				     s->b->name);
+	return ops(s)->host_root(s->b->t, s->id, out, err);
 }

@@ -136,6 +136,25 @@ int msb_engine__tar_one(const char *name, const uint8_t *data, size_t len, msb_b
 	return 0;
 }
 
+int msb_engine__tar_add(msb_buf *out, const char *name, char type, unsigned mode,
+			const uint8_t *data, size_t len, msb_error **err)
+{
+	if (!*name || strlen(name) > 100 || (type != '0' && type != '5') || (type == '5' && len))
+		return msb_error_set(err, MSB_E_VALUE, "`%s` cannot be such a tar entry", name);
+	uint8_t h[BLOCK];
+	header(h, name, NULL, type, len, mode, (uint64_t)time(NULL));
+	if (msb__buf_append(out, h, BLOCK) < 0 || (len && msb__buf_append(out, data, len) < 0) ||
+	    pad(out) < 0)
+		return msb__error_nomem(err);
+	return 0;
+}
+
+int msb_engine__tar_end(msb_buf *out, msb_error **err)
+{
+	static const uint8_t zeros[2 * BLOCK];
+	return msb__buf_append(out, zeros, sizeof(zeros)) < 0 ? msb__error_nomem(err) : 0;
+}
+
 /* ---- reading -------------------------------------------------------------------- */
 
 void msb_engine__tar_reader_init(engine_tar_reader *r, engine_tar_on_header on_header, void *ud)

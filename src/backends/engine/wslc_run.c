@@ -86,47 +86,62 @@ static bool feed_stdin(int fd, const wslc_io *io, size_t *sent, bool *broken)
 	return true;
 }
 
-/* One read of the child's stdout or stderr, kept within its budget (or
- * handed to the sink); 0 or a typed error. Sets *kill_it when the sink has
- * what it wanted. */
-static int take_output(bool is_err, const uint8_t *buf, size_t n, const wslc_io *io,
-		       wslc_outcome *out, const char *name, bool *kill_it, msb_error **err)
+/* Spawn argv in a process group of its own, its stdin a socket (or
+ * /dev/null), its stdout and stderr pipes; the parent's ends are left in
+ * in[1], o[0] and e[0]. */
+static int spawn_child(char *const *argv, const wslc_io *io, int in[2], int o[2], int e[2],
+		       pid_t *pid, msb_error **err)
 {
-	if (is_err) {
-		size_t keep = n;
-		if (out->err.len + keep > io->max_err)
-			keep = out->err.len < io->max_err ? (size_t)(io->max_err - out->err.len)
-							  : 0;
-		if (keep && msb__buf_append(&out->err, buf, keep) < 0)
-			return msb__error_nomem(err);
-	} else if (io->sink) {
-		int q = io->sink(io->sink_ud, buf, n, err);
-		if (q < 0)
-			return q;
-		if (q == WSLC_SINK_DONE)
-			out->stopped = *kill_it = true;
-	} else {
-		size_t keep = n;
-		if (out->out.len + keep > io->max_out) {
-			keep = out->out.len < io->max_out ? (size_t)(io->max_out - out->out.len)
-							  : 0;
-			if (io->bounded)
-				out->truncated = true;
-			else
-				return msb_error_set(err, MSB_E_RUNTIME,
-						     "`%s` wrote more than %llu bytes", name,
-						     (unsigned long long)io->max_out);
-		}
-		if (keep && msb__buf_append(&out->out, buf, keep) < 0)
-			return msb__error_nomem(err);
+	if ((io->has_stdin && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) < 0) ||
+	    pipe2(o, O_CLOEXEC) < 0 || pipe2(e, O_CLOEXEC) < 0) {
+		int saved = errno;
+		close_fd(&in[0]), close_fd(&in[1]), close_fd(&o[0]), close_fd(&o[1]);
+		close_fd(&e[0]), close_fd(&e[1]);
+		return msb__error_errno(err, saved, "cannot make pipes for `%s`", argv[0]);
+	}
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawnattr_init(&at);
+	if (io->has_stdin)
+		posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+	else
+		posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, o[1], 1);
+	posix_spawn_file_actions_adddup2(&fa, e[1], 2);
+	sigset_t none, all;
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &all);
+	posix_spawnattr_setpgroup(&at, 0);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+					      POSIX_SPAWN_SETSIGDEF);
+	int sr = posix_spawnp(pid, argv[0], &fa, &at, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	close_fd(&in[0]), close_fd(&o[1]), close_fd(&e[1]);
+	if (sr != 0) {
+		close_fd(&in[1]), close_fd(&o[0]), close_fd(&e[0]);
+		if (sr == ENOENT || sr == EACCES)
+			return msb__error_errno(
+				err, sr,
+				"cannot run `%s` (wslc_path): is WSL 2.9.3 or later "
+				"installed?",
+				argv[0]);
+		if (sr == ENOSYS || sr == EPERM)
+			return msb_error_set(err, MSB_E_VALUE,
+					     "this host cannot spawn subprocesses, which the wslc "
+					     "backend needs for every call: %s",
+					     strerror(sr));
+		return msb__error_errno(err, sr, "cannot run `%s`", argv[0]);
 	}
 	return 0;
 }
 
-/* Both pipes are closed: the child is exiting (or was killed). A child that
- * closed its output but lingers is still bounded by the deadline. Its
- * wait status. */
-static int wait_child(pid_t pid, int64_t deadline, wslc_outcome *out)
+/* Reap the child: both pipes are closed, so it is exiting (or was killed);
+ * one that closed its output but lingers is still bounded by the deadline. */
+static int reap_child(pid_t pid, int64_t deadline, wslc_outcome *out)
 {
 	int status = 0;
 	for (;;) {
@@ -154,51 +169,10 @@ int msb_wslc__spawn(void *ud, char *const *argv, const wslc_io *io, wslc_outcome
 	out->out = (msb_buf)MSB_BUF_INIT;
 	out->err = (msb_buf)MSB_BUF_INIT;
 	int in[2] = {-1, -1}, o[2] = {-1, -1}, e[2] = {-1, -1};
-	if ((io->has_stdin && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) < 0) ||
-	    pipe2(o, O_CLOEXEC) < 0 || pipe2(e, O_CLOEXEC) < 0) {
-		int saved = errno;
-		close_fd(&in[0]), close_fd(&in[1]), close_fd(&o[0]), close_fd(&o[1]);
-		close_fd(&e[0]), close_fd(&e[1]);
-		return msb__error_errno(err, saved, "cannot make pipes for `%s`", argv[0]);
-	}
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t at;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawnattr_init(&at);
-	if (io->has_stdin)
-		posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-	else
-		posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, o[1], 1);
-	posix_spawn_file_actions_adddup2(&fa, e[1], 2);
-	sigset_t none, all;
-	sigemptyset(&none);
-	sigfillset(&all);
-	posix_spawnattr_setsigmask(&at, &none);
-	posix_spawnattr_setsigdefault(&at, &all);
-	posix_spawnattr_setpgroup(&at, 0);
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-					      POSIX_SPAWN_SETSIGDEF);
 	pid_t pid;
-	int sr = posix_spawnp(&pid, argv[0], &fa, &at, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&at);
-	close_fd(&in[0]), close_fd(&o[1]), close_fd(&e[1]);
-	if (sr != 0) {
-		close_fd(&in[1]), close_fd(&o[0]), close_fd(&e[0]);
-		if (sr == ENOENT || sr == EACCES)
-			return msb__error_errno(
-				err, sr,
-				"cannot run `%s` (wslc_path): is WSL 2.9.3 or later "
-				"installed?",
-				argv[0]);
-		if (sr == ENOSYS || sr == EPERM)
-			return msb_error_set(err, MSB_E_VALUE,
-					     "this host cannot spawn subprocesses, which the wslc "
-					     "backend needs for every call: %s",
-					     strerror(sr));
-		return msb__error_errno(err, sr, "cannot run `%s`", argv[0]);
-	}
+	int sr = spawn_child(argv, io, in, o, e, &pid, err);
+	if (sr < 0)
+		return sr;
 
 	int64_t deadline = msb__now_ns() + (int64_t)(io->timeout * 1e9);
 	int cancel_fd = io->cancel ? msb_cancel_fd(io->cancel) : -1;
@@ -245,7 +219,37 @@ int msb_wslc__spawn(void *ud, char *const *argv, const wslc_io *io, wslc_outcome
 				close_fd(fd);
 				continue;
 			}
-			rc = take_output(s == 1, buf, (size_t)n, io, out, argv[0], &kill_it, err);
+			if (s == 1) {
+				size_t keep = (size_t)n;
+				if (out->err.len + keep > io->max_err)
+					keep = out->err.len < io->max_err
+						       ? (size_t)(io->max_err - out->err.len)
+						       : 0;
+				if (keep && msb__buf_append(&out->err, buf, keep) < 0)
+					rc = msb__error_nomem(err);
+			} else if (io->sink) {
+				int q = io->sink(io->sink_ud, buf, (size_t)n, err);
+				if (q < 0)
+					rc = q;
+				else if (q == WSLC_SINK_DONE)
+					out->stopped = kill_it = true;
+			} else {
+				size_t keep = (size_t)n;
+				if (out->out.len + keep > io->max_out) {
+					keep = out->out.len < io->max_out
+						       ? (size_t)(io->max_out - out->out.len)
+						       : 0;
+					if (io->bounded)
+						out->truncated = true;
+					else
+						rc = msb_error_set(
+							err, MSB_E_RUNTIME,
+							"`%s` wrote more than %llu bytes", argv[0],
+							(unsigned long long)io->max_out);
+				}
+				if (keep && msb__buf_append(&out->out, buf, keep) < 0)
+					rc = msb__error_nomem(err);
+			}
 		}
 		if (rc < 0)
 			kill_it = true;
@@ -255,7 +259,8 @@ int msb_wslc__spawn(void *ud, char *const *argv, const wslc_io *io, wslc_outcome
 	close_fd(&in[1]), close_fd(&o[0]), close_fd(&e[0]);
 	if (kill_it)
 		kill(-pid, SIGKILL);
-	out->exit_code = code_of(wait_child(pid, deadline, out));
+	int status = reap_child(pid, deadline, out);
+	out->exit_code = code_of(status);
 	if (rc < 0)
 		msb_wslc__outcome_clear(out);
 	return rc;
