@@ -493,10 +493,12 @@ short exec_in_events(const struct exec_ch *e)
 
 static void stdin_broken(struct exec_ch *e)
 {
-	/* the workload closed its stdin: drop what is pending, keep granting
-	 * so that the host can finish sending */
+	/* the workload closed its stdin: drop what is pending and grant no
+	 * more - the host stops reading its own input here, so what nobody
+	 * will read stays where it was (a pipe's next reader gets it); the
+	 * exec's EXIT ends the host's side */
 	close_fd(&e->in_fd);
-	e->in_regrant += (uint32_t)e->in_len;
+	e->in_regrant = 0;
 	e->in_len = 0;
 }
 
@@ -528,11 +530,8 @@ void exec_on_data(struct exec_ch *e, const msb_proto_data *d)
 		return protocol_fail(e, "stdin DATA not expected");
 	if (msb_proto_credit_take(&e->in_credit, d->len) < 0)
 		return protocol_fail(e, "stdin DATA beyond the granted credit");
-	if (e->in_fd < 0) {
-		e->in_regrant += d->len;
-		maybe_regrant(e);
-		return;
-	}
+	if (e->in_fd < 0)
+		return; /* the workload's stdin is closed: dropped, no new credit */
 	if (!e->in_buf && !(e->in_buf = malloc(AGENT_STDIN_WINDOW))) {
 		stdin_broken(e);
 		e->in_regrant += d->len;

@@ -95,6 +95,7 @@ void msb_vm__host_clear(msb_vm_host *h)
 
 int msb_vm__host_find(const msb_vm_options *o, msb_vm_host *h, msb_error **err)
 {
+	_cleanup_free_ char *dep = NULL; /* before any goto: clang checks the jumps */
 	memset(h, 0, sizeof(*h));
 	static const char *const qemus[] = {"/usr/bin/qemu-system-x86_64",
 					    "/usr/local/bin/qemu-system-x86_64", NULL};
@@ -134,7 +135,7 @@ int msb_vm__host_find(const msb_vm_options *o, msb_vm_host *h, msb_error **err)
 	}
 	if (!h->modules_dir)
 		goto nomem;
-	_cleanup_free_ char *dep = msb__asprintf("%s/modules.dep", h->modules_dir);
+	dep = msb__asprintf("%s/modules.dep", h->modules_dir);
 	if (!dep)
 		goto nomem;
 	if (access(dep, R_OK) != 0) {
