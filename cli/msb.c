@@ -185,7 +185,8 @@ void cli_locate_helpers(void)
 	} helpers[] = {{"MSB_SHIM", "shim/msb-shim"},
 		       {"MSB_AGENT", "agent/msb-agent"},
 		       {"MSB_EGRESS_PROXY", "proxy/msb-egress-proxy"},
-		       {"MSB_OCI_SHIM", "src/backends/oci/msb-oci-shim"}};
+		       {"MSB_OCI_SHIM", "src/backends/oci/msb-oci-shim"},
+		       {"MSB_VM_SHIM", "shim/msb-vm-shim"}};
 	char path[PATH_MAX];
 	for (size_t i = 0; i < sizeof(helpers) / sizeof(helpers[0]); i++)
 		if (!getenv(helpers[i].env) &&
