@@ -59,7 +59,7 @@ Test(engine, egress_id_21_14)
 
 Test(engine, label_digest_21_17)
 {
-	char out[ENGINE_DIGEST_LEN + 1];
+	char out[ENGINE_LABEL_VALUE_SIZE];
 	msb_engine__label_value("tenant-1", out);
 	cr_assert_str_eq(out, "tenant-1");
 	char a64[65];

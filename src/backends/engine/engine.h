@@ -31,11 +31,14 @@
 /* A label value's longest pass-through form, and the digest's shape. */
 #define ENGINE_LABEL_MAX 63
 #define ENGINE_DIGEST_LEN 55 /* "sha256-" + 48 hex */
+/* Room for either form with its NUL: a pass-through value is the longer. */
+#define ENGINE_LABEL_VALUE_SIZE (ENGINE_LABEL_MAX + 1)
 
 /* The value as written to (and queried from) the engine: unchanged when it
  * is at most 63 bytes of [A-Za-z0-9._-] and not itself digest-shaped,
- * otherwise "sha256-" + the first 48 hex of its SHA-256. out[56]. */
-void msb_engine__label_value(const char *value, char out[ENGINE_DIGEST_LEN + 1]);
+ * otherwise "sha256-" + the first 48 hex of its SHA-256. out[ENGINE_LABEL_VALUE_SIZE]:
+ * a 63-byte pass-through fills it (a buffer sized for the digest did not). */
+void msb_engine__label_value(const char *value, char out[ENGINE_LABEL_VALUE_SIZE]);
 
 /* "allow:" + the sorted, comma-joined hosts when allowlisting is configured
  * and the spec's allowlist is non-empty; "" otherwise (21.14). Newly

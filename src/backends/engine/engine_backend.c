@@ -235,7 +235,7 @@ static int engine_acquire(void *impl, const msb_key *key, const msb_spec *spec, 
 
 static int push_filter(char ***v, const char *k, const char *value)
 {
-	char d[ENGINE_DIGEST_LEN + 1];
+	char d[ENGINE_LABEL_VALUE_SIZE];
 	msb_engine__label_value(value, d);
 	char *kv = msb__asprintf("%s=%s", k, d);
 	if (!kv || msb__strv_push_take(v, kv) < 0) {
@@ -252,7 +252,7 @@ static bool label_is(const engine_container *c, const char *k, const char *value
 	const char *have = msb_engine__container_label(c, k);
 	if (!value)
 		return have == NULL;
-	char d[ENGINE_DIGEST_LEN + 1];
+	char d[ENGINE_LABEL_VALUE_SIZE];
 	msb_engine__label_value(value, d);
 	return have && strcmp(have, d) == 0;
 }

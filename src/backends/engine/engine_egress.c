@@ -188,7 +188,7 @@ static bool label_is(const engine_container *c, const char *k, const char *value
 	const char *have = msb_engine__container_label(c, k);
 	if (!value)
 		return have == NULL;
-	char d[ENGINE_DIGEST_LEN + 1];
+	char d[ENGINE_LABEL_VALUE_SIZE];
 	msb_engine__label_value(value, d);
 	return have && strcmp(have, d) == 0;
 }

@@ -32,7 +32,7 @@ static bool digest_shaped(const char *v, size_t n)
 	return true;
 }
 
-void msb_engine__label_value(const char *value, char out[ENGINE_DIGEST_LEN + 1])
+void msb_engine__label_value(const char *value, char out[ENGINE_LABEL_VALUE_SIZE])
 {
 	size_t n = strlen(value);
 	bool plain = n > 0 && n <= ENGINE_LABEL_MAX && !digest_shaped(value, n);
@@ -99,7 +99,7 @@ char *msb_engine__container_name(const char *prefix, const msb_key *key, const c
 
 static int push_label(char ***v, const char *k, const char *value)
 {
-	char d[ENGINE_DIGEST_LEN + 1];
+	char d[ENGINE_LABEL_VALUE_SIZE];
 	msb_engine__label_value(value, d);
 	char *kv = msb__asprintf("%s=%s", k, d);
 	if (!kv)
@@ -128,7 +128,7 @@ int msb_engine__labels(const msb_key *key, const char *kind, const msb_spec *spe
 		const char *k, *val;
 		msb_spec_label(spec, i, &k, &val);
 		/* The key is a label name too: digest it into the name. */
-		char dk[ENGINE_DIGEST_LEN + 1];
+		char dk[ENGINE_LABEL_VALUE_SIZE];
 		msb_engine__label_value(k, dk);
 		_cleanup_free_ char *lk = msb__asprintf("%s%s", ENGINE_LABEL_USER, dk);
 		r = lk ? push_label(&v, lk, val) : -ENOMEM;
