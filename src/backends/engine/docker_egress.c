@@ -131,7 +131,7 @@ int msb_docker__proxy_image(docker_transport *d, const char *repo, const char *b
 		return r;
 	}
 	msb_buf tar = MSB_BUF_INIT;
-	r = msb_engine__tar_add(&tar, PROXY_PATH + 1, '0', 0755, bin.data, bin.len, err);
+	r = msb_engine__tar_add(&tar, &PROXY_PATH[1], '0', 0755, bin.data, bin.len, err);
 	msb__buf_free(&bin);
 	if (r == 0)
 		r = msb_engine__tar_add(&tar, "log", '5', 0700, NULL, 0, err);
