@@ -413,7 +413,11 @@ static void peer_hello(struct peer *p, oci_relay *r, const msb_proto_hello *h)
 {
 	msb_proto_hello mine;
 	msb_proto_hello_default(&mine, MSB_PROTO_ROLE_AGENT);
-	mine.min_version = mine.max_version = r->version;
+	/* Up to the version spoken with the agent; an older host still speaks
+	 * a subset of it (version 2 only added terminals). */
+	mine.max_version = r->version;
+	if (mine.min_version > mine.max_version)
+		mine.min_version = mine.max_version;
 	/* A host never sends more than the agent accepts. */
 	mine.max_payload = r->agent_max_payload;
 	uint8_t buf[64];
