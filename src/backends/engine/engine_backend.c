@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 
+#include "backends/types.h"
 #include "engine.h"
 #include "util/fs.h"
 #include "util/sha256.h"
@@ -263,20 +264,6 @@ typedef struct sweep_result {
 	size_t n_failures;
 } sweep_result;
 
-static void add_failure(sweep_result *s, msb_disposal_code code, const char *detail)
-{
-	msb_disposal_failure *f = NULL;
-	if (msb_disposal_failure_new(code, detail, &f, NULL) < 0)
-		return;
-	msb_disposal_failure **v = msb__reallocarray(s->failures, s->n_failures + 1, sizeof(*v));
-	if (!v) {
-		msb_disposal_failure_free(f);
-		return;
-	}
-	v[s->n_failures++] = f;
-	s->failures = v;
-}
-
 static void sweep_clear(sweep_result *s)
 {
 	for (size_t i = 0; i < s->n_failures; i++)
@@ -290,11 +277,11 @@ static void remove_one(engine_backend *b, const char *name, sweep_result *s)
 	int r = b->ops->remove(b->t, name, &e);
 	if (r < 0) {
 		_cleanup_free_ char *d = msb__asprintf("%s: %s", name, msb_error_message(e));
-		add_failure(s,
-			    r == MSB_E_TIMEOUT ? MSB_DISPOSAL_TIMEOUT
-			    : r == MSB_E_OS    ? MSB_DISPOSAL_UNREACHABLE
-					       : MSB_DISPOSAL_UNKNOWN,
-			    d ? d : name);
+		msb_backends__add_failure(&s->failures, &s->n_failures,
+					  r == MSB_E_TIMEOUT ? MSB_DISPOSAL_TIMEOUT
+					  : r == MSB_E_OS    ? MSB_DISPOSAL_UNREACHABLE
+							     : MSB_DISPOSAL_UNKNOWN,
+					  d ? d : name);
 	} else {
 		s->removed++;
 		forget(b, name);
@@ -383,8 +370,8 @@ static int sweep(engine_backend *b, const char *scope, const char *thread_id, bo
 						   agent_dir, &failed, &e) < 0)
 		failed++;
 	for (size_t i = 0; i < failed; i++)
-		add_failure(s, MSB_DISPOSAL_UNKNOWN,
-			    e ? msb_error_message(e) : "a network was not removed");
+		msb_backends__add_failure(&s->failures, &s->n_failures, MSB_DISPOSAL_UNKNOWN,
+					  e ? msb_error_message(e) : "a network was not removed");
 	msb_error_free(e);
 	return 0;
 }
@@ -422,7 +409,9 @@ static int engine_dispose(void *impl, const msb_key *key, const char *kind, cons
 			"%s: the engine's listing failed (%s); %zu remembered container(s) tried",
 			b->name, msb_error_message(lerr), fallback);
 		if (fallback == 0 || s.n_failures > 0)
-			add_failure(&s, MSB_DISPOSAL_UNREACHABLE, d ? d : "listing failed");
+			msb_backends__add_failure(&s.failures, &s.n_failures,
+						  MSB_DISPOSAL_UNREACHABLE,
+						  d ? d : "listing failed");
 	}
 	msb_error_free(lerr);
 	*failure = NULL;

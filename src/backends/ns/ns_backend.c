@@ -22,6 +22,7 @@
 #include "egress/egress.h"
 #include "ns_int.h"
 #include "util/fault.h"
+#include "backends/types.h"
 #include "util/fs.h"
 #include "util/json.h"
 
@@ -560,19 +561,8 @@ static int sweep(ns_backend *b, select_fn select, void *ud, uint64_t *disposed,
 						strerror(-r));
 				}
 			}
-			if (r < 0 && failures) {
-				msb_disposal_failure *f = NULL;
-				if (msb_disposal_failure_new(code, detail, &f, NULL) == 0) {
-					msb_disposal_failure **v = msb__reallocarray(
-						*failures, *n_failures + 1, sizeof(*v));
-					if (v) {
-						v[(*n_failures)++] = f;
-						*failures = v;
-					} else {
-						msb_disposal_failure_free(f);
-					}
-				}
-			}
+			if (r < 0)
+				msb_backends__add_failure(failures, n_failures, code, detail);
 			free(detail);
 			if (r == 0 && disposed)
 				(*disposed)++;

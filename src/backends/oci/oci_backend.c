@@ -18,6 +18,7 @@
 #include <jansson.h>
 
 #include "backends/oci/oci_int.h"
+#include "backends/types.h"
 #include "util/fs.h"
 #include "util/json.h"
 
@@ -475,21 +476,6 @@ static int oci_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb
 /* Visit every sandbox directory; `select` returns true to tear it down. */
 typedef bool (*select_fn)(const msb_ns_labels *l, void *ud);
 
-static void add_failure(msb_disposal_failure ***failures, size_t *n, msb_disposal_code code,
-			const char *detail)
-{
-	msb_disposal_failure *f = NULL;
-	if (!failures || msb_disposal_failure_new(code, detail, &f, NULL) < 0)
-		return;
-	msb_disposal_failure **v = msb__reallocarray(*failures, *n + 1, sizeof(*v));
-	if (!v) {
-		msb_disposal_failure_free(f);
-		return;
-	}
-	v[(*n)++] = f;
-	*failures = v;
-}
-
 static int sweep(oci_backend *b, select_fn select, void *ud, uint64_t *disposed,
 		 msb_disposal_failure ***failures, size_t *n_failures)
 {
@@ -527,15 +513,16 @@ static int sweep(oci_backend *b, select_fn select, void *ud, uint64_t *disposed,
 			if (r < 0) {
 				_cleanup_free_ char *detail = msb__asprintf(
 					"%s: %s", de->d_name, msb_error_message(perr));
-				add_failure(failures, n_failures,
-					    r == MSB_E_RUNTIME ? MSB_DISPOSAL_TIMEOUT
-							       : MSB_DISPOSAL_UNKNOWN,
-					    detail);
+				msb_backends__add_failure(failures, n_failures,
+							  r == MSB_E_RUNTIME ? MSB_DISPOSAL_TIMEOUT
+									     : MSB_DISPOSAL_UNKNOWN,
+							  detail);
 			} else if ((r = msb__rm_rf_at(dirfd(d), de->d_name)) < 0) {
 				_cleanup_free_ char *detail =
 					msb__asprintf("%s: the state directory was kept: %s",
 						      de->d_name, strerror(-r));
-				add_failure(failures, n_failures, MSB_DISPOSAL_REFUSED, detail);
+				msb_backends__add_failure(failures, n_failures,
+							  MSB_DISPOSAL_REFUSED, detail);
 			}
 			msb_error_free(perr);
 			if (r == 0 && disposed)
