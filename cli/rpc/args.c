@@ -4,6 +4,7 @@
  * member by member as strictly as the parameters themselves, and documents
  * handed to the library's own JSON readers.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,6 +104,73 @@ static int read_sink(const rpc_param *p, json_t *v, msb_output_sink **out, msb_e
 	return msb_fs_sink_new(dir, &so, out, err);
 }
 
+static void env_free(char **env)
+{
+	for (size_t i = 0; env && env[i]; i++)
+		free(env[i]);
+	free(env);
+}
+
+/* One NAME=VALUE entry of `name`: from an array item (`k` NULL) or a member. */
+static int env_entry(const rpc_param *p, const char *k, json_t *s, size_t i, char **out,
+		     msb_error **err)
+{
+	if (!json_is_string(s) || strlen(json_string_value(s)) != json_string_length(s))
+		return k ? rpc_bad_params(err, "`%s.%.80s` must be a string without NUL", p->name,
+					  k)
+			 : rpc_bad_params(err, "`%s[%zu]` must be a string without NUL", p->name,
+					  i);
+	if (k && strchr(k, '='))
+		return rpc_bad_params(err, "`%s`: the name `%.80s` holds `=`", p->name, k);
+	int n = k ? asprintf(out, "%s=%s", k, json_string_value(s))
+		  : asprintf(out, "%s", json_string_value(s));
+	if (n < 0) {
+		*out = NULL;
+		return msb_error_set(err, MSB_E_NOMEM, "out of memory");
+	}
+	return 0;
+}
+
+/* An exec's environment: ["NAME=VALUE", ...] or {"NAME": "VALUE", ...}, as
+ * NAME=VALUE entries the library checks (msb_exec_env_check: bounds, names,
+ * the reserved ones). */
+static int read_env(const rpc_param *p, json_t *v, char ***out, msb_error **err)
+{
+	bool obj = json_is_object(v);
+	if (!obj && !json_is_array(v))
+		return rpc_bad_params(err,
+				      "`%s` must be an object of strings or an array of "
+				      "NAME=VALUE strings",
+				      p->name);
+	size_t n = obj ? json_object_size(v) : json_array_size(v);
+	if (n > MSB_EXEC_ENV_MAX)
+		return rpc_bad_params(err, "`%s` has more than %u entries", p->name,
+				      MSB_EXEC_ENV_MAX);
+	char **env = calloc(n + 1, sizeof(*env));
+	if (!env)
+		return msb_error_set(err, MSB_E_NOMEM, "out of memory");
+	size_t i = 0;
+	int r = 0;
+	if (obj) {
+		const char *k;
+		json_t *s;
+		json_object_foreach (v, k, s) {
+			if ((r = env_entry(p, k, s, i, &env[i], err)) < 0)
+				break;
+			i++;
+		}
+	} else {
+		for (; i < n && r == 0; i++)
+			r = env_entry(p, NULL, json_array_get(v, i), i, &env[i], err);
+	}
+	if (r < 0) {
+		env_free(env);
+		return r;
+	}
+	*out = env;
+	return 0;
+}
+
 static int read_outputs(const rpc_param *p, json_t *v, rpc_outputs *out, msb_error **err)
 {
 	return rpc_call_time_outputs_of(v, p->name, &out->holder, &out->v, &out->n, err);
@@ -181,6 +249,7 @@ int rpc_read_composite(const rpc_param *p, json_t *v, void *field, msb_error **e
 	case RPC_T_SINK:
 	case RPC_T_OUTPUTS:
 	case RPC_T_ENUM:
+	case RPC_T_ENV:
 	default:
 		break;
 	}
@@ -200,6 +269,8 @@ int rpc_read_composite(const rpc_param *p, json_t *v, void *field, msb_error **e
 		return read_sink(p, v, field, err);
 	case RPC_T_OUTPUTS:
 		return read_outputs(p, v, field, err);
+	case RPC_T_ENV:
+		return read_env(p, v, field, err);
 	case RPC_T_HANDLE:
 	case RPC_T_STR:
 	case RPC_T_BOOL:
@@ -230,6 +301,9 @@ void rpc_free_composite(const rpc_param *p, void *field)
 	case RPC_T_OUTPUTS:
 		free((void *)o->v);
 		msb_spec_unref(o->holder);
+		break;
+	case RPC_T_ENV:
+		env_free(*(char ***)field);
 		break;
 	case RPC_T_HANDLE:
 	case RPC_T_STR:

@@ -138,6 +138,7 @@ static int read_param(rpc_handles *t, const rpc_param *p, json_t *params, void *
 	case RPC_T_OUTPUTS:
 	case RPC_T_LIMITS:
 	case RPC_T_OUTCOME:
+	case RPC_T_ENV:
 	default:
 		break;
 	}
@@ -179,6 +180,7 @@ static void free_param(rpc_handles *t, const rpc_param *p, void *frame)
 	case RPC_T_OUTPUTS:
 	case RPC_T_LIMITS:
 	case RPC_T_OUTCOME:
+	case RPC_T_ENV:
 	default:
 		rpc_free_composite(p, f);
 		break;

@@ -37,6 +37,7 @@ typedef enum rpc_type {
 	RPC_T_LIMITS,  /* msb_transfer_limits, by the spec's reader (its files_out) */
 	RPC_T_OUTCOME, /* msb_call_outcome: {kind, text?, error?} */
 	RPC_T_ENUM,    /* int: the index of the string in `names` */
+	RPC_T_ENV,     /* char ** (NULL-terminated, owned): ["NAME=VALUE"] or {NAME: VALUE} */
 } rpc_type;
 
 /* Parameter flags. */
@@ -191,6 +192,7 @@ void rpc_free_composite(const rpc_param *p, void *field);
 #define P_STRV(T, f, ...) RPC_P_(T, f, #f, RPC_T_STRV, const char **, __VA_ARGS__)
 #define P_BYTES(T, f, name, ...) RPC_P_(T, f, name, RPC_T_BYTES, rpc_bytes, __VA_ARGS__)
 #define P_DOC(T, f, ...) RPC_P_(T, f, #f, RPC_T_DOC, rpc_doc, __VA_ARGS__)
+#define P_ENV(T, f, ...) RPC_P_(T, f, #f, RPC_T_ENV, char **, __VA_ARGS__)
 #define P_OBJECT(T, f, ...) RPC_P_(T, f, #f, RPC_T_OBJECT, json_t *, __VA_ARGS__)
 #define P_SPEC(T, f, ...) RPC_P_(T, f, #f, RPC_T_SPEC, msb_spec *, __VA_ARGS__)
 #define P_KEY(T, f, ...) RPC_P_(T, f, #f, RPC_T_KEY, rpc_key, __VA_ARGS__)

@@ -290,10 +290,12 @@ static int args_env(json_t *args, char ***out, json_t **fail)
 	json_t *val;
 	json_object_foreach (v, name, val) {
 		if (!env || !json_is_string(val) ||
-		    strlen(json_string_value(val)) != json_string_length(val)) {
+		    strlen(json_string_value(val)) != json_string_length(val) ||
+		    strchr(name, '=')) {
 			env_free(env);
-			*fail = bad_argument("invalid arguments: `env` values must be strings "
-					     "without NUL");
+			*fail = bad_argument("invalid arguments: `env.%.80s`: %s", name,
+					     strchr(name, '=') ? "a name holds no `=`"
+							       : "must be a string without NUL");
 			return -1;
 		}
 		if (asprintf(&env[n], "%s=%s", name, json_string_value(val)) < 0) {

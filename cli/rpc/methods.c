@@ -34,10 +34,11 @@ const rpc_method serve_methods[] = {
 
 	/* ---- router.* ---- */
 	{"router.new", RPC_FRAME(f_router_new), serve_router_new,
-	 RPC_PARAMS(P_DOC(f_router_new, config, RPC_REQ)),
+	 RPC_PARAMS(P_DOC(f_router_new, config, RPC_REQ), P_SPEC(f_router_new, spec)),
 	 RPC_RESULTS(R_HANDLE("router", f_router_new, router, H_ROUTER),
 		     R_BOOL("enabled", f_router_new, enabled),
-		     R_JSON("backends", f_router_new, backends))},
+		     R_JSON("backends", f_router_new, backends),
+		     R_JSON_TEXT("route", f_router_new, route))},
 	{"router.free", RPC_FRAME(f_router_options), NULL,
 	 RPC_PARAMS(P_HANDLE(f_router_options, router, H_ROUTER, CLOSES))},
 	{"router.ensure_can_serve", RPC_FRAME(f_router_spec), serve_router_ensure_can_serve,
@@ -91,12 +92,12 @@ const rpc_method serve_methods[] = {
 	/* ---- sandbox.* ---- */
 	{"sandbox.exec", RPC_FRAME(f_exec), serve_sandbox_exec,
 	 RPC_PARAMS(P_HANDLE(f_exec, sandbox, H_SANDBOX), P_STRV(f_exec, argv),
-		    P_STR(f_exec, shell), P_STR(f_exec, working_directory), P_STRV(f_exec, env),
+		    P_STR(f_exec, shell), P_STR(f_exec, working_directory), P_ENV(f_exec, env),
 		    P_BYTES(f_exec, in, "stdin"), TIMEOUT(f_exec), TTY(f_exec)),
 	 RPC_RESULTS(R_EXEC(f_exec, res))},
 	{"sandbox.exec_bounded", RPC_FRAME(f_exec), serve_sandbox_exec_bounded,
 	 RPC_PARAMS(P_HANDLE(f_exec, sandbox, H_SANDBOX), P_STRV(f_exec, argv),
-		    P_STR(f_exec, shell), P_STR(f_exec, working_directory), P_STRV(f_exec, env),
+		    P_STR(f_exec, shell), P_STR(f_exec, working_directory), P_ENV(f_exec, env),
 		    P_BYTES(f_exec, in, "stdin"), TIMEOUT(f_exec), TTY(f_exec),
 		    P_U64(f_exec, max_output_bytes, RPC_REQ)),
 	 RPC_RESULTS(R_EXEC(f_exec, res))},

@@ -20,9 +20,11 @@ typedef struct {
 
 typedef struct {
 	rpc_doc config;
+	msb_spec *spec; /* the workload `route` explains; NULL: the default spec */
 	rpc_new router;
 	bool enabled;
 	json_t *backends;
+	char *route; /* msb_route_explanation_to_json */
 } f_router_new;
 
 typedef struct {
@@ -89,7 +91,8 @@ typedef struct {
 
 typedef struct {
 	rpc_handle *sandbox;
-	const char **argv, **env;
+	const char **argv;
+	char **env; /* NAME=VALUE, from an array of them or an object */
 	const char *shell, *working_directory;
 	rpc_bytes in;
 	double timeout;

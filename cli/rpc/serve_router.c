@@ -20,6 +20,20 @@ static int router_from_config(rpc_call *c, const rpc_doc *config, msb_router **o
 	return msb_router_from_json(config->text, config->len, &extra, out, err);
 }
 
+/* Which backend selection picks for `spec` and why every other was passed
+ * over (msb_router_explain), as JSON text; NULL without a spec. */
+static int route(const msb_router *router, const msb_spec *spec, char **out, msb_error **err)
+{
+	msb_route_explanation why = {0};
+	if (!spec)
+		return 0;
+	int r = msb_router_explain(router, spec, &why, err);
+	if (r == 0)
+		r = msb_route_explanation_to_json(&why, out, err);
+	msb_route_explanation_clear(&why);
+	return r;
+}
+
 int serve_router_new(rpc_call *c, void *frame, msb_error **err)
 {
 	f_router_new *a = frame;
@@ -36,7 +50,7 @@ int serve_router_new(rpc_call *c, void *frame, msb_error **err)
 				      json_pack("{s:s, s:s}", "name", msb_backend_name(b),
 						"isolation", msb_backend_isolation(b)));
 	}
-	return 0;
+	return route(router, a->spec, &a->route, err);
 }
 
 int serve_router_ensure_can_serve(rpc_call *c, void *frame, msb_error **err)

@@ -10,7 +10,7 @@ static int exec(f_exec *a, bool bounded, msb_error **err)
 	req.argv = a->argv;
 	req.shell = a->shell;
 	req.working_directory = a->working_directory;
-	req.env = a->env;
+	req.env = (const char *const *)a->env;
 	req.stdin_data = a->in.data;
 	req.stdin_len = a->in.len;
 	req.timeout = a->timeout;

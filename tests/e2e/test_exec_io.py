@@ -395,6 +395,12 @@ def test_mcp_execute_with_env_and_a_terminal(state):
         assert r["structuredContent"]["stdout"] == "hi there\r\n20 60\r\n"
         r = execute(command="true", env={"HTTP_PROXY": "http://x"})
         assert r["isError"] and "`HTTP_PROXY` is reserved" in r["content"][0]["text"]
+        # a value that is not a string, or a name holding `=`, names the key (issue 16)
+        e = m.call("tools/call", name="execute", arguments={"command": "true", "env": {"N": 1}})
+        assert "`env.N`: must be a string" in json.dumps(e), e
+        e = m.call("tools/call", name="execute",
+                   arguments={"command": "true", "env": {"A=B": "x"}})
+        assert "`env.A=B`: a name holds no `=`" in json.dumps(e), e
         r = execute(command="pwd", working_directory="/")
         assert r["structuredContent"]["stdout"] == "/\n"
     finally:

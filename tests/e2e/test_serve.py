@@ -364,6 +364,9 @@ def test_router_construction_refusals(serve):
     # A router with no backends is disabled (5.4), and says so.
     r = s.call("router.new", config={})
     assert r["enabled"] is False and r["backends"] == []
+    assert r["route"] is None  # only for a given spec
+    r2 = s.call("router.new", config={}, spec=SPEC)
+    assert r2["route"]["backend"] is None and r2["route"]["error"] == "NoSandboxBackend"
     e = s.error("router.resolve", {"router": r["router"], "spec": SPEC})
     assert e["data"]["name"] == "NoSandboxBackend"
     assert s.call("router.ensure_can_serve", router=r["router"], spec=SPEC) == {}  # 6.14
@@ -404,6 +407,35 @@ def test_not_implemented_is_typed(fake):
 
 
 # ---- every method over the fake ----------------------------------------------------------------
+
+def test_router_new_says_which_backend_and_why(serve):
+    """router.new returns the route FIXED selection takes (msb_router_explain):
+    the pick, and why each other backend was passed over (issue 16)."""
+    s = serve()
+    two = {"min_isolation": "none", "selected": "second", "backends": [
+        {"type": "declared", "name": "first", "isolation": "container"},
+        {"type": "declared", "name": "second", "isolation": "container",
+         "declarations": {"egress_modes": ["closed"]}}]}
+    r = s.call("router.new", config=two, spec={"kind": "shell"})
+    route = r["route"]
+    assert route["selection"] == "fixed" and route["backend"] == "second", route
+    assert "fixed selection picked 'second' (named by `selected`)" in route["summary"]
+    steps = {st["backend"]: st for st in route["steps"]}
+    assert steps["second"]["serves"] and steps["second"]["tried"]
+    assert not steps["first"]["tried"] and "not tried" in steps["first"]["reason"]
+    # For a given spec: the refusal the pick would raise, named.
+    spec = {"kind": "k", "egress": "allowlist", "egress_allow": ["example.com"]}
+    route = s.call("router.new", config=two, spec=spec)["route"]
+    assert route["backend"] is None and route["error"] == "SandboxEgressNotEnforced", route
+    assert "cannot enforce the 'allowlist' egress" in steps_of(route)["second"]["reason"]
+    e = s.error("router.new", {"config": two, "spec": {"kind": "k", "x": 1}})
+    assert e["data"]["name"] == "ValueError" and "`x`" in e["message"], e
+    assert s.close() == 0
+
+
+def steps_of(route):
+    return {st["backend"]: st for st in route["steps"]}
+
 
 def test_router_methods_over_the_fake(fake):
     s = fake
@@ -642,6 +674,33 @@ def test_exec_over_ns_exact_bytes_9_1_9_6(ns):
     assert r["exit_code"] == 3
     r = s.call("sandbox.exec", sandbox=s.sandbox, argv=["sh", "-c", "kill -9 $$"])
     assert r["term_signal"] == 9 and r["exit_code"] == 137
+    # env as an object too (issue 16): the spec JSON's own shape
+    r = s.call("sandbox.exec", sandbox=s.sandbox, shell='printf "%s|%s" "$FOO" "$E"',
+               env={"FOO": "a b=c", "E": ""})
+    assert unb64(r["stdout"]) == b"a b=c|"
+
+
+def test_exec_env_object_refused_like_env_flags(fake):
+    """`env` of sandbox.exec as {NAME: VALUE}: the refusals of --env, each
+    naming the key, before anything runs (issue 16)."""
+    s = fake
+    sb = s.call("router.acquire", router=s.router, key=KEY, spec=SPEC)["sandbox"]
+    for env, code, name, words in [
+            ({"HTTP_PROXY": "http://x"}, -32000, "ValueError", "`HTTP_PROXY` is reserved"),
+            ({"PYTHONNOUSERSITE": "0"}, -32000, "ValueError", "`PYTHONNOUSERSITE` is reserved"),
+            ({"PYTHONPATH": "rel"}, -32000, "ValueError", "PYTHONPATH entry 1 `rel`"),
+            ({"": "x"}, -32000, "ValueError", "has an empty name"),
+            ({"N": 1}, -32602, None, "`env.N` must be a string"),
+            ({"N": None}, -32602, None, "`env.N` must be a string"),
+            ({"A=B": "x"}, -32602, None, "the name `A=B` holds `=`"),
+            (["NOEQUALS"], -32000, "ValueError", "is not NAME=VALUE"),
+            ("FOO=bar", -32602, None, "must be an object of strings or an array")]:
+        for method, extra in (("sandbox.exec", {}),
+                              ("sandbox.exec_bounded", {"max_output_bytes": 100})):
+            e = s.error(method, {"sandbox": sb, "argv": ["true"], "env": env, **extra})
+            assert e["code"] == code and words in e["message"], (env, e)
+            if name:
+                assert e["data"]["name"] == name, e
 
 
 @needs_root
