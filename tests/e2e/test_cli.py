@@ -180,10 +180,11 @@ def test_a_file_holding_only_the_floor_opts_down_and_keeps_ns(msb, cfg_env, tmp_
     p = msb("run", "--state-dir", state, "--", "true", env=cfg_env)
     assert p.returncode == 3 and b"minimum-isolation floor" in p.stderr, p.stderr
     assert b"configuration file" in p.stderr  # the refusal says how to opt down once
-    # ...and the one-line file opts down, the default backend (ns) kept.
+    # ...and the one-line file opts down, the default backend (ns) kept:
+    # the README's example, exactly, with no flag but the test's state root.
     put(tmp_path / "xdg" / "msb" / "config.json", {"router": {"min_isolation": "container"}})
-    p = msb("run", "--state-dir", state, "--", "sh", "-c", "echo served", env=cfg_env)
-    assert p.returncode == 0 and p.stdout == b"served\n", p.stderr
+    p = msb("run", "--state-dir", state, "--", "python3", "-c", "print(6*7)", env=cfg_env)
+    assert p.returncode == 0 and p.stdout == b"42\n", p.stderr
     p, out = msb.json("acquire", "--state-dir", state, "--thread", "c", "--json", env=cfg_env)
     assert p.returncode == 0 and out["backend"] == "ns", p.stderr
     assert msb("purge", "--state-dir", state, "--scope", "cli", "--thread", "c",
