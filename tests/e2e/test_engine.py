@@ -183,8 +183,16 @@ def test_exec_bytes_and_exit_codes(docker):
     docker.ok("exec", key=k, argv=["mkdir", "-p", "sub/dir"])
     r = docker.ok("exec", key=k, argv=["pwd"], wd="sub/dir")
     assert out(r) == b"/maf-sandbox/work/sub/dir\n"
-    e = docker("exec", key=k, argv=["pwd"], wd="../../etc")["error"]
-    assert e["name"] == "ValueError"
+    # Any existing directory, absolute or relative to the storage base; a
+    # missing one runs nothing: 126 and why on stderr (issue 16).
+    r = docker.ok("exec", key=k, argv=["pwd"], wd="../../etc")
+    assert out(r) == b"/etc\n" and r["exit_code"] == 0
+    r = docker.ok("exec", key=k, argv=["pwd"], wd="/")
+    assert out(r) == b"/\n" and r["exit_code"] == 0
+    for wd, why in (("/no/such", b"No such file or directory"), ("/etc/passwd", b"Not a directory")):
+        r = docker.ok("exec", key=k, argv=["sh", "-c", "echo ran"], wd=wd)
+        assert (r["exit_code"], out(r)) == (126, b""), r
+        assert out(r, "stderr") == b"msb: working directory `" + wd.encode() + b"`: " + why + b"\n"
     # A large output arrives whole, and exec_bounded stops at its budget.
     r = docker.ok("exec", key=k, argv=["head", "-c", "3000000", "/dev/zero"])
     assert len(out(r)) == 3000000
@@ -391,6 +399,10 @@ def test_wslc_through_the_fixture(wslc, engine):
     assert set(decl["capabilities"]) == {"exec", "files_in"}  # 21.4
     r = wslc.ok("exec", key=k, argv=["sh", "-c", "printf x; exit 4"])
     assert out(r) == b"x" and r["exit_code"] == 4
+    r = wslc.ok("exec", key=k, argv=["pwd"], wd="/")
+    assert out(r) == b"/\n"
+    r = wslc.ok("exec", key=k, argv=["pwd"], wd="/no/such")  # issue 16
+    assert r["exit_code"] == 126 and b"No such file or directory" in out(r, "stderr")
     wslc.ok("write", key=k, path="a/b.txt", data_hex=b"hi\x00".hex())
     r = wslc.ok("exec", key=k, argv=["cat", "a/b.txt"])
     assert out(r) == b"hi\x00"

@@ -418,7 +418,8 @@ static int record_run(void *ud, char *const *argv, const wslc_io *io, wslc_outco
 		/* A stat or read: the base and its parent are directories, the
 		 * rest is absent. */
 		const char *path = strchr(argv[3], ':') + 1;
-		if (strcmp(path, "/maf-sandbox") == 0 || strcmp(path, "/maf-sandbox/work") == 0) {
+		if (strcmp(path, "/maf-sandbox") == 0 || strcmp(path, "/maf-sandbox/work") == 0 ||
+		    strcmp(path, "/maf-sandbox/work/sub") == 0) {
 			uint8_t h[512];
 			dir_header(h, path + 1);
 			int q = io->sink(io->sink_ud, h, sizeof(h), err);
@@ -490,22 +491,35 @@ Test(engine, wslc_create_argv_21_10_21_20)
 			 "wslc container exec --user 0 cid123 mkdir -p -- /maf-sandbox/work");
 	cr_assert_str_eq(msb_sandbox_instance_id(sb), "cid123");
 
-	/* exec: argv natively, -w the working directory (21.26) */
+	/* exec: argv natively, -w the working directory (21.26), judged
+	 * first by the engine's stat (a cp to its first header; issue 16) */
 	const char *argv[] = {"printf", "a b", NULL};
 	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
 	req.argv = argv;
 	req.working_directory = "sub";
 	msb_exec_result res = {0};
 	cr_assert_eq(msb_sandbox_exec(sb, &req, &res, NULL), 0);
-	cr_assert_str_eq(rc.calls[3], "wslc container exec -w /maf-sandbox/work/sub cid123 "
+	cr_assert_str_eq(rc.calls[3], "wslc container cp cid123:/maf-sandbox/work/sub -");
+	cr_assert_str_eq(rc.calls[4], "wslc container exec -w /maf-sandbox/work/sub cid123 "
 				      "printf a b");
 	msb_exec_result_clear(&res);
+	/* the default needs no stat: the storage base is made at create */
 	req.argv = NULL;
 	req.working_directory = NULL;
 	req.shell = "echo hi";
 	cr_assert_eq(msb_sandbox_exec(sb, &req, &res, NULL), 0);
-	cr_assert_str_eq(rc.calls[4], "wslc container exec -w /maf-sandbox/work cid123 sh -c "
+	cr_assert_str_eq(rc.calls[5], "wslc container exec -w /maf-sandbox/work cid123 sh -c "
 				      "echo hi");
+	msb_exec_result_clear(&res);
+	/* any absolute directory; a missing one runs nothing: 126 and why */
+	req.working_directory = "/no/such";
+	cr_assert_eq(msb_sandbox_exec(sb, &req, &res, NULL), 0);
+	cr_assert_str_eq(rc.calls[6], "wslc container cp cid123:/no/such -");
+	cr_assert_eq(rc.n, 7);
+	cr_assert_eq(res.exit_code, 126);
+	cr_assert_str_eq((const char *)res.stderr_bytes,
+			 "msb: working directory `/no/such`: No such file or directory\n");
+	cr_assert_eq(res.stdout_len, 0);
 	msb_exec_result_clear(&res);
 	msb_sandbox_free(sb);
 	msb_spec_unref(spec);

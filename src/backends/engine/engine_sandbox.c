@@ -16,6 +16,7 @@
  * (docs/security.md, "Container engines").
  */
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 
 #include <msb/paths.h>
@@ -52,11 +53,71 @@ static const engine_transport_ops *ops(engine_sandbox *s)
 
 /* ---- exec ------------------------------------------------------------------------ */
 
+/* The file plane's working directory: confined to the storage base. */
 static int resolve_wd(engine_sandbox *s, const char *wd, char **out, msb_error **err)
 {
 	int r = msb_confine_guest_path(wd && *wd ? wd : ".", s->base, out, err);
 	if (r < 0)
 		return msb_error_wrap(err, "working directory `%s`", wd);
+	return 0;
+}
+
+/*
+ * The exec's working directory (issue 16): any existing directory of the
+ * guest, absolute as it is, relative joined onto the storage base, never
+ * confined (the seed confines the file plane, not commands). *out NULL: it
+ * cannot be entered, and *why (malloc()ed) says so - the exec does not run
+ * and answers 126 with that on stderr, as ns's agent does. The engine's
+ * lstat judges it; a link is left to the engine, which follows it as `cd`
+ * would.
+ */
+static int exec_wd(engine_sandbox *s, const char *wd, char **out, char **why, msb_error **err)
+{
+	*out = *why = NULL;
+	if (!wd || !*wd || strcmp(wd, ".") == 0) {
+		*out = strdup(s->base);
+		return *out ? 0 : msb__error_nomem(err);
+	}
+	if (strlen(wd) > PATH_MAX)
+		return msb_error_set(err, MSB_E_VALUE, "working directory: longer than %u bytes",
+				     PATH_MAX);
+	_cleanup_free_ char *abs = wd[0] == '/' ? strdup(wd) : msb__asprintf("%s/%s", s->base, wd);
+	if (!abs)
+		return msb__error_nomem(err);
+	engine_stat st = {0};
+	int r = ops(s)->stat(s->b->t, s->id, abs, &st, err);
+	if (r < 0)
+		return msb_error_wrap(err, "working directory `%s`", wd);
+	const char *reason = !st.present ? "No such file or directory"
+			     : st.kind == MSB_ENTRY_DIRECTORY || st.kind == MSB_ENTRY_SYMLINK
+				     ? NULL
+				     : "Not a directory";
+	if (reason) {
+		*why = msb__asprintf("msb: working directory `%s`: %s\n", wd, reason);
+		return *why ? 0 : msb__error_nomem(err);
+	}
+	*out = TAKE_PTR(abs);
+	return 0;
+}
+
+/* The answer of an exec whose working directory cannot be entered (its
+ * reason within a bounded exec's budget). */
+static int not_entered(char *why, uint64_t budget, msb_exec_result *out, msb_error **err)
+{
+	*out = (msb_exec_result){0};
+	out->stdout_bytes = calloc(1, 1);
+	if (!out->stdout_bytes) {
+		free(why);
+		return msb__error_nomem(err);
+	}
+	out->stderr_bytes = (uint8_t *)why;
+	out->stderr_len = strlen(why);
+	if (out->stderr_len > budget) {
+		out->stderr_len = (size_t)budget;
+		why[budget] = '\0';
+		out->truncated = true;
+	}
+	out->exit_code = 126;
 	return 0;
 }
 
@@ -80,9 +141,12 @@ static int run(engine_sandbox *s, const msb_exec_request *req, bool bounded, msb
 	       msb_error **err)
 {
 	_cleanup_free_ char *wd = NULL;
-	int r = resolve_wd(s, req->working_directory, &wd, err);
+	char *why = NULL;
+	int r = exec_wd(s, req->working_directory, &wd, &why, err);
 	if (r < 0)
 		return r;
+	if (why)
+		return not_entered(why, bounded ? req->max_output_bytes : UINT64_MAX, out, err);
 	const char *shell_argv[] = {"sh", "-c", req->shell, NULL};
 	engine_exec x = {
 		.argv = req->argv ? req->argv : shell_argv,
