@@ -14,7 +14,7 @@
  * files_out, outputs_named_at_call_time, identities, egress,
  * requires_os_family, isolation_scope, confined_to_guest_call_path,
  * exclusive_admission, min_cleanup, resources (memory_bytes, pids_max,
- * cpu_millis, writable_bytes).
+ * cpu_millis, writable_bytes), env.
  *
  * Thread-safety: a built spec is immutable and may be shared across threads
  * (ref/unref are atomic). A builder belongs to one thread.
@@ -74,6 +74,12 @@ MSB_EXTERN void msb_spec_builder_add_egress_rule(msb_spec_builder *b, const char
 MSB_EXTERN void msb_spec_builder_set_work_dir(msb_spec_builder *b, const char *work_dir);
 MSB_EXTERN void msb_spec_builder_set_label(msb_spec_builder *b, const char *key, const char *value);
 MSB_EXTERN void msb_spec_builder_clear_labels(msb_spec_builder *b);
+/* env: NAME -> VALUE, the environment every exec of a sandbox acquired with
+ * this spec starts from; an exec's own env wins name by name (issue 16).
+ * Refused at build as msb_exec_env_check refuses an exec's env (reserved
+ * names, bounds), and a name holding '='. */
+MSB_EXTERN void msb_spec_builder_set_env(msb_spec_builder *b, const char *name, const char *value);
+MSB_EXTERN void msb_spec_builder_clear_env(msb_spec_builder *b);
 MSB_EXTERN void msb_spec_builder_set_requires(msb_spec_builder *b, msb_capset requires);
 MSB_EXTERN void msb_spec_builder_set_min_isolation(msb_spec_builder *b, msb_isolation floor);
 MSB_EXTERN void msb_spec_builder_clear_min_isolation(msb_spec_builder *b);
@@ -118,6 +124,9 @@ MSB_EXTERN size_t msb_spec_label_count(const msb_spec *s);
 MSB_EXTERN void msb_spec_label(const msb_spec *s, size_t i, const char **key, const char **value);
 /* NULL when absent. */
 MSB_EXTERN const char *msb_spec_label_get(const msb_spec *s, const char *key);
+/* The env, sorted by name. */
+MSB_EXTERN size_t msb_spec_env_count(const msb_spec *s);
+MSB_EXTERN void msb_spec_env(const msb_spec *s, size_t i, const char **name, const char **value);
 MSB_EXTERN msb_capset msb_spec_requires(const msb_spec *s);
 /* requires ∪ derived (EGRESS_METHODS for any method-scoped rule) (3.13, 3.14). */
 MSB_EXTERN msb_capset msb_spec_required_capabilities(const msb_spec *s);

@@ -75,6 +75,19 @@ def test_unknown_spec_key_is_refused_naming_it(msb, write_json, examples):
     assert b"netwrk" in p.stderr
 
 
+def test_spec_env_is_refused_like_env_flags(msb, write_json, examples):
+    # Issue 16: a spec's env is checked as --env is, the key named.
+    router = os.path.join(examples, "router-dev.json")
+    for env, phrase in (({"HTTPS_PROXY": "http://x"}, b"`HTTPS_PROXY` is reserved"),
+                        ({"N": 1}, b"spec.env.N: must be a string"),
+                        ({"A=B": "x"}, b"the name `A=B` holds `=`")):
+        spec = write_json("spec.json", {"kind": "k", "env": env})
+        p = msb("check", "--spec", spec, "--router", router)
+        assert p.returncode == 2 and phrase in p.stderr, p.stderr
+    spec = write_json("spec.json", {"kind": "k", "env": {"LANG": "C.UTF-8"}})
+    assert msb("check", "--spec", spec, "--router", router).returncode == 0
+
+
 def test_legacy_backend_attribute_refused_4_10(msb, write_json, examples):
     router = write_json("router.json", {"min_isolation": "none", "backends": [
         {"type": "declared", "name": "legacy", "isolation": "container",

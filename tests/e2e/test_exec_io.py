@@ -352,11 +352,26 @@ def test_serve_exec_tty_env_and_working_directory(state):
         cfg = {"min_isolation": "container", "backends": [{"type": "ns", "state_dir": state}]}
         router = s.call("router.new", config=cfg)["result"]["router"]
         key = {"scope": "app", "thread_id": "t1", "agent_dir": "agent"}
-        sb = s.call("router.acquire", router=router, key=key,
-                    spec={"kind": "shell"})["result"]["sandbox"]
+        # the spec's env (issue 16): every exec starts from it, the exec's own
+        # entries win name by name; refused at the spec like --env
+        spec = {"kind": "shell", "env": {"FROM_SPEC": "s", "BOTH": "spec"}}
+        e = s.call("router.acquire", router=router, key=key,
+                   spec={"kind": "shell", "env": {"HTTP_PROXY": "x"}})["error"]
+        assert e["data"]["name"] == "ValueError" and "`HTTP_PROXY` is reserved" in e["message"]
+        e = s.call("router.acquire", router=router, key=key,
+                   spec={"kind": "shell", "env": {"N": 1}})["error"]
+        assert e["data"]["name"] == "TypeError" and "spec.env.N: must be a string" in \
+            e["message"], e
+        sb = s.call("router.acquire", router=router, key=key, spec=spec)["result"]["sandbox"]
 
         def ex(**kw):
             return s.call("sandbox.exec", sandbox=sb, **kw)
+
+        r = ex(shell='printf "%s %s %s" "$FROM_SPEC" "$BOTH" "$X"', env={"BOTH": "req", "X": "x"})
+        assert base64.b64decode(r["result"]["stdout"]) == b"s req x", r
+        r = s.call("sandbox.exec_bounded", sandbox=sb, shell='printf "%s" "$BOTH"',
+                   max_output_bytes=100)["result"]
+        assert base64.b64decode(r["stdout"]) == b"spec"
 
         r = ex(shell="stty size; echo out; echo err >&2", tty=True, rows=33, cols=77)["result"]
         assert base64.b64decode(r["stdout"]) == b"33 77\r\nout\r\nerr\r\n"

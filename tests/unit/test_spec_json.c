@@ -283,6 +283,39 @@ Test(spec_json, labels_3_19)
 			    "spec.labels: must be an object");
 }
 
+/* env: the environment every exec starts from, refused at build as an
+ * exec's env is (issue 16), a value's type naming the key. */
+Test(spec_json, env_is_refused_like_an_exec_env)
+{
+	msb_spec *s = load("{\"kind\":\"k\",\"env\":{\"B\":\"2\",\"A\":\"x=y\"}}");
+	cr_assert_eq(msb_spec_env_count(s), 2);
+	const char *n, *v;
+	msb_spec_env(s, 0, &n, &v); /* sorted by name */
+	cr_assert_str_eq(n, "A");
+	cr_assert_str_eq(v, "x=y");
+	assert_round_trip(s);
+	msb_spec *plain = load("{\"kind\":\"k\"}");
+	cr_assert_not(msb_spec_equal(s, plain));
+	char *json = NULL;
+	cr_assert_eq(msb_spec_to_json(plain, &json, NULL), 0);
+	cr_assert_null(strstr(json, "\"env\"")); /* absent when empty */
+	free(json);
+	msb_spec_unref(plain);
+	msb_spec_unref(s);
+	assert_json_refused("{\"kind\":\"k\",\"env\":{\"N\":1}}", MSB_E_TYPE,
+			    "spec.env.N: must be a string");
+	assert_json_refused("{\"kind\":\"k\",\"env\":[\"N=1\"]}", MSB_E_TYPE,
+			    "spec.env: must be an object");
+	assert_json_refused("{\"kind\":\"k\",\"env\":{\"HTTPS_PROXY\":\"x\"}}", MSB_E_VALUE,
+			    "env: `HTTPS_PROXY` is reserved");
+	assert_json_refused("{\"kind\":\"k\",\"env\":{\"PYTHONNOUSERSITE\":\"0\"}}", MSB_E_VALUE,
+			    "env: `PYTHONNOUSERSITE` is reserved");
+	assert_json_refused("{\"kind\":\"k\",\"env\":{\"A=B\":\"x\"}}", MSB_E_VALUE,
+			    "env: the name `A=B` holds `=`");
+	assert_json_refused("{\"kind\":\"k\",\"env\":{\"\":\"x\"}}", MSB_E_VALUE,
+			    "has an empty name");
+}
+
 /* Every field set to a non-default value survives the round trip. */
 Test(spec_json, round_trip_every_field_3_28)
 {
@@ -296,6 +329,7 @@ Test(spec_json, round_trip_every_field_3_28)
 	msb_spec_builder_set_work_dir(b, "/workspace");
 	msb_spec_builder_set_label(b, "team", "x");
 	msb_spec_builder_set_label(b, "é", "ü");
+	msb_spec_builder_set_env(b, "LANG", "C.UTF-8");
 	msb_spec_builder_set_requires(b, MSB_CAP_EXEC | MSB_CAP_FILES_IN | MSB_CAP_FILES_OUT |
 						 MSB_CAP_HOST_TOOLS);
 	msb_spec_builder_set_min_isolation(b, MSB_ISOLATION_HARDENED_CONTAINER);

@@ -8,6 +8,7 @@
  */
 #include <stdatomic.h>
 
+#include "core/policy/exec_opts.h"
 #include "core/policy/router_int.h"
 
 struct msb_backend {
@@ -212,6 +213,11 @@ int msb_backend_acquire(msb_backend *b, const msb_key *key, const msb_spec *spec
 	if (!sb)
 		return msb_error_set(err, MSB_E_RUNTIME, "backend `%s` acquire returned no sandbox",
 				     b->name);
+	/* the spec's env under every exec's (issue 16) */
+	if ((r = msb__sandbox_set_spec_env(sb, spec, err)) < 0) {
+		msb_sandbox_free(sb);
+		return r;
+	}
 	*out = sb;
 	return 0;
 }

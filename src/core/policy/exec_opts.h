@@ -4,6 +4,7 @@
 #define MSB_CORE_POLICY_EXEC_OPTS_H
 
 #include <msb/sandbox.h>
+#include <msb/spec.h>
 
 /*
  * *out = req as a version-2 request (a version-1 one gets io NULL), after
@@ -15,5 +16,12 @@
  */
 int msb__exec_prepare(unsigned served, const char *backend, const msb_exec_request *req,
 		      msb_exec_request *out, const char *op, msb_error **err);
+
+/*
+ * The environment of `spec` (msb_spec_builder_set_env) as the one every
+ * exec of sb starts from; the request's entries win name by name. Set once,
+ * by msb_backend_acquire, before the handle is given out.
+ */
+int msb__sandbox_set_spec_env(msb_sandbox *sb, const msb_spec *spec, msb_error **err);
 
 #endif

@@ -13,6 +13,7 @@
 #include <msb/sandbox.h>
 
 #include "core/policy/exec_opts.h"
+#include "core/policy/spec_int.h"
 #include "util/util.h"
 
 struct msb_sandbox {
@@ -20,6 +21,7 @@ struct msb_sandbox {
 	const msb_sandbox_ops *ops_id; /* the address given to msb_sandbox_new */
 	void *impl;
 	char *backend_name;
+	char **env; /* the spec's NAME=VALUE entries, or NULL (msb__sandbox_set_spec_env) */
 };
 
 void *msb_sandbox_impl(const msb_sandbox *sb, const msb_sandbox_ops *ops)
@@ -294,6 +296,7 @@ void msb_sandbox_free(msb_sandbox *sb)
 		return;
 	sb->ops.release(sb->impl);
 	free(sb->backend_name);
+	msb__env_free(sb->env);
 	free(sb);
 }
 
@@ -397,6 +400,55 @@ static int check_timeout(double timeout, const char *op, msb_error **err)
 /* ---- exec -------------------------------------------------------------------
  * Results go through a local so that *out is written only on success. */
 
+int msb__sandbox_set_spec_env(msb_sandbox *sb, const msb_spec *spec, msb_error **err)
+{
+	char **env = NULL;
+	int r = msb__spec_env_entries(spec, &env, err);
+	if (r < 0)
+		return r;
+	msb__env_free(sb->env);
+	sb->env = env;
+	return 0;
+}
+
+/* The spec's env under the request's (*merged, to free; NULL when the spec
+ * sets none): a spec entry whose name the request sets is left out, so the
+ * exec's own wins; the whole is checked again for the bounds. */
+static int merge_env(const msb_sandbox *sb, msb_exec_request *local, const char *op,
+		     const char ***merged, msb_error **err)
+{
+	*merged = NULL;
+	if (!sb->env)
+		return 0;
+	size_t ns = 0, nr = 0;
+	while (sb->env[ns])
+		ns++;
+	while (local->env && local->env[nr])
+		nr++;
+	const char **m = calloc(ns + nr + 1, sizeof(*m));
+	if (!m)
+		return msb__error_nomem(err);
+	size_t k = 0;
+	for (size_t i = 0; i < ns; i++) {
+		size_t len = strcspn(sb->env[i], "=") + 1; /* the name and its '=' */
+		bool overridden = false;
+		for (size_t j = 0; j < nr && !overridden; j++)
+			overridden = strncmp(local->env[j], sb->env[i], len) == 0;
+		if (!overridden)
+			m[k++] = sb->env[i];
+	}
+	for (size_t j = 0; j < nr; j++)
+		m[k++] = local->env[j];
+	int r = msb_exec_env_check(m, err);
+	if (r < 0) {
+		free(m);
+		return msb_error_wrap(err, "%s: the spec's env and the request's together", op);
+	}
+	local->env = m;
+	*merged = m;
+	return 0;
+}
+
 static int finish_exec(int r, msb_exec_result *tmp, msb_exec_result *out)
 {
 	if (r < 0) {
@@ -411,8 +463,9 @@ int msb_sandbox_exec(msb_sandbox *sb, const msb_exec_request *req, msb_exec_resu
 		     msb_error **err)
 {
 	msb_exec_request local;
+	_cleanup_free_ const char **env = NULL;
 	int r = check_exec_request(sb, req, out, "exec", false, &local, err);
-	if (r < 0)
+	if (r < 0 || (r = merge_env(sb, &local, "exec", &env, err)) < 0)
 		return r;
 	msb_exec_result tmp = {0};
 	return finish_exec(sb->ops.exec(sb->impl, &local, &tmp, err), &tmp, out);
@@ -422,8 +475,9 @@ int msb_sandbox_exec_bounded(msb_sandbox *sb, const msb_exec_request *req, msb_e
 			     msb_error **err)
 {
 	msb_exec_request local;
+	_cleanup_free_ const char **env = NULL;
 	int r = check_exec_request(sb, req, out, "exec_bounded", true, &local, err);
-	if (r < 0)
+	if (r < 0 || (r = merge_env(sb, &local, "exec_bounded", &env, err)) < 0)
 		return r;
 	msb_exec_result tmp = {0};
 	return finish_exec(sb->ops.exec_bounded(sb->impl, &local, &tmp, err), &tmp, out);

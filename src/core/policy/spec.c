@@ -71,6 +71,7 @@ static void fields_free(struct spec_fields *f)
 	free(f->image_id);
 	free(f->work_dir);
 	labels_free(f->labels, f->n_labels);
+	labels_free(f->env, f->n_env);
 	outputs_free(f->outputs, f->n_outputs);
 	memset(f, 0, sizeof(*f));
 }
@@ -147,33 +148,39 @@ static int entries_copy(const struct egress_entry *src, size_t n, struct egress_
 	return 0;
 }
 
+/* A copy of a name -> value map; on failure *dst holds what was copied. */
+static int map_copy(struct label **dst, size_t *n_dst, const struct label *src, size_t n)
+{
+	if (n == 0)
+		return 0;
+	if (!(*dst = calloc(n, sizeof(struct label))))
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		*n_dst = i + 1;
+		if (dup_str(src[i].key, &(*dst)[i].key) < 0 ||
+		    dup_str(src[i].value, &(*dst)[i].value) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 /* Deep copy of every field. On failure dst holds what was copied so far and
  * the caller frees it with fields_free(). */
 static int fields_copy(struct spec_fields *dst, const struct spec_fields *src)
 {
 	*dst = *src;
 	dst->kind = dst->image = dst->image_id = dst->work_dir = NULL;
-	dst->labels = NULL;
-	dst->n_labels = 0;
+	dst->labels = dst->env = NULL;
+	dst->n_labels = dst->n_env = 0;
 	dst->outputs = NULL;
 	dst->n_outputs = 0;
 	if (dup_str(src->kind, &dst->kind) < 0 || dup_str(src->image, &dst->image) < 0 ||
 	    dup_str(src->image_id, &dst->image_id) < 0 ||
 	    dup_str(src->work_dir, &dst->work_dir) < 0)
 		return -ENOMEM;
-	if (src->n_labels > 0) {
-		dst->labels = calloc(src->n_labels, sizeof(struct label));
-		if (!dst->labels)
-			return -ENOMEM;
-		for (size_t i = 0; i < src->n_labels; i++) {
-			if (dup_str(src->labels[i].key, &dst->labels[i].key) < 0 ||
-			    dup_str(src->labels[i].value, &dst->labels[i].value) < 0) {
-				dst->n_labels = i + 1;
-				return -ENOMEM;
-			}
-			dst->n_labels = i + 1;
-		}
-	}
+	if (map_copy(&dst->labels, &dst->n_labels, src->labels, src->n_labels) < 0 ||
+	    map_copy(&dst->env, &dst->n_env, src->env, src->n_env) < 0)
+		return -ENOMEM;
 	if (src->n_outputs > 0) {
 		dst->outputs = calloc(src->n_outputs, sizeof(msb_declared_output));
 		if (!dst->outputs)
@@ -328,30 +335,30 @@ void msb_spec_builder_set_work_dir(msb_spec_builder *b, const char *work_dir)
 		set_str(b, &b->f.work_dir, work_dir);
 }
 
-void msb_spec_builder_set_label(msb_spec_builder *b, const char *key, const char *value)
+/* Set key to value in a map kept sorted by key: lookups, equality and JSON
+ * agree. `what` names the map, `entry` one of its entries, in a misuse. */
+static void map_set(msb_spec_builder *b, struct label **map, size_t *n, const char *key,
+		    const char *value, const char *what, const char *entry)
 {
-	if (!b)
-		return;
 	if (!key) {
-		latch_misuse(b, "labels: a label needs a key");
+		latch_misuse(b, "%s: a %s needs a key", what, entry);
 		return;
 	}
 	if (!value) {
-		latch_misuse(b, "labels: label `%s` has no value", key);
+		latch_misuse(b, "%s: %s `%s` has no value", what, entry, key);
 		return;
 	}
-	/* Keep the array sorted by key: lookups, equality and JSON agree. */
 	size_t pos = 0;
-	while (pos < b->f.n_labels && strcmp(b->f.labels[pos].key, key) < 0)
+	while (pos < *n && strcmp((*map)[pos].key, key) < 0)
 		pos++;
 	char *v;
 	if (dup_str(value, &v) < 0) {
 		b->oom = true;
 		return;
 	}
-	if (pos < b->f.n_labels && strcmp(b->f.labels[pos].key, key) == 0) {
-		free(b->f.labels[pos].value);
-		b->f.labels[pos].value = v;
+	if (pos < *n && strcmp((*map)[pos].key, key) == 0) {
+		free((*map)[pos].value);
+		(*map)[pos].value = v;
 		return;
 	}
 	char *k;
@@ -360,19 +367,39 @@ void msb_spec_builder_set_label(msb_spec_builder *b, const char *key, const char
 		b->oom = true;
 		return;
 	}
-	struct label *grown =
-		msb__reallocarray(b->f.labels, b->f.n_labels + 1, sizeof(struct label));
+	struct label *grown = msb__reallocarray(*map, *n + 1, sizeof(struct label));
 	if (!grown) {
 		free(k);
 		free(v);
 		b->oom = true;
 		return;
 	}
-	b->f.labels = grown;
-	memmove(&grown[pos + 1], &grown[pos], (b->f.n_labels - pos) * sizeof(struct label));
+	*map = grown;
+	memmove(&grown[pos + 1], &grown[pos], (*n - pos) * sizeof(struct label));
 	grown[pos].key = k;
 	grown[pos].value = v;
-	b->f.n_labels++;
+	(*n)++;
+}
+
+void msb_spec_builder_set_label(msb_spec_builder *b, const char *key, const char *value)
+{
+	if (b)
+		map_set(b, &b->f.labels, &b->f.n_labels, key, value, "labels", "label");
+}
+
+void msb_spec_builder_set_env(msb_spec_builder *b, const char *name, const char *value)
+{
+	if (b)
+		map_set(b, &b->f.env, &b->f.n_env, name, value, "env", "variable");
+}
+
+void msb_spec_builder_clear_env(msb_spec_builder *b)
+{
+	if (!b)
+		return;
+	labels_free(b->f.env, b->f.n_env);
+	b->f.env = NULL;
+	b->f.n_env = 0;
 }
 
 void msb_spec_builder_clear_labels(msb_spec_builder *b)
@@ -824,7 +851,7 @@ int msb_spec_build(const msb_spec_builder *b, msb_spec **out, msb_error **err)
 	if (b->misuse)
 		return msb_error_set(err, MSB_E_VALUE, "%s", b->misuse);
 	int r = validate_fields(&b->f, err);
-	if (r < 0)
+	if (r < 0 || (r = msb__spec_env_validate(&b->f, err)) < 0)
 		return r;
 
 	struct egress_entry *egress = NULL;

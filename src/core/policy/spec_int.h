@@ -53,6 +53,10 @@ struct spec_fields {
 	uint64_t pids_max;
 	uint64_t cpu_millis;
 	uint64_t writable_bytes;
+	/* The environment every exec starts from (issue 16): sorted by name,
+	 * names unique; checked at build by msb_exec_env_check. */
+	struct label *env;
+	size_t n_env;
 };
 
 struct msb_spec_builder {
@@ -70,5 +74,12 @@ struct msb_spec {
 	size_t n_egress;
 	msb_capset required; /* requires ∪ derived */
 };
+
+/* spec_env.c: the env's checks at build (msb_exec_env_check), and the env
+ * as NULL-terminated NAME=VALUE strings (*out NULL when it is empty; free
+ * with msb__env_free). */
+int msb__spec_env_validate(const struct spec_fields *f, msb_error **err);
+int msb__spec_env_entries(const msb_spec *s, char ***out, msb_error **err);
+void msb__env_free(char **env);
 
 #endif

@@ -33,6 +33,7 @@ static const char *const spec_keys[] = {
 	"exclusive_admission",
 	"min_cleanup",
 	"resources",
+	"env",
 	NULL,
 };
 
@@ -145,23 +146,25 @@ static int load_egress_allow(json_t *obj, msb_spec_builder *b, msb_error **err)
 	return 0;
 }
 
-static int load_labels(json_t *obj, msb_spec_builder *b, msb_error **err)
+/* An object of strings (`labels`, `env`) into the builder's map. */
+static int load_map(json_t *obj, const char *key, msb_spec_builder *b,
+		    void (*set)(msb_spec_builder *, const char *, const char *), msb_error **err)
 {
 	json_t *o = NULL;
 	bool present = false;
-	int r = msb__json_get_object(obj, "labels", WHERE, &o, &present, err);
+	int r = msb__json_get_object(obj, key, WHERE, &o, &present, err);
 	if (r < 0 || !present)
 		return r;
-	const char *key;
+	const char *name;
 	json_t *v;
-	json_object_foreach (o, key, v) {
+	json_object_foreach (o, name, v) {
 		if (!json_is_string(v))
-			return msb_error_set(err, MSB_E_TYPE, WHERE ".labels.%s: must be a string",
-					     key);
+			return msb_error_set(err, MSB_E_TYPE, WHERE ".%s.%s: must be a string", key,
+					     name);
 		if (strlen(json_string_value(v)) != json_string_length(v))
-			return msb_error_set(err, MSB_E_VALUE,
-					     WHERE ".labels.%s: must not contain NUL", key);
-		msb_spec_builder_set_label(b, key, json_string_value(v));
+			return msb_error_set(err, MSB_E_VALUE, WHERE ".%s.%s: must not contain NUL",
+					     key, name);
+		set(b, name, json_string_value(v));
 	}
 	return 0;
 }
@@ -342,7 +345,9 @@ int msb_spec_from_json(const char *json, size_t len, msb_spec **out, msb_error *
 	msb_transfer_limits files_in = MSB_DEFAULT_TRANSFER_LIMITS;
 	msb_transfer_limits files_out = MSB_DEFAULT_TRANSFER_LIMITS;
 	if ((r = load_scalars(obj, b, err)) < 0 || (r = load_work_dir(obj, b, err)) < 0 ||
-	    (r = load_egress_allow(obj, b, err)) < 0 || (r = load_labels(obj, b, err)) < 0 ||
+	    (r = load_egress_allow(obj, b, err)) < 0 ||
+	    (r = load_map(obj, "labels", b, msb_spec_builder_set_label, err)) < 0 ||
+	    (r = load_map(obj, "env", b, msb_spec_builder_set_env, err)) < 0 ||
 	    (r = load_requires(obj, b, err)) < 0 || (r = load_identities(obj, b, err)) < 0 ||
 	    (r = load_declared_outputs(obj, b, err)) < 0 || (r = load_resources(obj, b, err)) < 0 ||
 	    (r = load_limits(obj, "files_in", &files_in, err)) < 0 ||
@@ -461,12 +466,14 @@ static json_t *jegress_allow(const msb_spec *s)
 	return a;
 }
 
-static json_t *jlabels(const msb_spec *s)
+/* labels or env, as an object of strings. */
+static json_t *jmap(const msb_spec *s, size_t n,
+		    void (*at)(const msb_spec *, size_t, const char **, const char **))
 {
 	json_t *o = json_object();
-	for (size_t i = 0; o && i < msb_spec_label_count(s); i++) {
+	for (size_t i = 0; o && i < n; i++) {
 		const char *k, *v;
-		msb_spec_label(s, i, &k, &v);
+		at(s, i, &k, &v);
 		json_t *jv = json_string(v);
 		if (!jv || json_object_set_new(o, k, jv) < 0) {
 			json_decref(o);
@@ -518,7 +525,7 @@ int msb_spec_to_json(const msb_spec *s, char **out, msb_error **err)
 	    (r = put(o, "image_id", jstr(msb_spec_image_id(s)), err)) < 0 ||
 	    (r = put(o, "egress_allow", jegress_allow(s), err)) < 0 ||
 	    (r = put(o, "work_dir", jstr(msb_spec_work_dir(s)), err)) < 0 ||
-	    (r = put(o, "labels", jlabels(s), err)) < 0 ||
+	    (r = put(o, "labels", jmap(s, msb_spec_label_count(s), msb_spec_label), err)) < 0 ||
 	    (r = put(o, "requires", jcapset(msb_spec_requires(s)), err)) < 0 ||
 	    (r = put(o, "min_isolation", jstr(has_floor ? msb_isolation_name(floor) : NULL), err)) <
 		    0 ||
@@ -539,6 +546,10 @@ int msb_spec_to_json(const msb_spec *s, char **out, msb_error **err)
 		     err)) < 0 ||
 	    (r = put(o, "min_cleanup", jstr(has_rung ? msb_cleanup_name(rung) : NULL), err)) < 0 ||
 	    (r = put(o, "resources", jresources(s), err)) < 0)
+		return r;
+	/* env only when set: documents without it read as they always did */
+	if (msb_spec_env_count(s) > 0 &&
+	    (r = put(o, "env", jmap(s, msb_spec_env_count(s), msb_spec_env), err)) < 0)
 		return r;
 
 	char *text = msb__json_dump(o);

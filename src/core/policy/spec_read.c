@@ -235,6 +235,12 @@ bool msb_spec_equal(const msb_spec *a, const msb_spec *b)
 		if (strcmp(x->labels[i].key, y->labels[i].key) != 0 ||
 		    strcmp(x->labels[i].value, y->labels[i].value) != 0)
 			return false;
+	if (x->n_env != y->n_env)
+		return false;
+	for (size_t i = 0; i < x->n_env; i++)
+		if (strcmp(x->env[i].key, y->env[i].key) != 0 ||
+		    strcmp(x->env[i].value, y->env[i].value) != 0)
+			return false;
 	if (x->requires != y->requires || a->required != b->required)
 		return false;
 	if (x->has_min_isolation != y->has_min_isolation ||
