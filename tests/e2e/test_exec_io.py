@@ -420,3 +420,27 @@ def test_mcp_execute_with_env_and_a_terminal(state):
         assert r["structuredContent"]["stdout"] == "/\n"
     finally:
         assert m.close() == 0
+
+
+def test_mcp_spec_env_from_the_config_file(state, tmp_path):
+    # Issue 16: the spec of `msb mcp --config` carries env; `execute`'s own wins.
+    spec = {"kind": "mcp", "requires": ["exec", "files_in", "files_out"],
+            "env": {"FROM_SPEC": "m", "BOTH": "spec"}}
+    cfg = tmp_path / "mcp.json"
+    cfg.write_text(json.dumps({"router": {"min_isolation": "container", "backends": [
+        {"type": "ns", "state_dir": state}]}, "spec": spec}))
+    m = Lines([MSB, "mcp", "--config", str(cfg)])
+    try:
+        assert "result" in m.call("initialize", protocolVersion="2025-06-18", capabilities={},
+                                  clientInfo={"name": "t", "version": "1"})
+        r = m.call("tools/call", name="execute", arguments={
+            "command": 'printf "%s %s" "$FROM_SPEC" "$BOTH"', "env": {"BOTH": "call"}})["result"]
+        assert r["structuredContent"]["stdout"] == "m call", r
+    finally:
+        assert m.close() == 0
+    spec["env"] = {"NO_PROXY": "*"}
+    cfg.write_text(json.dumps({"router": {"min_isolation": "container", "backends": [
+        {"type": "ns", "state_dir": state}]}, "spec": spec}))
+    p = subprocess.run([MSB, "mcp", "--config", str(cfg)], input=b"", capture_output=True,
+                       timeout=60)
+    assert p.returncode == 2 and b"`NO_PROXY` is reserved" in p.stderr, p
