@@ -287,3 +287,14 @@ void cli_spec_resources(uint64_t res[CLI_RESOURCES])
 		if (!res[i])
 			res[i] = c->resources[i];
 }
+
+void cli_spec_env(msb_spec_builder *sb)
+{
+	const cli_config *c = NULL;
+	if (cli_config_get(&c, NULL) < 0 || !c->env)
+		return;
+	const char *k;
+	json_t *v;
+	json_object_foreach (c->env, k, v)
+		msb_spec_builder_set_env(sb, k, json_string_value(v));
+}

@@ -141,6 +141,7 @@ typedef struct cli_config {
 	uint64_t resources[CLI_RESOURCES]; /* defaults.resources; 0 = unset */
 	uint64_t pool_size;		   /* defaults.pool_size, for the warm pool */
 	bool has_pool_size;
+	json_t *env; /* defaults.env, the spec's env (borrowed from root) or NULL */
 } cli_config;
 
 /* The configuration, found and checked on first use and kept for the
@@ -149,6 +150,8 @@ int cli_config_get(const cli_config **out, msb_error **err);
 void cli_config_clear(cli_config *c);
 /* Fill the zeros of res (flags) from defaults.resources. */
 void cli_spec_resources(uint64_t res[CLI_RESOURCES]);
+/* Set the spec's env from defaults.env (an exec's --env wins over it). */
+void cli_spec_env(msb_spec_builder *sb);
 /* A positive count, with a K/M/G suffix (powers of 1024) when `suffixes`. */
 bool cli_parse_count(const char *s, bool suffixes, uint64_t *out);
 

@@ -215,6 +215,9 @@ static int flags_config(const struct mcp_args *a, char **router_json, char **spe
 					      (json_int_t)res[0], "pids_max", (json_int_t)res[1],
 					      "cpu_millis", (json_int_t)res[2], "writable_bytes",
 					      (json_int_t)res[3]));
+	const cli_config *c = NULL;
+	if (so && cli_config_get(&c, NULL) == 0 && c->env)
+		json_object_set(so, "env", c->env);
 	*spec_json = so ? json_dumps(so, JSON_COMPACT) : NULL;
 	json_decref(so);
 	if (!*router_json || !*spec_json) {

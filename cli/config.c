@@ -7,7 +7,8 @@
  *   {"router":   router JSON without "backends" (docs/policy.md),
  *    "backend":  one backend JSON object (the default backend),
  *    "defaults": {"resources": {memory_bytes, pids_max, cpu_millis,
- *                               writable_bytes}, "pool_size": N}}
+ *                               writable_bytes}, "pool_size": N,
+ *                 "env": {NAME: VALUE}}}
  *
  * Every key is optional. cli/backend_json.c is the one place that puts it
  * together with the flags; this file only finds and checks it, and prints
@@ -26,7 +27,7 @@
 #define CONFIG_MAX_BYTES (1u << 20)
 
 static const char *const top_keys[] = {"router", "backend", "defaults", NULL};
-static const char *const defaults_keys[] = {"resources", "pool_size", NULL};
+static const char *const defaults_keys[] = {"resources", "pool_size", "env", NULL};
 const char *const cli_resource_keys[CLI_RESOURCES + 1] = {"memory_bytes", "pids_max", "cpu_millis",
 							  "writable_bytes", NULL};
 
@@ -47,11 +48,39 @@ static int strict_keys(json_t *o, const char *const *keys, const char *where, ms
 			return msb_error_set(
 				err, MSB_E_VALUE, "%s: unknown key `%s` (expected %s)", where, key,
 				keys == top_keys	? "router, backend, defaults"
-				: keys == defaults_keys ? "resources, pool_size"
+				: keys == defaults_keys ? "resources, pool_size, env"
 							: "memory_bytes, pids_max, cpu_millis, "
 							  "writable_bytes");
 	}
 	return 0;
+}
+
+/* defaults.env: an object of strings, refused as a spec's env is (docs/spec.md). */
+static int check_env(json_t *env, msb_error **err)
+{
+	if (!json_is_object(env))
+		return msb_error_set(err, MSB_E_TYPE,
+				     "defaults.env must be an object of strings (the spec's env)");
+	msb_spec_builder *b = msb_spec_builder_new("config");
+	if (!b)
+		return msb_error_set(err, MSB_E_NOMEM, "out of memory");
+	const char *k;
+	json_t *v;
+	int r = 0;
+	json_object_foreach (env, k, v) {
+		if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
+			r = msb_error_set(err, MSB_E_TYPE,
+					  "defaults.env.%.80s: must be a string without NUL", k);
+			break;
+		}
+		msb_spec_builder_set_env(b, k, json_string_value(v));
+	}
+	msb_spec *spec = NULL;
+	if (r == 0 && (r = msb_spec_build(b, &spec, err)) < 0)
+		msb_error_wrap(err, "defaults");
+	msb_spec_unref(spec);
+	msb_spec_builder_free(b);
+	return r;
 }
 
 static int count(json_t *o, const char *key, const char *where, uint64_t *out, bool *present,
@@ -113,6 +142,9 @@ static int check(cli_config *c, msb_error **err)
 		if ((r = strict_keys(d, defaults_keys, "defaults", err)) < 0 ||
 		    (r = count(d, "pool_size", "defaults", &c->pool_size, &c->has_pool_size, err)) <
 			    0)
+			return r;
+		c->env = json_object_get(d, "env");
+		if (c->env && (r = check_env(c->env, err)) < 0)
 			return r;
 		json_t *res = json_object_get(d, "resources");
 		if (res && !json_is_object(res))
@@ -351,6 +383,8 @@ static int show(const cli_backend_flags *bf, const char *floor, const uint64_t f
 	}
 	add(values, "defaults.pool_size", json_integer((json_int_t)c->pool_size),
 	    c->has_pool_size ? "file" : "built-in default");
+	add(values, "defaults.env", c->env ? json_incref(c->env) : json_object(),
+	    c->env ? "file" : "built-in default");
 
 	if (as_json) {
 		json_t *top = json_pack("{s:s?, s:s?, s:O}", "file", c->path, "found_by",

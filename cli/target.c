@@ -120,6 +120,7 @@ msb_spec_builder *cli_target_spec(const cli_target *t, msb_capset requires)
 	msb_spec_builder_set_pids_max(sb, res[1]);
 	msb_spec_builder_set_cpu_millis(sb, res[2]);
 	msb_spec_builder_set_writable_bytes(sb, res[3]);
+	cli_spec_env(sb);
 	if (t->n_allow)
 		msb_spec_builder_set_egress(sb, MSB_EGRESS_ALLOWLIST);
 	for (size_t i = 0; i < t->n_allow; i++) {

@@ -140,6 +140,9 @@ def test_config_flag_beats_file_beats_default(msb, cfg_env, tmp_path):
     ({"defaults": {"pool": 2}}, "unknown key `pool`"),
     ({"defaults": {"resources": {"memory": 1}}}, "unknown key `memory`"),
     ({"defaults": {"pool_size": -1}}, "non-negative integer"),
+    ({"defaults": {"env": ["A=1"]}}, "defaults.env must be an object"),
+    ({"defaults": {"env": {"N": 1}}}, "defaults.env.N: must be a string"),
+    ({"defaults": {"env": {"HTTP_PROXY": "x"}}}, "`HTTP_PROXY` is reserved"),
     ("{not json", "not a JSON object"),
 ])
 def test_config_is_strict(msb, cfg_env, tmp_path, doc, phrase):
@@ -189,6 +192,20 @@ def test_a_file_holding_only_the_floor_opts_down_and_keeps_ns(msb, cfg_env, tmp_
     assert p.returncode == 0 and out["backend"] == "ns", p.stderr
     assert msb("purge", "--state-dir", state, "--scope", "cli", "--thread", "c",
                env=cfg_env).returncode == 0
+
+
+@root_only
+def test_env_defaults_from_the_file_under_the_flags(msb, cfg_env, tmp_path, state):
+    # defaults.env is the spec's env (issue 16): every command starts from it,
+    # --env wins name by name, and `config show` says where it came from.
+    put(tmp_path / "xdg" / "msb" / "config.json", {
+        "router": {"min_isolation": "container"},
+        "defaults": {"env": {"FROM_FILE": "f", "BOTH": "file"}}})
+    p = msb("run", "--state-dir", state, "--env", "BOTH=flag", "--", "sh", "-c",
+            'printf "%s %s" "$FROM_FILE" "$BOTH"', env=cfg_env)
+    assert p.returncode == 0 and p.stdout == b"f flag", p.stderr
+    v = show(msb, cfg_env)["values"]
+    assert v["defaults.env"] == {"value": {"FROM_FILE": "f", "BOTH": "file"}, "source": "file"}
 
 
 @root_only
