@@ -285,11 +285,15 @@ static int args_env(json_t *args, char ***out, json_t **fail)
 		return -1;
 	}
 	char **env = calloc(json_object_size(v) + 1, sizeof(*env));
+	if (!env) {
+		*fail = bad_argument("out of memory");
+		return -1;
+	}
 	size_t n = 0;
 	const char *name;
 	json_t *val;
 	json_object_foreach (v, name, val) {
-		if (!env || !json_is_string(val) ||
+		if (!json_is_string(val) ||
 		    strlen(json_string_value(val)) != json_string_length(val) ||
 		    strchr(name, '=')) {
 			env_free(env);

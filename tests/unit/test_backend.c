@@ -5,11 +5,13 @@
  * direct calls, and the declared-only backend.
  */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <msb/backend.h>
 
 #include "inert_sandbox.h"
+#include "spy_sandbox.h"
 
 /* ---- a small recording backend ------------------------------------------- */
 
@@ -389,4 +391,82 @@ Test(backend, declared_backend_answers_policy_refuses_acquire)
 	err = NULL;
 	cr_assert_eq(msb_declared_backend_new(&info, &b, &err), MSB_E_BACKEND_NOT_PERMITTED);
 	msb_error_free(err);
+}
+
+/* ---- a spec's env under every exec's (issue 16) ---------------------------- */
+
+static struct spy env_spy;
+static char env_seen[512];
+
+/* The guest's answer: the env the backend was given, one entry a line. */
+static int env_exec(struct spy *sp, const msb_exec_request *req, bool bounded, msb_exec_result *out,
+		    msb_error **err)
+{
+	size_t n = 0;
+	env_seen[0] = '\0';
+	for (size_t i = 0; req->env && req->env[i] && n < sizeof(env_seen); i++)
+		n += (size_t)snprintf(env_seen + n, sizeof(env_seen) - n, "%s\n", req->env[i]);
+	out->stdout_bytes = calloc(1, 1);
+	out->stderr_bytes = calloc(1, 1);
+	return 0;
+}
+
+static int env_acquire(void *impl, const msb_key *k, const msb_spec *spec, msb_sandbox **out,
+		       msb_error **err)
+{
+	env_spy.exec = env_exec;
+	return spy_handle(&env_spy, out);
+}
+
+Test(backend, spec_env_under_the_exec_env)
+{
+	msb_backend_ops ops = rec_ops;
+	ops.acquire = env_acquire;
+	struct rec r = {0};
+	msb_backend_info info = info_of("env", "container", NULL);
+	msb_backend *b = NULL;
+	cr_assert_eq(msb_backend_new(&ops, &info, &r, &b, NULL), 0);
+	msb_spec_builder *sb = msb_spec_builder_new("k");
+	msb_spec_builder_set_env(sb, "B", "spec");
+	msb_spec_builder_set_env(sb, "A", "1");
+	msb_spec *spec = NULL;
+	cr_assert_eq(msb_spec_build(sb, &spec, NULL), 0);
+	msb_sandbox *h = NULL;
+	cr_assert_eq(msb_backend_acquire(b, &key, spec, &h, NULL), 0);
+	/* the spec's entries first (sorted), an exec's own name winning */
+	const char *argv[] = {"true", NULL};
+	const char *env[] = {"B=exec", "C=3", NULL};
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	req.argv = argv;
+	req.env = env;
+	msb_exec_result res = {0};
+	cr_assert_eq(msb_sandbox_exec(h, &req, &res, NULL), 0);
+	cr_assert_str_eq(env_seen, "A=1\nB=exec\nC=3\n");
+	msb_exec_result_clear(&res);
+	req.env = NULL;
+	req.max_output_bytes = 10;
+	cr_assert_eq(msb_sandbox_exec_bounded(h, &req, &res, NULL), 0);
+	cr_assert_str_eq(env_seen, "A=1\nB=spec\n");
+	msb_exec_result_clear(&res);
+	msb_sandbox_free(h);
+	/* a spec without env leaves the exec's as it is */
+	msb_spec *plain = spec_k();
+	cr_assert_eq(msb_backend_acquire(b, &key, plain, &h, NULL), 0);
+	req.env = env;
+	cr_assert_eq(msb_sandbox_exec(h, &req, &res, NULL), 0);
+	cr_assert_str_eq(env_seen, "B=exec\nC=3\n");
+	msb_exec_result_clear(&res);
+	msb_sandbox_free(h);
+	/* refused at build, as an exec's env is */
+	msb_spec_builder_set_env(sb, "http_proxy", "x");
+	msb_spec *bad = NULL;
+	msb_error *err = NULL;
+	cr_assert_eq(msb_spec_build(sb, &bad, &err), MSB_E_VALUE);
+	cr_assert(strstr(msb_error_message(err), "`http_proxy` is reserved"), "%s",
+		  msb_error_message(err));
+	msb_error_free(err);
+	msb_spec_builder_free(sb);
+	msb_spec_unref(plain);
+	msb_spec_unref(spec);
+	msb_backend_unref(b);
 }
