@@ -521,6 +521,13 @@ Test(engine, wslc_create_argv_21_10_21_20)
 			 "msb: working directory `/no/such`: No such file or directory\n");
 	cr_assert_eq(res.stdout_len, 0);
 	msb_exec_result_clear(&res);
+	/* the storage base itself, named: no stat either */
+	req.working_directory = "/maf-sandbox/work";
+	cr_assert_eq(msb_sandbox_exec(sb, &req, &res, NULL), 0);
+	cr_assert_eq(rc.n, 8);
+	cr_assert_str_eq(rc.calls[7], "wslc container exec -w /maf-sandbox/work cid123 sh -c "
+				      "echo hi");
+	msb_exec_result_clear(&res);
 	msb_sandbox_free(sb);
 	msb_spec_unref(spec);
 	msb_backend_unref(b);

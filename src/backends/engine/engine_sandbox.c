@@ -68,13 +68,13 @@ static int resolve_wd(engine_sandbox *s, const char *wd, char **out, msb_error *
  * confined (the seed confines the file plane, not commands). *out NULL: it
  * cannot be entered, and *why (malloc()ed) says so - the exec does not run
  * and answers 126 with that on stderr, as ns's agent does. The engine's
- * lstat judges it; a link is left to the engine, which follows it as `cd`
- * would.
+ * lstat judges it (not the storage base, made at create); a link is left
+ * to the engine, which follows it as `cd` would.
  */
 static int exec_wd(engine_sandbox *s, const char *wd, char **out, char **why, msb_error **err)
 {
 	*out = *why = NULL;
-	if (!wd || !*wd || strcmp(wd, ".") == 0) {
+	if (!wd || !*wd || strcmp(wd, ".") == 0 || strcmp(wd, s->base) == 0) {
 		*out = strdup(s->base);
 		return *out ? 0 : msb__error_nomem(err);
 	}
