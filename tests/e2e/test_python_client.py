@@ -86,6 +86,7 @@ def test_router_sandbox_and_errors_over_the_fake(client):
     r = client.router(FAKE)
     assert r.enabled and r.backends == [{"name": "in-process", "isolation": "none"}]
     assert r.resolve(SPEC)["backend"] == "in-process"
+    assert r.route is None and client.router(FAKE, spec=SPEC).route["backend"] == "in-process"
     sb = r.acquire(KEY, SPEC)
     assert sb.backend == "in-process" and sb.instance_id
     assert sb.write_file("a.bin", b"\x00\xff") == 2

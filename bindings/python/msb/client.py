@@ -239,10 +239,12 @@ class Client:
     def version(self):
         return self.call("msb.version")["version"]
 
-    def router(self, config):
-        """A router from its JSON configuration (docs/policy.md, the CLI's JSON)."""
-        r = self.call("router.new", config=config)
-        return Router(self, r["router"], r["backends"], r["enabled"])
+    def router(self, config, spec=None):
+        """A router from its JSON configuration (docs/policy.md, the CLI's JSON).
+        With `spec`, its `route` says which backend selection picks for that spec
+        and why each other one was passed over (docs/serve.md "router.new")."""
+        r = self.call("router.new", config=config, spec=spec)
+        return Router(self, r["router"], r["backends"], r["enabled"], r.get("route"))
 
     def host_tools(self, require_declared=None, allowed_identities=None,
                    max_calls_per_run=None, call_timeout=None, response_limits=None):
@@ -294,8 +296,9 @@ class HostToolRegistry:
 
 
 class Router:
-    def __init__(self, client, rid, backends, enabled):
+    def __init__(self, client, rid, backends, enabled, route=None):
         self.client, self.id, self.backends, self.enabled = client, rid, backends, enabled
+        self.route = route
 
     def _call(self, method, **params):
         return self.client.call(method, router=self.id, **params)
