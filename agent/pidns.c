@@ -42,6 +42,9 @@
 
 #include "agent.h"
 
+#ifndef PR_CAPBSET_DROP
+#define PR_CAPBSET_DROP 24
+#endif
 #ifndef CLONE_NEWPID
 #define CLONE_NEWPID 0x20000000
 #endif
@@ -428,6 +431,70 @@ static int start_reaper(struct agent *a, char *why, size_t size)
 	return 0;
 }
 
+#define CAP_SYS_ADMIN_BIT 21
+#define CAP_VERSION_3 0x20080522u
+
+struct cap_header {
+	uint32_t version;
+	int pid;
+};
+struct cap_data {
+	uint32_t effective, permitted, inheritable;
+};
+
+/* CAP_SYS_ADMIN out of every set of the agent's (the bounding set too:
+ * CAP_SETPCAP, which the agent keeps for its workloads' bounding sets). */
+static int drop_admin(struct agent *a)
+{
+	struct cap_header hdr = {CAP_VERSION_3, 0};
+	struct cap_data d[2];
+	memset(d, 0, sizeof(d));
+	if (syscall(SYS_capget, &hdr, d) < 0) {
+		int e = errno;
+		snprintf(a->nest_error, sizeof(a->nest_error), "capget: %s", strerror(e));
+		return -e;
+	}
+	uint32_t bit = 1u << CAP_SYS_ADMIN_BIT;
+	d[0].effective &= ~bit;
+	d[0].permitted &= ~bit;
+	d[0].inheritable &= ~bit;
+	if (prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN_BIT, 0, 0, 0) < 0 ||
+	    syscall(SYS_capset, &hdr, d) < 0) {
+		int e = errno;
+		snprintf(a->nest_error, sizeof(a->nest_error), "drop CAP_SYS_ADMIN: %s",
+			 strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+/* --no-nest: gVisor's procfs serves a process's environ, maps, smaps and
+ * auxv to anyone (mode 0444, no ptrace check) and its oom_score_adj to
+ * its uid, which workloads share. So the agent covers its own /proc/1
+ * with an empty, read-only tmpfs of mode 0 owned by a uid no workload
+ * has: a workload (no capability, the workload filter refusing umount)
+ * can neither look beneath it nor chmod it, and finds nothing in it.
+ * Then the agent gives up CAP_SYS_ADMIN, which it held for this mount
+ * only. The agent itself reads /proc only through its own processes'
+ * entries (procs.c); its own stat going unreadable only leaves it out of
+ * listings, where it never counted. */
+static int cover_own_proc(struct agent *a)
+{
+	if (!proc_is_ours(a)) {
+		snprintf(a->nest_error, sizeof(a->nest_error),
+			 "/proc is not this pid namespace's: the agent cannot be hidden from "
+			 "workloads");
+		return -EPERM;
+	}
+	if (mount("msb-pid1", "/proc/1", "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "mode=0,uid=65534,gid=65534") < 0) {
+		int e = errno;
+		snprintf(a->nest_error, sizeof(a->nest_error), "cover /proc/1: %s", strerror(e));
+		return -e;
+	}
+	return drop_admin(a);
+}
+
 int pidns_init(struct agent *a)
 {
 	a->reaper = 0;
@@ -441,7 +508,7 @@ int pidns_init(struct agent *a)
 	 * PID 1's own /proc entries, inside gVisor's kernel, where an OOM score
 	 * moves nothing on the host (docs/security.md, the oci section). */
 	if (a->no_nest) {
-		/* Not dumpable: PID 1's environ, maps and mem then want
+		/* Not dumpable: PID 1's mem, cwd, root and exe then want
 		 * CAP_SYS_PTRACE, which no workload has (a workload's execve
 		 * makes it dumpable again; only the agent stays so). */
 		if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
@@ -449,7 +516,7 @@ int pidns_init(struct agent *a)
 				 strerror(errno));
 			return -errno;
 		}
-		return 0;
+		return cover_own_proc(a);
 	}
 	a->nested = true;
 	if (!proc_is_ours(a)) {
