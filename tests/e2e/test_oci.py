@@ -445,25 +445,31 @@ def test_the_escape_suite_blocks_every_attempt(state, rt):
 
 
 @pytest.mark.parametrize("sandbox", runtimes(), indirect=True)
-def test_the_fingerprint_is_read_on_the_host_where_it_can_be(sandbox):
-    """crun: the ns fingerprint (layer, /dev/shm, storage base, processes, all on the host);
-    runsc: unsupported - gVisor's processes are not in the host's /proc."""
+def test_the_fingerprint_sees_what_the_guest_left(sandbox):
+    """crun: the ns fingerprint (layer, /dev/shm, storage base, processes, all on the host).
+    runsc: the same paths walked on the host, with what gVisor keeps in its sentry - the
+    processes, a bound socket, a fifo - asked of the agent (oci_fingerprint.c)."""
     s = sandbox
     before = s.call("sandbox.fingerprint", sandbox=s.sandbox)
-    if s.rt == "runsc":
-        assert before["supported"] is False
-        return
     assert before["supported"] and before["changed_paths"] == [], before
+    assert before["running_programs"] == [], before
     s.call("sandbox.exec", sandbox=s.sandbox,
-           shell="echo a > /root/r; echo b > w.txt; echo c > /dev/shm/s; "
-                 "sleep 60 >/dev/null 2>&1 & true")
+           shell="echo a > /root/r; echo b > w.txt; echo c > /dev/shm/s; mkfifo /root/f; "
+                 "python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"sk\")'; "
+                 "sleep 60 <&- >&- 2>&- & true")
     after = s.call("sandbox.fingerprint", sandbox=s.sandbox)
-    for p in ("/root/r", "/maf-sandbox/work/w.txt", "/dev/shm/s"):
+    for p in ("/root/r", "/maf-sandbox/work/w.txt", "/dev/shm/s", "/root/f",
+              "/maf-sandbox/work/sk"):
         assert p in after["changed_paths"], after
     assert any("sleep 60" in p for p in after["running_programs"]), after
     # /dev is read-only: nothing can hide there.
     r = s.call("sandbox.exec", sandbox=s.sandbox, shell="echo x > /dev/hidden")
     assert r["exit_code"] != 0
+    # A directory the agent's walk cannot read is refused, not passed over.
+    if s.rt == "runsc":
+        s.call("sandbox.exec", sandbox=s.sandbox, shell="mkdir -p /root/d && chmod 0 /root/d")
+        e = s.error("sandbox.fingerprint", {"sandbox": s.sandbox})
+        assert "cannot attest" in e["message"] and "/root/d" in e["message"], e
 
 
 @pytest.mark.skipif(not have("crun"), reason="root and crun")
