@@ -431,6 +431,7 @@ static int start_reaper(struct agent *a, char *why, size_t size)
 	return 0;
 }
 
+#define CAP_MKNOD_BIT 27
 #define CAP_SYS_ADMIN_BIT 21
 #define CAP_VERSION_3 0x20080522u
 
@@ -442,7 +443,7 @@ struct cap_data {
 	uint32_t effective, permitted, inheritable;
 };
 
-/* CAP_SYS_ADMIN out of every set of the agent's (the bounding set too:
+/* CAP_SYS_ADMIN and CAP_MKNOD out of every set of the agent's (the bounding set too:
  * CAP_SETPCAP, which the agent keeps for its workloads' bounding sets). */
 static int drop_admin(struct agent *a)
 {
@@ -454,18 +455,58 @@ static int drop_admin(struct agent *a)
 		snprintf(a->nest_error, sizeof(a->nest_error), "capget: %s", strerror(e));
 		return -e;
 	}
-	uint32_t bit = 1u << CAP_SYS_ADMIN_BIT;
-	d[0].effective &= ~bit;
-	d[0].permitted &= ~bit;
-	d[0].inheritable &= ~bit;
+	uint32_t bits = (1u << CAP_SYS_ADMIN_BIT) | (1u << CAP_MKNOD_BIT);
+	d[0].effective &= ~bits;
+	d[0].permitted &= ~bits;
+	d[0].inheritable &= ~bits;
 	if (prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN_BIT, 0, 0, 0) < 0 ||
+	    prctl(PR_CAPBSET_DROP, CAP_MKNOD_BIT, 0, 0, 0) < 0 ||
 	    syscall(SYS_capset, &hdr, d) < 0) {
 		int e = errno;
-		snprintf(a->nest_error, sizeof(a->nest_error), "drop CAP_SYS_ADMIN: %s",
+		snprintf(a->nest_error, sizeof(a->nest_error), "drop CAP_SYS_ADMIN, CAP_MKNOD: %s",
 			 strerror(e));
 		return -e;
 	}
 	return 0;
+}
+
+/* The bundle's /dev is read-only (nothing can hide there), and this gVisor
+ * refuses every open for writing on a read-only mount, device nodes
+ * included (EROFS): `> /dev/null` would fail. A bind mount takes its
+ * source's flags, and gVisor has no remount, so each node is made afresh
+ * (mknod, the same device) in a writable tmpfs staged on /proc/1 - about
+ * to be covered anyway - and bound over its namesake: the nodes take
+ * writes, /dev still takes no new name. Then the staging goes. */
+static int writable_dev_nodes(struct agent *a)
+{
+	static const char *const nodes[] = {"null",    "zero", "full", "random",
+					    "urandom", "tty",  NULL};
+	if (mount("msb-dev", "/proc/1", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0700") < 0) {
+		int e = errno;
+		snprintf(a->nest_error, sizeof(a->nest_error), "stage /dev nodes: %s", strerror(e));
+		return -e;
+	}
+	int r = 0;
+	for (size_t i = 0; r == 0 && nodes[i]; i++) {
+		char dev[32], staged[32];
+		snprintf(dev, sizeof(dev), "/dev/%s", nodes[i]);
+		snprintf(staged, sizeof(staged), "/proc/1/%s", nodes[i]);
+		struct stat st;
+		if (lstat(dev, &st) < 0 || !S_ISCHR(st.st_mode))
+			continue; /* absent stays absent */
+		if (mknod(staged, S_IFCHR | 0666, st.st_rdev) < 0 || chmod(staged, 0666) < 0 ||
+		    mount(staged, dev, NULL, MS_BIND, NULL) < 0) {
+			r = -errno;
+			snprintf(a->nest_error, sizeof(a->nest_error), "writable %s: %s", dev,
+				 strerror(errno));
+		}
+	}
+	if (umount2("/proc/1", MNT_DETACH) < 0 && r == 0) {
+		r = -errno;
+		snprintf(a->nest_error, sizeof(a->nest_error), "unstage /dev nodes: %s",
+			 strerror(errno));
+	}
+	return r;
 }
 
 /* --no-nest: gVisor's procfs serves a process's environ, maps, smaps and
@@ -474,10 +515,10 @@ static int drop_admin(struct agent *a)
  * with an empty, read-only tmpfs of mode 0 owned by a uid no workload
  * has: a workload (no capability, the workload filter refusing umount)
  * can neither look beneath it nor chmod it, and finds nothing in it.
- * Then the agent gives up CAP_SYS_ADMIN, which it held for this mount
- * only. The agent itself reads /proc only through its own processes'
- * entries (procs.c); its own stat going unreadable only leaves it out of
- * listings, where it never counted. */
+ * Then the agent gives up CAP_SYS_ADMIN and CAP_MKNOD, which it held for
+ * this and for writable_dev_nodes only. The agent itself reads /proc only through its own
+ * processes' entries (procs.c); its own stat going unreadable only leaves it out of listings, where
+ * it never counted. */
 static int cover_own_proc(struct agent *a)
 {
 	if (!proc_is_ours(a)) {
@@ -486,6 +527,9 @@ static int cover_own_proc(struct agent *a)
 			 "workloads");
 		return -EPERM;
 	}
+	int r = writable_dev_nodes(a);
+	if (r < 0)
+		return r;
 	if (mount("msb-pid1", "/proc/1", "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
 		  "mode=0,uid=65534,gid=65534") < 0) {
 		int e = errno;
