@@ -443,8 +443,9 @@ struct cap_data {
 	uint32_t effective, permitted, inheritable;
 };
 
-/* CAP_SYS_ADMIN and CAP_MKNOD out of every set of the agent's (the bounding set too:
- * CAP_SETPCAP, which the agent keeps for its workloads' bounding sets). */
+/* CAP_SYS_ADMIN and CAP_MKNOD out of every set of the agent's, the
+ * bounding set too (with CAP_SETPCAP, which the agent keeps for its
+ * workloads' bounding sets). */
 static int drop_admin(struct agent *a)
 {
 	struct cap_header hdr = {CAP_VERSION_3, 0};
@@ -516,9 +517,9 @@ static int writable_dev_nodes(struct agent *a)
  * has: a workload (no capability, the workload filter refusing umount)
  * can neither look beneath it nor chmod it, and finds nothing in it.
  * Then the agent gives up CAP_SYS_ADMIN and CAP_MKNOD, which it held for
- * this and for writable_dev_nodes only. The agent itself reads /proc only through its own
- * processes' entries (procs.c); its own stat going unreadable only leaves it out of listings, where
- * it never counted. */
+ * this and for writable_dev_nodes only. The agent itself reads /proc only
+ * through its own processes' entries (procs.c); its own stat going
+ * unreadable only leaves it out of listings, where it never counted. */
 static int cover_own_proc(struct agent *a)
 {
 	if (!proc_is_ours(a)) {
