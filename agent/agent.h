@@ -254,6 +254,8 @@ bool pidns_reaped(struct agent *a, pid_t pid);
  * working directory (the storage base); returns the exit status
  * (AGENT_FILE_*). */
 int files_serve(char **argv);
+/* `specials ROOT...` (specials.c): the sockets, fifos and device nodes below each root. */
+int files_specials(char **roots);
 #define AGENT_FILE_OK 0
 #define AGENT_FILE_VALUE 2 /* a link on the way or at the leaf; the base itself */
 #define AGENT_FILE_NOT_FOUND 3

@@ -20,6 +20,8 @@
  *	remove REL         a file or link (absent is success)
  *	remove-r REL       the same, directories too (never following a link,
  *	                   never crossing a mount)
+ *	specials ROOT...   every socket, fifo and device node below each
+ *	                   absolute ROOT, "PATH\0" each (specials.c)
  *	outcome            "oom_kill N\nbase_avail B\nroot_avail B\n
  *	                   pids_max_events N\n": the guest kernel's OOM kill
  *	                   count, the free blocks of the storage base and of the
@@ -443,6 +445,8 @@ int files_serve(char **argv)
 		n++;
 	if (n == 1 && strcmp(argv[0], "outcome") == 0)
 		return do_outcome();
+	if (n >= 2 && strcmp(argv[0], "specials") == 0)
+		return files_specials(argv + 1);
 	if (n >= 2 && argv[1][0] == '/')
 		return fail(AGENT_FILE_USAGE, "paths are relative to the storage base");
 	if (n == 2 && strcmp(argv[0], "write") == 0)

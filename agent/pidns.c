@@ -42,6 +42,9 @@
 
 #include "agent.h"
 
+#ifndef PR_CAPBSET_DROP
+#define PR_CAPBSET_DROP 24
+#endif
 #ifndef CLONE_NEWPID
 #define CLONE_NEWPID 0x20000000
 #endif
@@ -428,6 +431,115 @@ static int start_reaper(struct agent *a, char *why, size_t size)
 	return 0;
 }
 
+#define CAP_MKNOD_BIT 27
+#define CAP_SYS_ADMIN_BIT 21
+#define CAP_VERSION_3 0x20080522u
+
+struct cap_header {
+	uint32_t version;
+	int pid;
+};
+struct cap_data {
+	uint32_t effective, permitted, inheritable;
+};
+
+/* CAP_SYS_ADMIN and CAP_MKNOD out of every set of the agent's, the
+ * bounding set too (with CAP_SETPCAP, which the agent keeps for its
+ * workloads' bounding sets). */
+static int drop_admin(struct agent *a)
+{
+	struct cap_header hdr = {CAP_VERSION_3, 0};
+	struct cap_data d[2];
+	memset(d, 0, sizeof(d));
+	if (syscall(SYS_capget, &hdr, d) < 0) {
+		int e = errno;
+		snprintf(a->nest_error, sizeof(a->nest_error), "capget: %s", strerror(e));
+		return -e;
+	}
+	uint32_t bits = (1u << CAP_SYS_ADMIN_BIT) | (1u << CAP_MKNOD_BIT);
+	d[0].effective &= ~bits;
+	d[0].permitted &= ~bits;
+	d[0].inheritable &= ~bits;
+	if (prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN_BIT, 0, 0, 0) < 0 ||
+	    prctl(PR_CAPBSET_DROP, CAP_MKNOD_BIT, 0, 0, 0) < 0 ||
+	    syscall(SYS_capset, &hdr, d) < 0) {
+		int e = errno;
+		snprintf(a->nest_error, sizeof(a->nest_error), "drop CAP_SYS_ADMIN, CAP_MKNOD: %s",
+			 strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+/* The bundle's /dev is read-only (nothing can hide there), and this gVisor
+ * refuses every open for writing on a read-only mount, device nodes
+ * included (EROFS): `> /dev/null` would fail. A bind mount takes its
+ * source's flags, and gVisor has no remount, so each node is made afresh
+ * (mknod, the same device) in a writable tmpfs staged on /proc/1 - about
+ * to be covered anyway - and bound over its namesake: the nodes take
+ * writes, /dev still takes no new name. Then the staging goes. */
+static int writable_dev_nodes(struct agent *a)
+{
+	static const char *const nodes[] = {"null",    "zero", "full", "random",
+					    "urandom", "tty",  NULL};
+	if (mount("msb-dev", "/proc/1", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0700") < 0) {
+		int e = errno;
+		snprintf(a->nest_error, sizeof(a->nest_error), "stage /dev nodes: %s", strerror(e));
+		return -e;
+	}
+	int r = 0;
+	for (size_t i = 0; r == 0 && nodes[i]; i++) {
+		char dev[32], staged[32];
+		snprintf(dev, sizeof(dev), "/dev/%s", nodes[i]);
+		snprintf(staged, sizeof(staged), "/proc/1/%s", nodes[i]);
+		struct stat st;
+		if (lstat(dev, &st) < 0 || !S_ISCHR(st.st_mode))
+			continue; /* absent stays absent */
+		if (mknod(staged, S_IFCHR | 0666, st.st_rdev) < 0 || chmod(staged, 0666) < 0 ||
+		    mount(staged, dev, NULL, MS_BIND, NULL) < 0) {
+			r = -errno;
+			snprintf(a->nest_error, sizeof(a->nest_error), "writable %s: %s", dev,
+				 strerror(errno));
+		}
+	}
+	if (umount2("/proc/1", MNT_DETACH) < 0 && r == 0) {
+		r = -errno;
+		snprintf(a->nest_error, sizeof(a->nest_error), "unstage /dev nodes: %s",
+			 strerror(errno));
+	}
+	return r;
+}
+
+/* --no-nest: gVisor's procfs serves a process's environ, maps, smaps and
+ * auxv to anyone (mode 0444, no ptrace check) and its oom_score_adj to
+ * its uid, which workloads share. So the agent covers its own /proc/1
+ * with an empty, read-only tmpfs of mode 0 owned by a uid no workload
+ * has: a workload (no capability, the workload filter refusing umount)
+ * can neither look beneath it nor chmod it, and finds nothing in it.
+ * Then the agent gives up CAP_SYS_ADMIN and CAP_MKNOD, which it held for
+ * this and for writable_dev_nodes only. The agent itself reads /proc only
+ * through its own processes' entries (procs.c); its own stat going
+ * unreadable only leaves it out of listings, where it never counted. */
+static int cover_own_proc(struct agent *a)
+{
+	if (!proc_is_ours(a)) {
+		snprintf(a->nest_error, sizeof(a->nest_error),
+			 "/proc is not this pid namespace's: the agent cannot be hidden from "
+			 "workloads");
+		return -EPERM;
+	}
+	int r = writable_dev_nodes(a);
+	if (r < 0)
+		return r;
+	if (mount("msb-pid1", "/proc/1", "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "mode=0,uid=65534,gid=65534") < 0) {
+		int e = errno;
+		snprintf(a->nest_error, sizeof(a->nest_error), "cover /proc/1: %s", strerror(e));
+		return -e;
+	}
+	return drop_admin(a);
+}
+
 int pidns_init(struct agent *a)
 {
 	a->reaper = 0;
@@ -441,7 +553,7 @@ int pidns_init(struct agent *a)
 	 * PID 1's own /proc entries, inside gVisor's kernel, where an OOM score
 	 * moves nothing on the host (docs/security.md, the oci section). */
 	if (a->no_nest) {
-		/* Not dumpable: PID 1's environ, maps and mem then want
+		/* Not dumpable: PID 1's mem, cwd, root and exe then want
 		 * CAP_SYS_PTRACE, which no workload has (a workload's execve
 		 * makes it dumpable again; only the agent stays so). */
 		if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
@@ -449,7 +561,7 @@ int pidns_init(struct agent *a)
 				 strerror(errno));
 			return -errno;
 		}
-		return 0;
+		return cover_own_proc(a);
 	}
 	a->nested = true;
 	if (!proc_is_ours(a)) {

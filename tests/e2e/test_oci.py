@@ -261,6 +261,11 @@ def test_exec_bytes_and_exit_codes_are_exact(sandbox):
     assert "CapEff:\t0000000000000000" in out and "CapBnd:\t0000000000000000" in out, out
     assert r["exit_code"] != 0
     assert s.call("sandbox.exec", sandbox=s.sandbox, argv=["true"])["exit_code"] == 0
+    # /dev is read-only, its nodes are not (gVisor refused `> /dev/null` with EROFS).
+    r = s.call("sandbox.exec", sandbox=s.sandbox,
+               shell="echo x > /dev/null && echo x >> /dev/null && head -c 3 /dev/zero | wc -c"
+                     " && head -c 3 /dev/urandom > /dev/null && echo ok; echo y > /dev/new")
+    assert unb64(r["stdout"]) == b"3\nok\n" and r["exit_code"] != 0, r
 
 
 @pytest.mark.parametrize("sandbox", runtimes(), indirect=True)
@@ -428,14 +433,15 @@ def test_the_escape_suite_blocks_every_attempt(state, rt):
                        timeout=300)
     doc = json.loads(p.stdout)
     bad = {r["probe"]: r for r in doc["probes"] if not r["ok"]}
-    # A known residual under gVisor, not a pass (docs/security.md, "The agent
-    # under gVisor"): the agent cannot nest the workloads' pid namespace
-    # there, so PID 1's own /proc entries - in gVisor's kernel - stay
-    # readable and its OOM score writable. Exactly these three, no other.
-    residual = {"pid1-oom-score-adj", "pid1-environ", "pid1-maps"} if rt == "runsc" else set()
-    assert set(bad) == residual, bad
-    assert p.returncode == (9 if residual else 0), p.stderr
+    assert bad == {} and p.returncode == 0, (bad, p.stderr)
     rows = {r["probe"]: r for r in doc["probes"]}
+    # Under gVisor the agent shares its workloads' pid namespace (--no-nest)
+    # and covers its own /proc/1 with an empty tmpfs of mode 0 that no
+    # workload owns (agent/pidns.c): PID 1's entries are refused, not absent.
+    if rt == "runsc":
+        for probe in ("pid1-oom-score-adj", "pid1-environ", "pid1-maps", "proc-pid1-mem",
+                      "setns-pid1"):
+            assert "EACCES" in rows[probe]["detail"], rows[probe]
     assert "uid 1000000000" in rows["host:guest-root-unprivileged"]["detail"]
     # gVisor answers two probes with its own kernel's view; accepted only as stated.
     differs = {n for n, r in rows.items() if r["expected"] != "blocked" and
@@ -444,25 +450,31 @@ def test_the_escape_suite_blocks_every_attempt(state, rt):
 
 
 @pytest.mark.parametrize("sandbox", runtimes(), indirect=True)
-def test_the_fingerprint_is_read_on_the_host_where_it_can_be(sandbox):
-    """crun: the ns fingerprint (layer, /dev/shm, storage base, processes, all on the host);
-    runsc: unsupported - gVisor's processes are not in the host's /proc."""
+def test_the_fingerprint_sees_what_the_guest_left(sandbox):
+    """crun: the ns fingerprint (layer, /dev/shm, storage base, processes, all on the host).
+    runsc: the same paths walked on the host, with what gVisor keeps in its sentry - the
+    processes, a bound socket, a fifo - asked of the agent (oci_fingerprint.c)."""
     s = sandbox
     before = s.call("sandbox.fingerprint", sandbox=s.sandbox)
-    if s.rt == "runsc":
-        assert before["supported"] is False
-        return
     assert before["supported"] and before["changed_paths"] == [], before
+    assert before["running_programs"] == [], before
     s.call("sandbox.exec", sandbox=s.sandbox,
-           shell="echo a > /root/r; echo b > w.txt; echo c > /dev/shm/s; "
-                 "sleep 60 >/dev/null 2>&1 & true")
+           shell="echo a > /root/r; echo b > w.txt; echo c > /dev/shm/s; mkfifo /root/f; "
+                 "python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"sk\")'; "
+                 "sleep 60 <&- >&- 2>&- & true")
     after = s.call("sandbox.fingerprint", sandbox=s.sandbox)
-    for p in ("/root/r", "/maf-sandbox/work/w.txt", "/dev/shm/s"):
+    for p in ("/root/r", "/maf-sandbox/work/w.txt", "/dev/shm/s", "/root/f",
+              "/maf-sandbox/work/sk"):
         assert p in after["changed_paths"], after
     assert any("sleep 60" in p for p in after["running_programs"]), after
     # /dev is read-only: nothing can hide there.
     r = s.call("sandbox.exec", sandbox=s.sandbox, shell="echo x > /dev/hidden")
     assert r["exit_code"] != 0
+    # A directory the agent's walk cannot read is refused, not passed over.
+    if s.rt == "runsc":
+        s.call("sandbox.exec", sandbox=s.sandbox, shell="mkdir -p /root/d && chmod 0 /root/d")
+        e = s.error("sandbox.fingerprint", {"sandbox": s.sandbox})
+        assert "cannot attest" in e["message"] and "/root/d" in e["message"], e
 
 
 @pytest.mark.skipif(not have("crun"), reason="root and crun")

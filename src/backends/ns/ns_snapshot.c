@@ -625,9 +625,27 @@ int msb_ns__snapshot_fingerprint(int dfd, const char *dir, const char *work_dir,
 	return msb_ns__snapshot_fingerprint_within(dfd, dir, work_dir, NULL, supported, out, err);
 }
 
+static int fingerprint(int dfd, const char *dir, const char *work_dir,
+		       const msb_ns_fingerprint_budget *budget, bool host_kernel, bool *supported,
+		       msb_fingerprint *out, msb_error **err);
+
 int msb_ns__snapshot_fingerprint_within(int dfd, const char *dir, const char *work_dir,
 					const msb_ns_fingerprint_budget *budget, bool *supported,
 					msb_fingerprint *out, msb_error **err)
+{
+	return fingerprint(dfd, dir, work_dir, budget, true, supported, out, err);
+}
+
+int msb_ns__snapshot_fingerprint_paths(int dfd, const char *dir, const char *work_dir,
+				       msb_fingerprint *out, msb_error **err)
+{
+	bool supported = false;
+	return fingerprint(dfd, dir, work_dir, NULL, false, &supported, out, err);
+}
+
+static int fingerprint(int dfd, const char *dir, const char *work_dir,
+		       const msb_ns_fingerprint_budget *budget, bool host_kernel, bool *supported,
+		       msb_fingerprint *out, msb_error **err)
 {
 	static const msb_ns_fingerprint_budget defaults = MSB_NS_FINGERPRINT_BUDGET_INIT;
 	const msb_ns_fingerprint_budget *b = budget ? budget : &defaults;
@@ -666,7 +684,7 @@ int msb_ns__snapshot_fingerprint_within(int dfd, const char *dir, const char *wo
 	else if (upper < 0 || work < 0 || shmdir < 0)
 		r = msb__error_errno(err, errno,
 				     "ns fingerprint: cannot attest: open the writable storage");
-	if (r == 0)
+	if (r == 0 && host_kernel)
 		r = check_mounts(init, work_dir, err);
 	if (r == 0)
 		r = walk(upper, "/", &paths, "the writable layer", err);
@@ -674,7 +692,7 @@ int msb_ns__snapshot_fingerprint_within(int dfd, const char *dir, const char *wo
 		r = walk(work, work_prefix, &paths, "the storage base", err);
 	if (r == 0)
 		r = walk(shmdir, "/dev/shm/", &paths, "/dev/shm", err);
-	if (r == 0)
+	if (r == 0 && host_kernel)
 		r = processes(init, &procs, err);
 	/* The same init throughout: what was read belongs to this sandbox. */
 	if (r == 0 && msb__sys_pidfd_send_signal(pidfd, 0, 0) < 0)

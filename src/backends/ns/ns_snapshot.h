@@ -56,6 +56,12 @@ int msb_ns__snapshot_fingerprint_within(int dfd, const char *dir, const char *wo
 					const msb_ns_fingerprint_budget *budget, bool *supported,
 					msb_fingerprint *out, msb_error **err);
 
+/* The changed paths only (running_programs empty): for a sandbox whose
+ * processes and mounts are not the host kernel's (`oci` under gVisor, whose
+ * caller asks the guest for those). No mount check, no process walk. */
+int msb_ns__snapshot_fingerprint_paths(int dfd, const char *dir, const char *work_dir,
+				       msb_fingerprint *out, msb_error **err);
+
 /*
  * Reset to the pristine state of acquire: the shim restarts the sandbox
  * from its configuration (new init, empty writable layer, empty storage

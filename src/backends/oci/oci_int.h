@@ -35,6 +35,13 @@ int msb_oci__doctor(msb_backend_probe *out, msb_error **err);
 int msb_oci__sandbox_new(const oci_backend *b, const char *name, const msb_ns_labels *labels,
 			 msb_sandbox **out, msb_error **err);
 
+/* The fingerprint under gVisor (oci_fingerprint.c): the host's walk of the
+ * writable layer, /dev/shm and the storage base, with the guest's special
+ * files and processes asked of the agent over `c`. */
+struct msb_client;
+int msb_oci__gvisor_fingerprint(struct msb_client *c, int dfd, const char *dir,
+				const char *guest_base, msb_fingerprint *out, msb_error **err);
+
 /* Every directory from `path` up to / lets others traverse (o+x): the
  * runtime reaches the root as the sandbox's mapped root. MSB_E_PERMISSION
  * naming the first that does not. */

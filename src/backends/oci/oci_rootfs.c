@@ -294,8 +294,18 @@ static int fill_skel(oci_rootfs *rf, int skel)
 	static const struct {
 		const char *path;
 		mode_t mode;
-	} common[] = {{"proc", 0555}, {"dev", 0755},	     {"sys", 0555}, {"tmp", 01777},
-		      {"root", 0700}, {OCI_AGENT_DIR, 0755}, {NULL, 0}},
+	} common[] = {{"proc", 0555},
+		      /* gVisor makes every mount point in the root before it
+		       * mounts: /dev/shm and /dev/pts must exist there already, or
+		       * they land in the writable layer (and in a fingerprint) */
+		      {"dev", 0755},
+		      {"dev/shm", 0755},
+		      {"dev/pts", 0755},
+		      {"sys", 0555},
+		      {"tmp", 01777},
+		      {"root", 0700},
+		      {OCI_AGENT_DIR, 0755},
+		      {NULL, 0}},
 	  host[] = {{"usr", 0755},	{"etc", 0755},	{"run", 0755}, {"var", 0755},
 		    {"var/tmp", 01777}, {"home", 0755}, {NULL, 0}};
 	int r;

@@ -187,17 +187,27 @@ static int oci_reset(void *impl, double timeout, msb_error **err)
  * Under crun and runc the container is the host kernel's, exactly as an ns
  * sandbox is: the ns fingerprint reads it on the host (the writable layer
  * and /dev/shm from the shim, the storage base, the init's mount table and
- * pid namespace). Under gVisor the guest's processes and mounts are the
- * sentry's, invisible to the host's /proc: not supported (docs/oci.md).
+ * pid namespace). Under gVisor the guest's processes, mounts, sockets and
+ * fifos are the sentry's: the agent is asked for those (oci_fingerprint.c).
  */
 static int oci_fingerprint(void *impl, bool *supported, msb_fingerprint *out, msb_error **err)
 {
 	oci_sandbox *s = impl;
-	if (s->gvisor) {
-		*supported = false;
-		return 0;
-	}
-	return msb_ns__snapshot_fingerprint(s->dfd, s->dir, s->guest_base, supported, out, err);
+	if (!s->gvisor)
+		return msb_ns__snapshot_fingerprint(s->dfd, s->dir, s->guest_base, supported, out,
+						    err);
+	msb_client *c = NULL;
+	int r = take_client(s, &c, err);
+	if (r < 0)
+		return r;
+	r = msb_oci__gvisor_fingerprint(c, s->dfd, s->dir, s->guest_base, out, err);
+	if (r < 0)
+		msb_client__free(c); /* its state after a failure is unknown */
+	else
+		give_client(s, c);
+	if (r == 0)
+		*supported = true;
+	return r;
 }
 
 static const char *oci_instance_id(void *impl)

@@ -235,16 +235,23 @@ static json_t *process(const oci_spec_input *in)
 	}
 	if (!rl)
 		return NULL;
-	/* CAP_SYS_ADMIN in the container's user namespace only, where the
-	 * container runs on the host's kernel (crun): the agent's nesting
-	 * needs it (a pid namespace, a procfs); workloads get none. gVisor's
-	 * sentry runs workloads in a pid namespace of its own making. */
+	/* CAP_SYS_ADMIN in the container's user namespace (crun) or gVisor's
+	 * kernel (runsc), for the agent only: under crun its nesting needs it
+	 * (a pid namespace, a procfs); under runsc it covers its own /proc/1
+	 * and drops it (agent/pidns.c). Workloads get none. */
 	bool gvisor = in->cfg->runtime == OCI_RUNSC;
-	const char *admin = gvisor ? "CAP_SETPCAP" : "CAP_SYS_ADMIN";
-	json_t *caps = json_pack("{s:[s,s], s:[s,s], s:[s,s], s:[], s:[]}", "bounding",
-				 "CAP_SETPCAP", admin, "effective", "CAP_SETPCAP", admin,
-				 "permitted", "CAP_SETPCAP", admin, "inheritable", "ambient");
-	/* --no-nest under gVisor: see docs/internals/oci-backend.md ("The agent
+	json_t *held = json_pack("[s,s]", "CAP_SETPCAP", "CAP_SYS_ADMIN");
+	/* and CAP_MKNOD under runsc: writable /dev nodes, then dropped too */
+	if (held && gvisor && json_array_append_new(held, json_string("CAP_MKNOD")) < 0) {
+		json_decref(held);
+		held = NULL;
+	}
+	json_t *caps =
+		held ? json_pack("{s:O, s:O, s:O, s:[], s:[]}", "bounding", held, "effective", held,
+				 "permitted", held, "inheritable", "ambient")
+		     : NULL;
+	json_decref(held);
+	/* --no-nest under gVisor: see docs/security.md ("The agent
 	 * under gVisor"). */
 	json_t *args =
 		json_pack("[s,s,s,s]", OCI_AGENT_GUEST_PATH, "--stdio", "--work", ns->work_dir);

@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The fingerprint of an `oci` sandbox under gVisor (docs/oci.md, "Files,
+ * reset, fingerprint"). gVisor's gofer writes the guest's regular files,
+ * directories and links through to the host - the shim's writable layer,
+ * /dev/shm and the storage base, which the host walks as on ns - but keeps
+ * the rest in the sentry: the guest's processes, its mounts, and a bound
+ * socket or a fifo. Those come from the agent: its process table (the
+ * protocol's PS) and the file-plane request `specials` (agent/specials.c),
+ * which runs with a workload's rights and fails on what it cannot read.
+ * Both are the guest's answers; every byte counts against the ns budget.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/ns/ns_snapshot.h"
+#include "backends/oci/oci_int.h"
+#include "client/client.h"
+
+#define SPECIALS_TIMEOUT 60.0
+#define PS_TIMEOUT 30.0
+
+struct list {
+	char **v;
+	size_t n, cap, bytes, max, max_bytes;
+};
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Takes s. -E2BIG past the budget, -ENOMEM. */
+static int add(struct list *l, char *s)
+{
+	if (!s)
+		return -ENOMEM;
+	size_t len = strlen(s) + 1;
+	if (l->n >= l->max || len > l->max_bytes - l->bytes) {
+		free(s);
+		return -E2BIG;
+	}
+	if (l->n + 1 >= l->cap) {
+		size_t ncap = l->cap ? l->cap * 2 : 64;
+		char **nv = realloc(l->v, ncap * sizeof(*nv));
+		if (!nv) {
+			free(s);
+			return -ENOMEM;
+		}
+		l->v = nv;
+		l->cap = ncap;
+	}
+	l->v[l->n++] = s;
+	l->v[l->n] = NULL;
+	l->bytes += len;
+	return 0;
+}
+
+/* Sorted, duplicates dropped: an msb_strv (never NULL unless out of memory). */
+static char **finish(struct list *l)
+{
+	if (!l->v && !(l->v = calloc(1, sizeof(char *))))
+		return NULL;
+	qsort(l->v, l->n, sizeof(char *), cmp_str);
+	size_t k = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		if (k > 0 && strcmp(l->v[k - 1], l->v[i]) == 0) {
+			free(l->v[i]);
+			continue;
+		}
+		l->v[k++] = l->v[i];
+	}
+	l->v[k] = NULL;
+	char **v = l->v;
+	memset(l, 0, sizeof(*l));
+	return v;
+}
+
+static void list_clear(struct list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+static int refusal(msb_error **err, int r, const char *things)
+{
+	if (r == -ENOMEM)
+		return msb__error_nomem(err);
+	return msb_error_set(err, MSB_E_RUNTIME,
+			     "oci fingerprint: cannot attest: more %s than the budget allows",
+			     things);
+}
+
+/* The guest's sockets, fifos and device nodes below its writable places. */
+static int specials(msb_client *c, const char *guest_base, struct list *paths, msb_error **err)
+{
+	const char *argv[] = {"specials", "/", guest_base, "/dev/shm", "/tmp", NULL};
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	req.argv = argv;
+	req.timeout = SPECIALS_TIMEOUT;
+	req.max_output_bytes = MSB_NS_FINGERPRINT_MAX_PATH_BYTES;
+	msb_exec_result res;
+	memset(&res, 0, sizeof(res));
+	int r = msb_client__exec_file(c, &req, &res, err);
+	if (r < 0)
+		return msb_error_wrap(err, "oci fingerprint: cannot attest");
+	if (res.exit_code != 0 || res.truncated) {
+		size_t n = res.stderr_len;
+		while (n > 0 && res.stderr_bytes[n - 1] == '\n')
+			n--;
+		r = msb_error_set(err, MSB_E_RUNTIME, "oci fingerprint: cannot attest: %.*s",
+				  (int)(n > 400 ? 400 : n),
+				  res.truncated ? "the guest's answer is over the budget"
+						: (const char *)res.stderr_bytes);
+		msb_exec_result_clear(&res);
+		return r;
+	}
+	const char *p = (const char *)res.stdout_bytes, *end = p + res.stdout_len;
+	while (r == 0 && p < end) {
+		const char *nul = memchr(p, '\0', (size_t)(end - p));
+		size_t len = nul ? (size_t)(nul - p) : (size_t)(end - p);
+		if (len == 0 || p[0] != '/' || len >= MSB_NS_FINGERPRINT_MAX_PATH_LEN) {
+			r = msb_error_set(err, MSB_E_PROTOCOL,
+					  "oci fingerprint: the guest named a special file badly");
+			break;
+		}
+		r = add(paths, strndup(p, len));
+		if (r < 0)
+			r = refusal(err, r, "changed paths");
+		p += len + 1;
+	}
+	msb_exec_result_clear(&res);
+	return r;
+}
+
+/* "PID:STARTTIME:ARGV" of every guest process but the agent (PID 1). */
+static int processes(msb_client *c, struct list *procs, msb_error **err)
+{
+	msb_client_proc *ps = NULL;
+	size_t n = 0;
+	int r = msb_client__ps(c, PS_TIMEOUT, &ps, &n, err);
+	if (r < 0)
+		return msb_error_wrap(err, "oci fingerprint: cannot attest");
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		if (ps[i].pid == 1)
+			continue;
+		char *argv = NULL;
+		size_t len = 0;
+		for (size_t k = 0; ps[i].argv && ps[i].argv[k]; k++)
+			len += strlen(ps[i].argv[k]) + 1;
+		if (len > 0 && !(argv = malloc(len))) {
+			r = msb__error_nomem(err);
+			break;
+		}
+		for (size_t k = 0, at = 0; len > 0 && ps[i].argv[k]; k++) {
+			size_t l = strlen(ps[i].argv[k]);
+			memcpy(argv + at, ps[i].argv[k], l);
+			at += l;
+			argv[at++] = ps[i].argv[k + 1] ? ' ' : '\0';
+		}
+		char *id = argv ? msb__asprintf("%u:%llu:%s", ps[i].pid,
+						(unsigned long long)ps[i].start_ticks, argv)
+				: msb__asprintf("%u:%llu:[%s]", ps[i].pid,
+						(unsigned long long)ps[i].start_ticks, ps[i].comm);
+		free(argv);
+		r = add(procs, id);
+		if (r < 0)
+			r = refusal(err, r, "processes");
+	}
+	msb_client__procs_free(ps, n);
+	return r;
+}
+
+int msb_oci__gvisor_fingerprint(msb_client *c, int dfd, const char *dir, const char *guest_base,
+				msb_fingerprint *out, msb_error **err)
+{
+	struct list paths = {.max = MSB_NS_FINGERPRINT_MAX_PATHS,
+			     .max_bytes = MSB_NS_FINGERPRINT_MAX_PATH_BYTES};
+	struct list procs = {.max = MSB_NS_FINGERPRINT_MAX_PROCS,
+			     .max_bytes = MSB_NS_FINGERPRINT_MAX_PROC_BYTES};
+	msb_fingerprint host = {0};
+	int r = specials(c, guest_base, &paths, err);
+	if (r == 0)
+		r = processes(c, &procs, err);
+	if (r == 0)
+		r = msb_ns__snapshot_fingerprint_paths(dfd, dir, guest_base, &host, err);
+	/* The host's paths move into the list (add takes each, or frees it). */
+	char **hp = host.changed_paths;
+	host.changed_paths = NULL;
+	for (size_t i = 0; hp && hp[i]; i++) {
+		if (r < 0) {
+			free(hp[i]);
+			continue;
+		}
+		r = add(&paths, hp[i]);
+		if (r < 0)
+			r = refusal(err, r, "changed paths");
+	}
+	free(hp);
+	msb_fingerprint_clear(&host);
+	if (r < 0) {
+		list_clear(&paths);
+		list_clear(&procs);
+		return r;
+	}
+	char **cp = finish(&paths);
+	char **rp = finish(&procs);
+	if (!cp || !rp) {
+		msb_strv_free(cp);
+		msb_strv_free(rp);
+		list_clear(&paths);
+		list_clear(&procs);
+		return msb__error_nomem(err);
+	}
+	out->changed_paths = cp;
+	out->running_programs = rp;
+	return 0;
+}
