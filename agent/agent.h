@@ -124,6 +124,10 @@ struct egress {
 
 struct agent {
 	int listen_fd;
+	/* The `host` image's synthesized /etc, below the overlay (O_PATH, from
+	 * MSB_AGENT_ETC_FD): hostname and hosts are rewritten there on IDENTITY,
+	 * so that the guest's root stays unchanged. -1 when absent. */
+	int etc_fd;
 	struct egress *egress; /* NULL until a host asks for EGRESS_LISTEN */
 	int sig_fd;
 	char *work; /* the guest storage base, absolute */
@@ -164,6 +168,11 @@ size_t conn_queued(const struct conn *c);
 void conn_fail(struct conn *c, uint16_t code, const char *msg);
 void conn_close(struct agent *a, struct conn *c);
 void conn_free(struct conn *c);
+
+/* ---- identity.c ---------------------------------------------------------- */
+/* IDENTITY: the sandbox's host name (and /etc, see etc_fd); answers
+ * IDENTITY_OK or fails the connection. */
+void agent_identity(struct agent *a, struct conn *c, const msb_proto_identity *id);
 
 /* ---- exec.c -------------------------------------------------------------- */
 void exec_open(struct agent *a, struct conn *c, uint32_t id, const msb_proto_exec_open *m);

@@ -432,6 +432,53 @@ int msb_client__ping(msb_client *c, double timeout, msb_error **err)
 	return rc;
 }
 
+/* ---- identity ------------------------------------------------------------ */
+
+static int identity_locked(msb_client *c, const char *hostname, double timeout, msb_error **err)
+{
+	int64_t deadline = msb_client__deadline(timeout);
+	int rc = msb_client__ensure(c, deadline, err);
+	if (rc < 0)
+		return rc;
+	uint64_t cookie = (uint64_t)msb__now_ns();
+	uint8_t buf[MSB_PROTO_HEADER_SIZE + 12 + MSB_PROTO_MAX_HOSTNAME];
+	int len = msb_proto_enc_identity(buf, sizeof(buf), cookie, hostname);
+	if (len < 0)
+		return msb_error_set(err, MSB_E_VALUE, "host name `%s`: %s", hostname,
+				     msb_proto_strerror(len));
+	if ((rc = msb_client__queue_small(c, buf, len, err)) < 0)
+		return rc;
+	msb_proto_frame f;
+	rc = next_frame(c, deadline, &f);
+	if (rc == 0) {
+		msb_client__drop(c);
+		return msb_error_set(err, MSB_E_TIMEOUT, "sandbox agent did not answer IDENTITY");
+	}
+	if (rc == -EPROTO)
+		return msb_client__violation(c, err, "bad frame");
+	if (rc < 0)
+		return msb_client__lost(c, rc, "IDENTITY", err);
+	if (f.type == MSB_PROTO_ERROR && f.channel == 0)
+		return msb_client__peer_error(c, &f, err);
+	uint64_t got;
+	if (f.type != MSB_PROTO_IDENTITY_OK || msb_proto_dec_identity_ok(&f, &got) < 0 ||
+	    got != cookie)
+		return msb_client__violation(c, err, "expected IDENTITY_OK, got %s",
+					     msb_proto_type_name(f.type));
+	return 0;
+}
+
+int msb_client__identity(msb_client *c, const char *hostname, double timeout, msb_error **err)
+{
+	int rc = msb__check_timeout(timeout, "timeout", err);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&c->lock);
+	rc = identity_locked(c, hostname, timeout, err);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
 /* ---- ps ------------------------------------------------------------------ */
 
 void msb_client__procs_free(msb_client_proc *procs, size_t n)

@@ -98,4 +98,9 @@ void msb_client__procs_free(msb_client_proc *procs, size_t n);
 /* Round trip a PING. */
 int msb_client__ping(msb_client *c, double timeout, msb_error **err);
 
+/* Give the sandbox the host name `hostname` (IDENTITY: the agent sets it and
+ * rewrites the `host` image's /etc/hostname and /etc/hosts); 0 once the
+ * agent confirmed. MSB_E_VALUE for a name the protocol does not carry. */
+int msb_client__identity(msb_client *c, const char *hostname, double timeout, msb_error **err);
+
 #endif

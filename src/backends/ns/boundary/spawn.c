@@ -61,6 +61,7 @@ struct child_ctx {
 	bool unshare_cgroup; /* attached after the clone (v1): re-root the cgroup ns */
 	char *const *argv;
 	char *const *envp;
+	char *const *envp_etc; /* envp and MSB_AGENT_ETC_FD=4 */
 };
 
 bool msb_ns__privileged(void)
@@ -120,10 +121,10 @@ static int loopback_up(void)
 	return 0;
 }
 
-/* Mark every fd from 4 up close-on-exec. */
-static int cloexec_from_4(void)
+/* Mark every fd from `first` up close-on-exec. */
+static int cloexec_from(int first)
 {
-	int r = msb__sys_close_range(4, ~0U, CLOSE_RANGE_CLOEXEC);
+	int r = msb__sys_close_range((unsigned)first, ~0U, CLOSE_RANGE_CLOEXEC);
 	if (r != -ENOSYS && r != -EINVAL)
 		return r;
 	DIR *d = opendir("/proc/self/fd");
@@ -133,7 +134,7 @@ static int cloexec_from_4(void)
 	while ((de = readdir(d))) {
 		char *end;
 		long fd = strtol(de->d_name, &end, 10);
-		if (*end || fd < 4 || fd == dirfd(d))
+		if (*end || fd < first || fd == dirfd(d))
 			continue;
 		int fl = fcntl((int)fd, F_GETFD);
 		if (fl >= 0)
@@ -231,20 +232,25 @@ static _Noreturn void child_main(struct child_ctx *c)
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		child_fail(c, -errno, "set no_new_privs");
 
-	/* fds: 0 /dev/null, 1-2 the log (or /dev/null), 3 the listening socket. */
+	/* fds: 0 /dev/null, 1-2 the log (or /dev/null), 3 the listening socket,
+	 * 4 the synthesized /etc (`host` image; MSB_AGENT_ETC_FD). */
 	int efd = fcntl(c->err_fd, F_DUPFD_CLOEXEC, 10);
 	int afd = fcntl(c->agent_fd, F_DUPFD_CLOEXEC, 10);
 	int lfd = fcntl(c->listen_fd, F_DUPFD_CLOEXEC, 10);
 	int nfd = fcntl(c->null_fd, F_DUPFD_CLOEXEC, 10);
 	int ofd = fcntl(c->stdio_fd >= 0 ? c->stdio_fd : c->null_fd, F_DUPFD_CLOEXEC, 10);
-	if (efd < 0 || afd < 0 || lfd < 0 || nfd < 0 || ofd < 0)
+	int tfd = c->rf.etc_fd >= 0 ? fcntl(c->rf.etc_fd, F_DUPFD_CLOEXEC, 10) : -1;
+	if (efd < 0 || afd < 0 || lfd < 0 || nfd < 0 || ofd < 0 || (c->rf.etc_fd >= 0 && tfd < 0))
 		child_fail(c, -errno, "duplicate fds");
 	c->err_fd = efd;
 	if (dup2(nfd, 0) < 0 || dup2(ofd, 1) < 0 || dup2(ofd, 2) < 0 || dup2(lfd, 3) < 0)
 		child_fail(c, -errno, "set up fds 0-3");
-	if ((r = cloexec_from_4()) < 0)
+	if (tfd >= 0 && dup2(tfd, 4) < 0)
+		child_fail(c, -errno, "set up fd 4");
+	if ((r = cloexec_from(tfd >= 0 ? 5 : 4)) < 0)
 		child_fail(c, r, "close inherited fds");
-	r = msb__sys_execveat(afd, "", c->argv, c->envp, AT_EMPTY_PATH);
+	char *const *envp = tfd >= 0 ? c->envp_etc : c->envp;
+	r = msb__sys_execveat(afd, "", c->argv, envp, AT_EMPTY_PATH);
 	child_fail(c, r, "exec the agent");
 }
 
@@ -469,7 +475,10 @@ int msb_ns__spawn(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, msb_n
 	char *default_argv[] = {(char *)"msb-agent", (char *)"--work", cfg->work_dir, NULL};
 	char *envp[] = {(char *)"MSB_AGENT_LISTEN_FD=3",
 			(char *)"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-			(char *)"HOME=/root", NULL};
+			(char *)"HOME=/root", NULL, NULL};
+	char *envp_etc[MSB_ARRAY_SIZE(envp)];
+	memcpy(envp_etc, envp, sizeof(envp));
+	envp_etc[3] = (char *)"MSB_AGENT_ETC_FD=4";
 	struct child_ctx c = {
 		.cfg = cfg,
 		.rf = {.cfg = cfg,
@@ -489,7 +498,8 @@ int msb_ns__spawn(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, msb_n
 		       .layer_fds = f.layer_fds,
 		       .single_id = single_id,
 		       .layer_fd = -1,
-		       .shm_fd = -1},
+		       .shm_fd = -1,
+		       .etc_fd = -1},
 		.sync_fd = f.sync[0],
 		.err_fd = f.errp[1],
 		.agent_fd = f.agent,
@@ -500,6 +510,7 @@ int msb_ns__spawn(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, msb_n
 		.unshare_cgroup = v1,
 		.argv = opts->agent_argv ? opts->agent_argv : default_argv,
 		.envp = envp,
+		.envp_etc = envp_etc,
 	};
 
 	msb_ns_sandbox *sb = calloc(1, sizeof(*sb));
