@@ -201,9 +201,17 @@ void msb_ns__sandbox_free(msb_ns_sandbox *sb);
  *   "reset\n"  the sandbox is restarted from scratch under the same state dir:
  *              "ok\n" once the new agent runs, else "error: REASON\n" (the
  *              shim then takes the sandbox down)
+ *   "egress\n" egress.json is read again and put in force in the running
+ *              proxy (a claimed pooled sandbox's allowlist, docs/pool.md):
+ *              "ok\n", else "error: REASON\n" and the sandbox is taken down
  */
 #define MSB_NS_CONTROL_FDS "fds"
 #define MSB_NS_CONTROL_RESET "reset"
+#define MSB_NS_CONTROL_EGRESS "egress"
+/* In a pooled sandbox's state directory (docs/pool.md): its template, written
+ * before its shim starts (which refuses to start without it, `--pool`) and
+ * removed once a claim has given the sandbox its identity. */
+#define MSB_NS_POOL_FILE "pool.json"
 #define MSB_NS_CONTROL_LINE_MAX 512
 
 /* /proc/<pid>/stat field 22 (start time in clock ticks since boot). */
