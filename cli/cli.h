@@ -70,4 +70,10 @@ int cli_backend_new(const cli_backend_flags *f, msb_backend **out, msb_error **e
 extern const cli_verb verb_run, verb_acquire, verb_exec, verb_ls, verb_dispose, verb_purge,
 	verb_doctor;
 
+/* msb pool (cli/cmd_pool.c). */
+extern const cli_verb verb_pool;
+/* The pooled sandboxes of an ns backend as `msb ls` lines (JSON objects, each
+ * after a comma when after_another or not the first, with json). */
+int cli_pool_print(const msb_backend *b, bool json, bool after_another, msb_error **err);
+
 #endif

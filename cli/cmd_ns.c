@@ -136,7 +136,8 @@ const cli_verb verb_exec = {
 const cli_verb verb_ls = {
 	"ls",
 	"list the sandboxes recorded under the state root",
-	"usage: msb ls [--config FILE] [--state-dir DIR] [--json]\n",
+	"usage: msb ls [--config FILE] [--state-dir DIR] [--json]\n"
+	"\nSandboxes of the warm pool (msb pool) are listed as `pooled`.\n",
 	cmd_ls,
 };
 
@@ -726,9 +727,10 @@ static int cmd_ls(int argc, char **argv)
 					     "msb ls lists what an `ns` backend keeps on disk; "
 					     "backend `%s` is not one",
 					     msb_backend_name(b));
-	msb_backend_unref(b);
-	if (r < 0)
+	if (r < 0) {
+		msb_backend_unref(b);
 		return cli_fail(err);
+	}
 	if (a.json)
 		printf("[");
 	for (size_t i = 0; i < n; i++) {
@@ -753,10 +755,13 @@ static int cmd_ls(int argc, char **argv)
 			       e[i].reason ? ": " : "", e[i].reason ? e[i].reason : "");
 		}
 	}
+	/* The warm pool's sandboxes, as `pooled` (docs/pool.md). */
+	r = cli_pool_print(b, a.json, n > 0, &err);
+	msb_backend_unref(b);
 	if (a.json)
 		printf("]\n");
 	msb_ns_entries_free(e, n);
-	return 0;
+	return r < 0 ? cli_fail(err) : 0;
 }
 
 static int cmd_dispose(int argc, char **argv)

@@ -20,8 +20,9 @@ static const cli_verb verb_version = {
 };
 
 static const cli_verb *const verbs[] = {
-	&verb_run,    &verb_acquire, &verb_exec,	&verb_ls,    &verb_dispose, &verb_purge,
-	&verb_doctor, &verb_check,   &verb_conformance, &verb_serve, &verb_mcp,	    &verb_version,
+	&verb_run,   &verb_acquire, &verb_exec,	   &verb_ls,	&verb_dispose,
+	&verb_purge, &verb_pool,    &verb_doctor,  &verb_check, &verb_conformance,
+	&verb_serve, &verb_mcp,	    &verb_version,
 };
 
 static void print_help(FILE *f)
