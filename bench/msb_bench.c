@@ -16,6 +16,7 @@
  *                        exec /bin/true + release: what `msb exec` does
  *   run_b2b              call-scoped acquire + exec /bin/true + dispose
  *   run_idle             the same after MS of idle before each
+ *   steps_b2b, steps_idle a call-scoped run with each step timed apart
  *   dispose              dispose of a fresh idle sandbox (acquire untimed)
  *   idle_memory          one idle sandbox: Pss, Rss and USS of shim + agent
  *   many                 M (default 200) idle sandboxes at once: how many
@@ -621,6 +622,63 @@ static void case_run(struct bench *b, const char *name, int idle_ms)
 			       : "call-scoped acquire + exec /bin/true + dispose, back to back");
 }
 
+/*
+ * A call-scoped run split into its steps, each timed on its own within the
+ * same sample: where a run's time goes beyond acquire + exec + dispose
+ * measured apart (issue 17). One JSON line per step and one for the whole
+ * sample (`total`, the steps back to back).
+ */
+#define RUN_STEPS 5
+static void case_run_steps(struct bench *b, const char *name, int idle_ms)
+{
+	static const char *const step[RUN_STEPS] = {"acquire", "exec", "release", "dispose",
+						    "total"};
+	double *v[RUN_STEPS] = {0};
+	int ok = 0;
+	for (int s = 0; s < RUN_STEPS; s++)
+		if (!(v[s] = calloc((size_t)b->n, sizeof(double))))
+			goto out;
+	for (int i = 0; i < b->n; i++) {
+		struct key_buf k;
+		new_key(b, name, true, &k);
+		msb_sandbox *sb = NULL;
+		msb_error *err = NULL;
+		if (idle_ms)
+			sleep_ms(idle_ms);
+		double t[5];
+		t[0] = now_ms();
+		int r = acquire(b, &k, &sb, &err);
+		t[1] = now_ms();
+		if (r == 0)
+			r = exec_true(sb, &err);
+		t[2] = now_ms();
+		msb_sandbox_release(sb);
+		t[3] = now_ms();
+		int d = dispose(b, &k, r < 0 ? NULL : &err);
+		t[4] = now_ms();
+		if (r < 0 || d < 0) {
+			report_error(b, name, "acquire+exec+dispose", err);
+			msb_error_free(err);
+			break;
+		}
+		for (int s = 0; s < 4; s++)
+			v[s][ok] = t[s + 1] - t[s];
+		v[4][ok] = t[4] - t[0];
+		ok++;
+		fork_exec_ms(); /* the other cases' rhythm */
+	}
+	for (int s = 0; s < RUN_STEPS; s++) {
+		char full[96];
+		snprintf(full, sizeof(full), "%s.%s", name, step[s]);
+		report_times(full, v[s], ok, b->n, NULL, 0, NULL, 0,
+			     s == 4 ? "the whole sample: the sum of the steps above"
+				    : "one step of a call-scoped run, timed within it");
+	}
+out:
+	for (int s = 0; s < RUN_STEPS; s++)
+		free(v[s]);
+}
+
 static void case_dispose(struct bench *b)
 {
 	struct samples sm;
@@ -1093,6 +1151,10 @@ int main(int argc, char **argv)
 		case_run(&b, "run_b2b", 0);
 	if (selected(&b, "run_idle") && b.idle_ms > 0)
 		case_run(&b, "run_idle", b.idle_ms);
+	if (selected(&b, "steps_b2b"))
+		case_run_steps(&b, "steps_b2b", 0);
+	if (selected(&b, "steps_idle") && b.idle_ms > 0)
+		case_run_steps(&b, "steps_idle", b.idle_ms);
 	if (selected(&b, "dispose"))
 		case_dispose(&b);
 	if (selected(&b, "idle_memory"))
