@@ -347,6 +347,19 @@ static int take(ns_backend *b, const ns_template *t, const msb_key *key, const c
 	return 2;
 }
 
+/* Remove the template directory tdir (tfd) and the pool's when they are
+ * empty and no fill holds them. */
+static void tidy(int statefd, const char *tdir, int tfd)
+{
+	if (flock(tfd, LOCK_EX | LOCK_NB) < 0)
+		return; /* a fill is at work */
+	char rel[sizeof(POOL_DIR) + 17];
+	snprintf(rel, sizeof(rel), "%s/%s", POOL_DIR, tdir);
+	if (unlinkat(statefd, rel, AT_REMOVEDIR) == 0)
+		unlinkat(statefd, POOL_DIR, AT_REMOVEDIR);
+	flock(tfd, LOCK_UN);
+}
+
 int msb_ns__pool_claim(ns_backend *b, const ns_template *t, const msb_key *key, const char *kind,
 		       const char *work_dir, const char *egress, const char *name, int statefd,
 		       msb_sandbox **out, msb_error **err)
@@ -382,6 +395,8 @@ int msb_ns__pool_claim(ns_backend *b, const ns_template *t, const msb_key *key, 
 		}
 		r = take(b, t, key, kind, work_dir, egress, name, statefd, tfd, names[i], sfd, out,
 			 err);
+		if (r == 1 && !b->pool_size)
+			tidy(statefd, t->dir, tfd); /* no refill comes: leave no empty pool */
 		if (r == 1 || r == 2)
 			return r;
 		/* Failed before it took the key's name: never handed out. */
@@ -499,15 +514,22 @@ static int fill(const ns_backend *b, const ns_template *t, unsigned target, bool
 {
 	*made = 0;
 	_cleanup_close_ int tfd = -1;
-	int r = open_template_dir(b, t->dir, &tfd, err);
-	if (r < 0)
-		return r;
-	while (flock(tfd, LOCK_EX) < 0)
-		if (errno != EINTR)
-			return msb__error_errno(err, errno, "ns pool: lock `%s`", t->dir);
-	struct stat st;
-	if (fstat(tfd, &st) < 0 || st.st_nlink == 0)
-		return 0; /* drained meanwhile */
+	int r;
+	for (int attempt = 0;; attempt++) {
+		if ((r = open_template_dir(b, t->dir, &tfd, err)) < 0)
+			return r;
+		while (flock(tfd, LOCK_EX) < 0)
+			if (errno != EINTR)
+				return msb__error_errno(err, errno, "ns pool: lock `%s`", t->dir);
+		struct stat st;
+		if (fstat(tfd, &st) == 0 && st.st_nlink > 0)
+			break;
+		/* A drain, or the claim that emptied it, removed it meanwhile. */
+		close(TAKE_FD(tfd));
+		if (attempt == 3)
+			return msb_error_set(err, MSB_E_RUNTIME, "ns pool: `%s` keeps disappearing",
+					     t->dir);
+	}
 	size_t have = sweep_and_count(b, t->dir, tfd);
 	unsigned need = have >= target ? 0 : target - (unsigned)have;
 	char names[MSB_NS_POOL_MAX][37];
