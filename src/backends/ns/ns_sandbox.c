@@ -435,9 +435,9 @@ int msb_ns__sandbox_identity(msb_sandbox *sb, const char *hostname, bool egress,
 		if (r < 0)
 			return r;
 	}
+	/* A new connection: its HELLO and IDENTITY go out together. */
 	msb_client *c = NULL;
-	r = take_client(s, deadline, timeout, &c, err);
-	if (r < 0)
+	if ((r = msb_client__open(s->sock_path, &c, err)) < 0)
 		return r;
 	int64_t left = deadline - msb__now_ns();
 	r = msb_client__identity(c, hostname, left > 0 ? (double)left / 1e9 : 0.001, err);
