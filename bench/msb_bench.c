@@ -17,6 +17,13 @@
  *   run_b2b              call-scoped acquire + exec /bin/true + dispose
  *   run_idle             the same after MS of idle before each
  *   steps_b2b, steps_idle a call-scoped run with each step timed apart
+ *   pool_acquire_b2b     acquire of a new key served from the warm pool
+ *                        (docs/pool.md): batches of up to 20 pooled
+ *                        sandboxes filled untimed, then claimed back to back
+ *   pool_acquire_idle    the same, one at a time after MS of idle
+ *   pool_run_b2b         call-scoped acquire (from the pool) + exec /bin/true +
+ *                        dispose, back to back within a batch
+ *   pool_run_idle        the same after MS of idle before each
  *   dispose              dispose of a fresh idle sandbox (acquire untimed)
  *   idle_memory          one idle sandbox: Pss, Rss and USS of shim + agent
  *   many                 M (default 200) idle sandboxes at once: how many
@@ -70,6 +77,7 @@ struct bench {
 	char shim[PATH_MAX];
 	char agent[PATH_MAX];
 	msb_router *router;
+	msb_backend *backend; /* the router's, for the warm pool's verbs */
 	msb_spec *conv_spec;
 	msb_spec *call_spec;
 	unsigned long seq;
@@ -343,6 +351,7 @@ static int setup(struct bench *b, msb_error **err)
 		return r;
 	msb_router_options ro = MSB_ROUTER_OPTIONS_INIT;
 	ro.min_isolation = MSB_ISOLATION_CONTAINER;
+	b->backend = msb_backend_ref(be);
 	r = msb_router_new(&be, 1, &ro, &b->router, err);
 	msb_backend_unref(be);
 	if (r < 0)
@@ -677,6 +686,78 @@ static void case_run_steps(struct bench *b, const char *name, int idle_ms)
 out:
 	for (int s = 0; s < RUN_STEPS; s++)
 		free(v[s]);
+}
+
+/*
+ * The warm pool (issue 17): what an acquire costs when a pooled sandbox of
+ * its template is ready. The pool is filled untimed (msb_ns_pool_fill, which
+ * waits for the shims), then left 50 ms so the agents finish starting (their
+ * workloads' pid namespace), then claimed: back to back within a batch of up
+ * to 20, or one by one after the idle time. `run` adds exec + dispose.
+ */
+#define POOL_BATCH 20
+static void case_pool(struct bench *b, const char *name, bool run, int idle_ms)
+{
+	struct samples sm;
+	if (samples_init(&sm, b->n) < 0)
+		return;
+	int done = 0;
+	while (done < b->n) {
+		unsigned batch =
+			idle_ms ? 1
+				: (unsigned)(b->n - done < POOL_BATCH ? b->n - done : POOL_BATCH);
+		msb_error *err = NULL;
+		unsigned made = 0;
+		if (msb_ns_pool_fill(b->backend, run ? b->call_spec : b->conv_spec, batch, &made,
+				     &err) < 0 ||
+		    made != batch) {
+			report_error(b, name, "pool fill", err);
+			msb_error_free(err);
+			break;
+		}
+		sleep_ms(50);
+		bool failed = false;
+		for (unsigned i = 0; i < batch; i++, done++) {
+			struct key_buf k;
+			new_key(b, name, run, &k);
+			msb_sandbox *sb = NULL;
+			if (idle_ms)
+				sleep_ms(idle_ms);
+			struct mark m0 = mark_start();
+			int r = acquire(b, &k, &sb, &err);
+			if (r == 0 && run)
+				r = exec_true(sb, &err);
+			if (run)
+				msb_sandbox_release(sb);
+			int d = run ? dispose(b, &k, r < 0 ? NULL : &err) : 0;
+			struct mark m1 = mark_end();
+			if (!run) {
+				msb_sandbox_release(sb);
+				dispose(b, &k, NULL);
+			}
+			if (r < 0 || d < 0) {
+				report_error(b, name, run ? "acquire+exec+dispose" : "acquire",
+					     err);
+				msb_error_free(err);
+				failed = true;
+				break;
+			}
+			samples_add(&sm, m0, m1);
+		}
+		if (failed)
+			break;
+	}
+	msb_ns_pool_drain(b->backend, NULL, NULL, NULL);
+	samples_report(&sm, name, b->n,
+		       run ? (idle_ms ? "call-scoped acquire from the warm pool + exec /bin/true + "
+					"dispose, after idle"
+				      : "call-scoped acquire from the warm pool + exec /bin/true + "
+					"dispose, back to back")
+		       : idle_ms
+			       ? "acquire of a new key from the warm pool, after idle; fill and "
+				 "dispose untimed"
+			       : "acquire of a new key from the warm pool, back to back; fill and "
+				 "dispose untimed");
 }
 
 static void case_dispose(struct bench *b)
@@ -1019,6 +1100,8 @@ out:
  * then remove the root if this program made it. Returns how many remain. */
 static int cleanup(struct bench *b)
 {
+	if (b->backend)
+		msb_ns_pool_drain(b->backend, NULL, NULL, NULL);
 	msb_ns_options no = MSB_NS_OPTIONS_INIT;
 	no.state_root = b->state_root;
 	msb_ns_entry *e = NULL;
@@ -1155,6 +1238,14 @@ int main(int argc, char **argv)
 		case_run_steps(&b, "steps_b2b", 0);
 	if (selected(&b, "steps_idle") && b.idle_ms > 0)
 		case_run_steps(&b, "steps_idle", b.idle_ms);
+	if (selected(&b, "pool_acquire_b2b"))
+		case_pool(&b, "pool_acquire_b2b", false, 0);
+	if (selected(&b, "pool_acquire_idle") && b.idle_ms > 0)
+		case_pool(&b, "pool_acquire_idle", false, b.idle_ms);
+	if (selected(&b, "pool_run_b2b"))
+		case_pool(&b, "pool_run_b2b", true, 0);
+	if (selected(&b, "pool_run_idle") && b.idle_ms > 0)
+		case_pool(&b, "pool_run_idle", true, b.idle_ms);
 	if (selected(&b, "dispose"))
 		case_dispose(&b);
 	if (selected(&b, "idle_memory"))
@@ -1171,6 +1262,7 @@ int main(int argc, char **argv)
 	}
 	msb_spec_unref(b.conv_spec);
 	msb_spec_unref(b.call_spec);
+	msb_backend_unref(b.backend);
 	msb_router_free(b.router);
 	return b.failures ? 1 : 0;
 bad:
