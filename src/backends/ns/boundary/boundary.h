@@ -104,6 +104,14 @@ int msb_ns__cgroup_setup(msb_ns_cgroup *cg, msb_error **err);
 int msb_ns__cgroup_clone_fd(const msb_ns_cgroup *cg);
 /* v1: move `pid` into every directory (v2 needs nothing: CLONE_INTO_CGROUP). */
 int msb_ns__cgroup_attach(msb_ns_cgroup *cg, pid_t pid, msb_error **err);
+/* v1: each directory's `tasks` file opened for writing (O_CLOEXEC), at most
+ * max; *n = 0 for v2 or no cgroup. A process that writes "0" to them moves
+ * itself: the kernel checks the opener's credentials, and a thread moving
+ * itself skips the global threadgroup lock whose first writer after a quiet
+ * spell waits for an RCU grace period (DESIGN §8): the child attaches itself
+ * this way, off the parent's path. */
+int msb_ns__cgroup_tasks_fds(const msb_ns_cgroup *cg, int *fds, size_t max, size_t *n,
+			     msb_error **err);
 /* 1 or 2. */
 int msb_ns__cgroup_version(const msb_ns_cgroup *cg);
 /* The directory of `controller` ("memory", "pids", "cpu"), or the v2

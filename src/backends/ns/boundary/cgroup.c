@@ -527,6 +527,28 @@ int msb_ns__cgroup_setup(msb_ns_cgroup *cg, msb_error **err)
 	return 0;
 }
 
+int msb_ns__cgroup_tasks_fds(const msb_ns_cgroup *cg, int *fds, size_t max, size_t *n,
+			     msb_error **err)
+{
+	*n = 0;
+	if (!cg || cg->version != 1)
+		return 0;
+	for (size_t i = 0; i < cg->n && i < max; i++) {
+		_cleanup_free_ char *path = msb__asprintf("%s/tasks", cg->dirs[i].path);
+		int fd = path ? open(path, O_WRONLY | O_CLOEXEC) : -1;
+		if (fd < 0) {
+			int e = path ? -errno : -ENOMEM;
+			for (size_t k = 0; k < *n; k++)
+				close(fds[k]);
+			*n = 0;
+			return msb__error_errno(err, e, "cgroup: open `%s/tasks`",
+						cg->dirs[i].path);
+		}
+		fds[(*n)++] = fd;
+	}
+	return 0;
+}
+
 int msb_ns__cgroup_attach(msb_ns_cgroup *cg, pid_t pid, msb_error **err)
 {
 	if (!cg || cg->version == 2)

@@ -4,13 +4,16 @@
  * hand-shake, and the child's path to exec'ing the agent as PID 1.
  *
  *   parent                                 child (PID 1 of the new pid ns)
- *   clone3(NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS|NEWCGROUP|PIDFD)
- *   write uid_map, gid_map     ──'M'──▶    take uid/gid 0, make / private,
- *   v1: create the cgroups,                lo up, hostname, build the rootfs,
- *   set limits, attach (slow)
+ *   create the cgroups, set the limits;
+ *   v1: open their `tasks` files
+ *   clone3(NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS|NEWCGROUP|PIDFD
+ *          [|INTO_CGROUP: v2])
+ *   write uid_map, gid_map     ──'M'──▶    v1: write "0" to each `tasks` (moves
+ *                              ──'G'──▶    itself), re-root the cgroup ns;
+ *                                          take uid/gid 0, make / private,
+ *                                          lo up, hostname, build the rootfs,
  *   (keeps the writable layer) ◀─'L'──     + SCM_RIGHTS: the writable layer, /dev/shm
- *                              ──'G'──▶    pivot_root (overlapping the attach)
- *                                          re-root the cgroup ns, rlimits,
+ *                                          pivot_root, rlimits,
  *   read the error pipe until  ◀─EOF──     no_new_privs, fds, execveat(agent)
  *   EOF (CLOEXEC: exec done)
  *
@@ -59,6 +62,10 @@ struct child_ctx {
 	int stdio_fd;
 	bool single_id;
 	bool unshare_cgroup; /* attached after the clone (v1): re-root the cgroup ns */
+	/* v1: the sandbox's `tasks` files, opened by the parent: the child
+	 * writes "0" to each and so moves itself in (msb_ns__cgroup_tasks_fds) */
+	const int *tasks_fds;
+	size_t n_tasks;
 	char *const *argv;
 	char *const *envp;
 	char *const *envp_etc; /* envp and MSB_AGENT_ETC_FD=4 */
@@ -182,6 +189,20 @@ static _Noreturn void child_main(struct child_ctx *c)
 	umask(022);
 
 	child_wait_for(c, SYNC_MAPPED);
+	/* v1: into the sandbox's cgroups before anything is charged, through
+	 * the files the parent opened (its credentials are the ones checked);
+	 * then make them the root of this cgroup namespace. */
+	for (size_t i = 0; i < c->n_tasks; i++) {
+		ssize_t w;
+		do
+			w = write(c->tasks_fds[i], "0", 1);
+		while (w < 0 && errno == EINTR);
+		if (w != 1)
+			child_fail(c, w < 0 ? -errno : -EIO, "join the sandbox's cgroup");
+		close(c->tasks_fds[i]);
+	}
+	if (c->unshare_cgroup && unshare(CLONE_NEWCGROUP) < 0)
+		child_fail(c, -errno, "re-root the cgroup namespace");
 	if (msb_ns__rootfs_open(&c->rf) < 0)
 		child_fail_msg(c, c->rf.err);
 	/* Become the namespace's root (kuid uid_base, or the caller). */
@@ -215,8 +236,6 @@ static _Noreturn void child_main(struct child_ctx *c)
 		child_fail(c, r, "hand over the writable layer");
 
 	child_wait_for(c, SYNC_GO);
-	if (c->unshare_cgroup && unshare(CLONE_NEWCGROUP) < 0)
-		child_fail(c, -errno, "re-root the cgroup namespace");
 	for (size_t i = 0; i < c->cfg->n_rlimits; i++) {
 		const msb_ns_rlimit *rl = &c->cfg->rlimits[i];
 		struct rlimit cur;
@@ -454,12 +473,20 @@ int msb_ns__spawn(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, msb_n
 				     "%d threads (must be single-threaded)",
 				     threads);
 	bool single_id = !msb_ns__privileged();
-	/* v2: the cgroup must exist before the clone (CLONE_INTO_CGROUP); v1:
-	 * it is made and joined after the clone, while the child works. */
+	/* The cgroup exists before the clone: v2 clones straight into it
+	 * (CLONE_INTO_CGROUP); on v1 the child moves itself in through its
+	 * `tasks` files, which it inherits. Neither waits for the global lock a
+	 * move of another process takes (DESIGN §8). */
 	bool v1 = opts->cgroup && msb_ns__cgroup_version(opts->cgroup) == 1;
-	if (opts->cgroup && !v1 && (r = msb_ns__cgroup_setup(opts->cgroup, err)) < 0)
+	int64_t tc = msb__now_ns();
+	if (opts->cgroup && (r = msb_ns__cgroup_setup(opts->cgroup, err)) < 0)
 		return r;
 	int cgroup_fd = opts->cgroup ? msb_ns__cgroup_clone_fd(opts->cgroup) : -1;
+	int tasks[3];
+	size_t n_tasks = 0;
+	if ((r = msb_ns__cgroup_tasks_fds(opts->cgroup, tasks, 3, &n_tasks, err)) < 0)
+		return r;
+	int64_t tc_done = msb__now_ns();
 
 	struct spawn_fds f = {.agent = -1,
 			      .image = -1,
@@ -470,6 +497,8 @@ int msb_ns__spawn(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, msb_n
 	r = open_inputs(cfg, opts, &f, err);
 	if (r < 0) {
 		close_fds(&f);
+		for (size_t i = 0; i < n_tasks; i++)
+			close(tasks[i]);
 		return r;
 	}
 	char *default_argv[] = {(char *)"msb-agent", (char *)"--work", cfg->work_dir, NULL};
@@ -508,6 +537,8 @@ int msb_ns__spawn(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, msb_n
 		.stdio_fd = opts->stdio_fd,
 		.single_id = single_id,
 		.unshare_cgroup = v1,
+		.tasks_fds = tasks,
+		.n_tasks = n_tasks,
 		.argv = opts->agent_argv ? opts->agent_argv : default_argv,
 		.envp = envp,
 		.envp_etc = envp_etc,
@@ -516,6 +547,8 @@ int msb_ns__spawn(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, msb_n
 	msb_ns_sandbox *sb = calloc(1, sizeof(*sb));
 	if (!sb) {
 		close_fds(&f);
+		for (size_t i = 0; i < n_tasks; i++)
+			close(tasks[i]);
 		return msb__error_nomem(err);
 	}
 	sb->pidfd = -1;
@@ -530,6 +563,8 @@ int msb_ns__spawn(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, msb_n
 		child_main(&c);
 	}
 	int64_t t2 = msb__now_ns();
+	for (size_t i = 0; i < n_tasks; i++)
+		close(tasks[i]); /* the child has its own */
 	if (pid < 0) {
 		close_fds(&f);
 		free(sb);
@@ -549,14 +584,9 @@ int msb_ns__spawn(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, msb_n
 				  "were mapped");
 	int64_t t3 = msb__now_ns();
 	sb->timing.map_ns = t3 - t2;
-	if (r == 0 && v1)
-		r = msb_ns__cgroup_setup(opts->cgroup, err);
-	int64_t t3b = msb__now_ns();
-	if (r == 0 && v1)
-		r = msb_ns__cgroup_attach(opts->cgroup, pid, err);
-	int64_t t4 = msb__now_ns();
-	sb->timing.cgroup_ns = t3b - t3;
-	sb->timing.attach_ns = t4 - t3b;
+	int64_t t4 = t3;
+	sb->timing.cgroup_ns = tc_done - tc;
+	sb->timing.attach_ns = 0; /* v1: the child's own, below its work */
 	if (r == 0)
 		send_sync(f.sync[1], SYNC_GO); /* a dead child shows on the error pipe */
 	if (r < 0) {
