@@ -141,6 +141,7 @@ struct agent {
 	bool nested;
 	int pidns_fd;	      /* the agent's own pid namespace */
 	pid_t reaper;	      /* the workloads' namespace's init; 0: none */
+	int reaper_ready;     /* its report still to read (the first exec waits); -1 */
 	char nest_error[256]; /* why there is none, for the exec refusal */
 	struct conn *conns;
 	unsigned nconns;
@@ -219,8 +220,9 @@ struct spawn {
 _Noreturn void child_run(const struct spawn *sp);
 
 /* ---- pidns.c ------------------------------------------------------------- */
-/* PID 1: make the workloads' pid namespace (nothing otherwise). -errno, with
- * the reason in a->nest_error. */
+/* PID 1: make the workloads' pid namespace (nothing otherwise): its reaper
+ * is started, and the first exec waits for its report (pidns_ensure).
+ * -errno, with the reason in a->nest_error. */
 int pidns_init(struct agent *a);
 /* Before a workload forks: the namespace exists and its reaper lives, or a
  * new one is made. -errno with the reason in a->nest_error. */
