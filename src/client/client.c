@@ -293,6 +293,30 @@ static int connect_path(const char *path, int64_t deadline, int *out, msb_error 
 	return 0;
 }
 
+int msb_client__ensure_begin(msb_client *c, int64_t deadline, bool *fresh, msb_error **err)
+{
+	*fresh = false;
+	if (c->fd >= 0)
+		return 0;
+	if (!c->path)
+		return msb_error_set(err, MSB_E_PROTOCOL,
+				     "connection to the sandbox agent is closed");
+	int rc = connect_path(c->path, deadline, &c->fd, err);
+	if (rc == 0)
+		rc = hello_send(c, err);
+	if (rc < 0)
+		return rc;
+	/* Every agent takes frames this large, whatever its HELLO will say. */
+	c->peer_max_payload = MSB_PROTO_MIN_PAYLOAD;
+	*fresh = true;
+	return 0;
+}
+
+int msb_client__ensure_finish(msb_client *c, int64_t deadline, msb_error **err)
+{
+	return hello_recv(c, deadline, err);
+}
+
 int msb_client__ensure(msb_client *c, int64_t deadline, msb_error **err)
 {
 	if (c->fd >= 0)
@@ -473,19 +497,13 @@ static int identity_locked(msb_client *c, const char *hostname, double timeout, 
 	/* On a new connection, IDENTITY goes right behind our HELLO: the frame
 	 * is smaller than any agent's least maximum, and the agent reads both
 	 * in one wake-up (one round trip, not two). */
-	bool fresh = c->fd < 0;
-	int rc = 0;
-	if (fresh) {
-		if (!c->path)
-			return msb_error_set(err, MSB_E_PROTOCOL,
-					     "connection to the sandbox agent is closed");
-		if ((rc = connect_path(c->path, deadline, &c->fd, err)) < 0 ||
-		    (rc = hello_send(c, err)) < 0)
-			return rc;
-	}
+	bool fresh = false;
+	int rc = msb_client__ensure_begin(c, deadline, &fresh, err);
+	if (rc < 0)
+		return rc;
 	if ((rc = msb_client__queue_small(c, buf, len, err)) < 0)
 		return rc;
-	if (fresh && (rc = hello_recv(c, deadline, err)) < 0)
+	if (fresh && (rc = msb_client__ensure_finish(c, deadline, err)) < 0)
 		return rc;
 	msb_proto_frame f;
 	rc = next_frame(c, deadline, &f);

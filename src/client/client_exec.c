@@ -347,7 +347,10 @@ static int exec_locked(msb_client *c, const msb_exec_request *req, int64_t deadl
 
 	if (req->cancel && msb_cancel_requested(req->cancel))
 		return msb_error_set(err, MSB_E_CANCELLED, "exec cancelled before it started");
-	if ((rc = msb_client__ensure(c, deadline, err)) < 0) {
+	/* On a new connection, a request that fits the least maximum any agent
+	 * takes goes out right behind our HELLO: one round trip, not two. */
+	bool fresh = false;
+	if ((rc = msb_client__ensure_begin(c, deadline, &fresh, err)) < 0) {
 		if (rc == MSB_E_TIMEOUT)
 			msb__error_set_timeout(err, MSB_SIGNAL_ABSENT, NULL, 0);
 		return rc;
@@ -364,8 +367,22 @@ static int exec_locked(msb_client *c, const msb_exec_request *req, int64_t deadl
 	r.in_len = req->stdin_len;
 	r.out[0] = (msb_buf)MSB_BUF_INIT;
 	r.out[1] = (msb_buf)MSB_BUF_INIT;
-	if ((rc = open_channel(c, &r, req, deadline, err)) < 0)
+	if (fresh) {
+		/* Queued behind HELLO if it fits; else after the agent's HELLO
+		 * says how large a frame it takes. */
+		msb_error *e = NULL;
+		bool early = open_channel(c, &r, req, deadline, &e) == 0;
+		msb_error_free(e);
+		if ((rc = msb_client__ensure_finish(c, deadline, err)) < 0) {
+			if (rc == MSB_E_TIMEOUT)
+				msb__error_set_timeout(err, MSB_SIGNAL_ABSENT, NULL, 0);
+			return rc;
+		}
+		if (!early && (rc = open_channel(c, &r, req, deadline, err)) < 0)
+			return rc;
+	} else if ((rc = open_channel(c, &r, req, deadline, err)) < 0) {
 		return rc;
+	}
 
 	for (;;) {
 		msb_proto_frame f;
