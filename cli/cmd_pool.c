@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -101,6 +102,19 @@ static bool parse_count(const char *s, bool suffixes, uint64_t *out)
 	return true;
 }
 
+/* "--name" of option value c, for messages (argv[optind - 1] is the
+ * option's argument when it takes one). */
+static const char *opt_name(int c)
+{
+	static char buf[40];
+	for (size_t i = 0; pool_opts[i].name; i++)
+		if (pool_opts[i].val == c) {
+			snprintf(buf, sizeof(buf), "--%s", pool_opts[i].name);
+			return buf;
+		}
+	return "?";
+}
+
 static int parse_opts(const char *sub, int argc, char **argv, struct pool_args *a)
 {
 	memset(a, 0, sizeof(*a));
@@ -128,8 +142,8 @@ static int parse_opts(const char *sub, int argc, char **argv, struct pool_args *
 		case OPT_CPU:
 		case OPT_ALLOW:
 			if (!fill)
-				return cli_usage(&verb_pool, "`%s` is an option of `msb pool fill`",
-						 argv[optind - 1]);
+				return cli_usage(&verb_pool, "%s is an option of `msb pool fill`",
+						 opt_name(c));
 			if (c == OPT_IMAGE)
 				a->bf.image = optarg;
 			else if (c == OPT_KIND)
@@ -145,7 +159,7 @@ static int parse_opts(const char *sub, int argc, char **argv, struct pool_args *
 					      : c == OPT_PIDS	? &a->pids
 								: &a->cpu))
 				return cli_usage(&verb_pool, "%s wants a positive count",
-						 argv[optind - 1]);
+						 opt_name(c));
 			break;
 		case OPT_JSON:
 			if (strcmp(sub, "ls") != 0)
