@@ -701,6 +701,12 @@ static void case_pool(struct bench *b, const char *name, bool run, int idle_ms)
 	struct samples sm;
 	if (samples_init(&sm, b->n) < 0)
 		return;
+	/* run: each step of a sample too (acquire, exec, release, dispose) */
+	double *steps[4] = {0};
+	int nsteps = 0;
+	for (int i = 0; run && i < 4; i++)
+		if (!(steps[i] = calloc((size_t)b->n, sizeof(double))))
+			run = false;
 	int done = 0;
 	while (done < b->n) {
 		unsigned batch =
@@ -723,14 +729,25 @@ static void case_pool(struct bench *b, const char *name, bool run, int idle_ms)
 			msb_sandbox *sb = NULL;
 			if (idle_ms)
 				sleep_ms(idle_ms);
+			double t[5];
 			struct mark m0 = mark_start();
+			t[0] = m0.t;
 			int r = acquire(b, &k, &sb, &err);
+			t[1] = now_ms();
 			if (r == 0 && run)
 				r = exec_true(sb, &err);
+			t[2] = now_ms();
 			if (run)
 				msb_sandbox_release(sb);
+			t[3] = now_ms();
 			int d = run ? dispose(b, &k, r < 0 ? NULL : &err) : 0;
 			struct mark m1 = mark_end();
+			t[4] = m1.t;
+			if (run && r == 0 && d == 0) {
+				for (int s = 0; s < 4; s++)
+					steps[s][nsteps] = t[s + 1] - t[s];
+				nsteps++;
+			}
 			if (!run) {
 				msb_sandbox_release(sb);
 				dispose(b, &k, NULL);
@@ -748,6 +765,14 @@ static void case_pool(struct bench *b, const char *name, bool run, int idle_ms)
 			break;
 	}
 	msb_ns_pool_drain(b->backend, NULL, NULL, NULL);
+	static const char *const step[4] = {"acquire", "exec", "release", "dispose"};
+	for (int s = 0; s < 4 && steps[s]; s++) {
+		char full[96];
+		snprintf(full, sizeof(full), "%s.%s", name, step[s]);
+		report_times(full, steps[s], nsteps, b->n, NULL, 0, NULL, 0,
+			     "one step of the run above, timed within it");
+		free(steps[s]);
+	}
 	samples_report(&sm, name, b->n,
 		       run ? (idle_ms ? "call-scoped acquire from the warm pool + exec /bin/true + "
 					"dispose, after idle"
