@@ -55,6 +55,8 @@ struct exec_ch {
 	int in_fd;  /* -1 when closed */
 	int out_fd[2];
 	bool eof_sent[2];
+	bool tty;	     /* EXEC_TTY: out_fd[0] and in_fd are the pty's master */
+	uint8_t veof;	     /* tty: the terminal's end-of-file character */
 	bool stdin_expected; /* EXEC_STDIN: the host sends stdin */
 	bool stdin_eof;	     /* ... and has said it is done */
 	uint8_t *in_buf;     /* stdin received, not yet written (<= AGENT_STDIN_WINDOW) */
@@ -85,6 +87,7 @@ struct conn {
 	msb_proto_reader *rd;
 	bool hello_done;
 	uint32_t peer_max_payload;
+	uint16_t version;      /* negotiated in HELLO */
 	uint32_t last_channel; /* highest channel id the host opened */
 	msb_proto_outq out;    /* queued frames, at most AGENT_OUTQ_MAX bytes */
 	bool out_refused;      /* the queue refused a frame: the connection is dropped */
@@ -123,7 +126,11 @@ struct egress {
 };
 
 struct agent {
-	int listen_fd;
+	int listen_fd; /* -1 with --stdio */
+	/* --stdio: the one connection is the agent's own stdin (a stream
+	 * socket, e.g. an OCI runtime's init stdio); when it ends, the agent
+	 * shuts down as on SIGTERM - nobody can reach it any more. */
+	bool stdio;
 	/* The `host` image's synthesized /etc, below the overlay (O_PATH, from
 	 * MSB_AGENT_ETC_FD): hostname and hosts are rewritten there on IDENTITY,
 	 * so that the guest's root stays unchanged. -1 when absent. */
@@ -139,6 +146,10 @@ struct agent {
 	int proc_fd;
 	/* PID 1: workloads run in a pid namespace of their own (pidns.c). */
 	bool nested;
+	/* --no-nest: workloads share the agent's pid namespace. Only for a
+	 * runtime whose own kernel is the boundary and gives the agent no way
+	 * to nest (the oci backend under gVisor); pidns.c says what it costs. */
+	bool no_nest;
 	int pidns_fd;	      /* the agent's own pid namespace */
 	pid_t reaper;	      /* the workloads' namespace's init; 0: none */
 	int reaper_ready;     /* its report still to read (the first exec waits); -1 */
@@ -154,6 +165,9 @@ void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- conn.c -------------------------------------------------------------- */
 void conn_accept(struct agent *a);
+/* Serve `fd` (a connected, nonblocking, close-on-exec stream socket) as a
+ * host connection; takes it (closed on failure). 0 or -ENOMEM. */
+int conn_add(struct agent *a, int fd);
 /* Read and dispatch what the host sent; may mark the connection dead. */
 void conn_on_readable(struct agent *a, struct conn *c);
 void conn_flush(struct conn *c);
@@ -180,6 +194,7 @@ void exec_open(struct agent *a, struct conn *c, uint32_t id, const msb_proto_exe
 void exec_on_data(struct exec_ch *e, const msb_proto_data *d);
 void exec_on_eof(struct exec_ch *e, uint8_t stream);
 void exec_on_credit(struct exec_ch *e, uint32_t bytes);
+void exec_on_winsize(struct exec_ch *e, const msb_proto_winsize *ws);
 void exec_start_kill(struct agent *a, struct exec_ch *e, uint8_t reason);
 /* poll plumbing: which events each fd wants */
 short exec_out_events(const struct exec_ch *e, int stream);
@@ -206,16 +221,31 @@ void egress_conn_closed(struct agent *a, struct conn *c);
 /* HTTP(S)_PROXY and NO_PROXY for workloads, NULL-terminated; NULL when off. */
 const char *const *egress_env(struct agent *a);
 
+/* ---- vm_init.c, vm_pump.c (the guest's init in a `vm` sandbox) ---------- */
+/* The port pump's uid and gid inside the guest: not root, so workloads
+ * (guest root without capabilities) cannot signal it. */
+#define AGENT_VM_PUMP_ID 65533
+/* `/init --vm ...`: set up the guest (mounts, modules, root, port pump) and
+ * return the agent's listening socket; *work may be set from the arguments.
+ * Powers the guest off on any failure. */
+int vm_init(int argc, char **argv, const char **work);
+/* The pump's loop (in its own process): returns its exit status. */
+int vm_pump_run(int port, const char *sock_path);
+
 /* ---- child.c ------------------------------------------------------------- */
 struct spawn {
 	const char *file; /* searched in path_env when it has no '/' */
 	char **argv;
 	char **envp;
 	const char *path_env; /* PATH value used to search argv[0] */
-	int cwd_fd;
+	int cwd_fd;	      /* -1: cwd_error says why the directory cannot be used */
+	int cwd_error;	      /* errno */
+	const char *cwd;      /* the logical working directory, for that message */
 	int stdio[3];
+	bool ctty; /* stdin is a terminal: make it the controlling one */
 	int cap_last;
 	int proc_fd;
+	bool file_op; /* MSB_PROTO_EXEC_FILE: files_serve(argv), not execve */
 };
 _Noreturn void child_run(const struct spawn *sp);
 
@@ -230,15 +260,31 @@ int pidns_ensure(struct agent *a);
 /* A child was reaped: true when it was the reaper (its namespace is gone). */
 bool pidns_reaped(struct agent *a, pid_t pid);
 
+/* ---- files.c ------------------------------------------------------------- */
+/* Serve one file-plane request (argv) in the confined child, relative to the
+ * working directory (the storage base); returns the exit status
+ * (AGENT_FILE_*). */
+int files_serve(char **argv);
+#define AGENT_FILE_OK 0
+#define AGENT_FILE_VALUE 2 /* a link on the way or at the leaf; the base itself */
+#define AGENT_FILE_NOT_FOUND 3
+#define AGENT_FILE_NOT_DIR 4
+#define AGENT_FILE_IS_DIR 5
+#define AGENT_FILE_OS 6	 /* another kind of file, or the system refused */
+#define AGENT_FILE_CAP 7 /* read: larger than the cap */
+#define AGENT_FILE_PERMISSION 8
+#define AGENT_FILE_USAGE 9
+
 /* ---- seccomp.c ----------------------------------------------------------- */
 /* Install the workload filter (no_new_privs must already be set). -errno. */
 int seccomp_install(void);
 
 /* ---- path.c -------------------------------------------------------------- */
-/* Open the working directory `cwd` (relative to base, or absolute inside it).
- * On failure returns -1 with *code an MSB_PROTO_ERR_* and *msg a static text. */
-int workdir_open(const char *base, const msb_proto_str *cwd, char **logical, uint16_t *code,
-		 const char **msg);
+/* The logical working directory of `cwd`: absolute as given, relative
+ * joined onto base, normalised lexically (malloc()ed). -errno. */
+int workdir_resolve(const char *base, const msb_proto_str *cwd, char **logical);
+/* Open it as a directory (O_PATH), following no magic link. fd or -errno. */
+int workdir_open(const char *path);
 
 /* ---- procs.c ------------------------------------------------------------- */
 struct pstat {
@@ -260,5 +306,8 @@ int procs_kill_descendants(struct agent *a);
  * reaper, as the agent's own namespace numbers them. */
 void procs_snapshot(const struct agent *a, struct conn *c, uint32_t id,
 		    const msb_proto_ps_request *q);
+
+/* `msb-agent file ...` (agent/file.c): one confined file operation. */
+int agent_file_main(int argc, char **argv);
 
 #endif

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -96,13 +97,21 @@ static void setup_stdio(const int stdio[3])
 			_exit(126);
 }
 
+/* Set a limit to 0 unless it is 0 already: gVisor refuses setrlimit of
+ * RLIMIT_RTPRIO whatever the value (EPERM), and has it at 0. */
+static void zero_rlimit(int resource, const char *what)
+{
+	struct rlimit zero = {0, 0}, now;
+	if (getrlimit(resource, &now) == 0 && now.rlim_cur == 0 && now.rlim_max == 0)
+		return;
+	if (setrlimit(resource, &zero) < 0)
+		die(what, errno);
+}
+
 static void lower_rlimits(void)
 {
-	struct rlimit zero = {0, 0};
-	if (setrlimit(RLIMIT_CORE, &zero) < 0)
-		die("setrlimit(RLIMIT_CORE)", errno);
-	if (setrlimit(RLIMIT_RTPRIO, &zero) < 0)
-		die("setrlimit(RLIMIT_RTPRIO)", errno);
+	zero_rlimit(RLIMIT_CORE, "setrlimit(RLIMIT_CORE)");
+	zero_rlimit(RLIMIT_RTPRIO, "setrlimit(RLIMIT_RTPRIO)");
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max > NOFILE_MAX) {
 		rl.rlim_max = NOFILE_MAX;
@@ -228,8 +237,18 @@ _Noreturn void child_run(const struct spawn *sp)
 	if (setsid() < 0)
 		_exit(126);
 	setup_stdio(sp->stdio);
-	if (fchdir(sp->cwd_fd) < 0)
-		die("working directory", errno);
+	/* a terminal: the session's controlling one, this group in front */
+	if (sp->ctty && ioctl(STDIN_FILENO, TIOCSCTTY, 0) < 0)
+		die("controlling terminal", errno);
+	/* 126 with the reason, like an engine's `exec -w` (path.c) */
+	if (sp->cwd_fd < 0) {
+		say("working directory", sp->cwd, sp->cwd_error);
+		_exit(126);
+	}
+	if (fchdir(sp->cwd_fd) < 0) {
+		say("working directory", sp->cwd, errno);
+		_exit(126);
+	}
 	lower_rlimits();
 	prefer_for_oom(sp->proc_fd);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
@@ -241,5 +260,7 @@ _Noreturn void child_run(const struct spawn *sp)
 	int rc = seccomp_install();
 	if (rc < 0)
 		die("seccomp filter", -rc);
+	if (sp->file_op)
+		_exit(files_serve(sp->argv));
 	do_exec(sp);
 }

@@ -110,6 +110,27 @@ void conn_free(struct conn *c)
 	free(c);
 }
 
+int conn_add(struct agent *a, int fd)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+	msb_proto_reader *rd = malloc(sizeof(*rd));
+	if (!c || !rd) {
+		free(c);
+		free(rd);
+		close(fd);
+		return -ENOMEM;
+	}
+	msb_proto_reader_init(rd, MSB_PROTO_MAX_PAYLOAD);
+	(void)msb_proto_outq_init(&c->out, AGENT_OUTQ_INITIAL, AGENT_OUTQ_MAX);
+	c->fd = fd;
+	c->rd = rd;
+	c->peer_max_payload = MSB_PROTO_MIN_PAYLOAD;
+	c->next = a->conns;
+	a->conns = c;
+	a->nconns++;
+	return 0;
+}
+
 void conn_accept(struct agent *a)
 {
 	while (a->nconns < AGENT_MAX_CONNS) {
@@ -119,22 +140,8 @@ void conn_accept(struct agent *a)
 				continue;
 			return; /* EAGAIN, or EMFILE and friends: retry on the next event */
 		}
-		struct conn *c = calloc(1, sizeof(*c));
-		msb_proto_reader *rd = malloc(sizeof(*rd));
-		if (!c || !rd) {
-			free(c);
-			free(rd);
-			close(fd);
+		if (conn_add(a, fd) < 0)
 			return;
-		}
-		msb_proto_reader_init(rd, MSB_PROTO_MAX_PAYLOAD);
-		(void)msb_proto_outq_init(&c->out, AGENT_OUTQ_INITIAL, AGENT_OUTQ_MAX);
-		c->fd = fd;
-		c->rd = rd;
-		c->peer_max_payload = MSB_PROTO_MIN_PAYLOAD;
-		c->next = a->conns;
-		a->conns = c;
-		a->nconns++;
 	}
 }
 
@@ -163,6 +170,7 @@ static void on_hello(struct conn *c, const msb_proto_hello *h)
 		return;
 	}
 	c->hello_done = true;
+	c->version = version;
 	c->peer_max_payload = h->max_payload;
 }
 
@@ -263,6 +271,13 @@ static void on_frame(struct agent *a, struct conn *c, const msb_proto_frame *f)
 		break;
 	case MSB_PROTO_CREDIT:
 		exec_on_credit(e, m.u.credit);
+		break;
+	case MSB_PROTO_WINSIZE:
+		if (c->version < MSB_PROTO_VERSION_TTY)
+			conn_fail(c, MSB_PROTO_ERR_PROTOCOL,
+				  "WINSIZE is not in protocol version 1");
+		else
+			exec_on_winsize(e, &m.u.winsize);
 		break;
 	case MSB_PROTO_CANCEL:
 		exec_start_kill(a, e,

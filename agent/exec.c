@@ -20,7 +20,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -187,33 +189,151 @@ static const char *env_path(char **envp)
 
 /* ---- open ---------------------------------------------------------------- */
 
+static void exec_on_eof_tty(struct exec_ch *e);
+
+#ifndef TIOCGPTPEER
+#define TIOCGPTPEER 0x5441
+#endif
+
+/*
+ * A pseudo-terminal for a TTY exec: the master (nonblocking, for the agent)
+ * and the slave (the workload's stdin, stdout and stderr), sized as asked.
+ * The slave is opened through the master (TIOCGPTPEER), so no path in the
+ * guest's /dev/pts is trusted; kernels without it get ptsname's. -errno.
+ */
+static int open_pty(const msb_proto_winsize *ws, int *master_out, int *slave_out, uint8_t *veof)
+{
+	int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (m < 0)
+		return -errno;
+	if (unlockpt(m) < 0) {
+		int e = errno;
+		close(m);
+		return -e;
+	}
+	int sl = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (sl < 0) {
+		char name[64];
+		if (ptsname_r(m, name, sizeof(name)) != 0 ||
+		    (sl = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0) {
+			int e = errno ? errno : EIO;
+			close(m);
+			return -e;
+		}
+	}
+	struct winsize w = {.ws_row = ws->rows, .ws_col = ws->cols};
+	struct termios t;
+	if (ioctl(m, TIOCSWINSZ, &w) < 0) {
+		int e = errno;
+		close(m);
+		close(sl);
+		return -e;
+	}
+	*veof = tcgetattr(sl, &t) == 0 && t.c_cc[VEOF] ? t.c_cc[VEOF] : 4;
+	*master_out = m;
+	*slave_out = sl;
+	return 0;
+}
+
+/* The running exec's channel: its descriptors taken from the caller (set to
+ * -1 there), its credit, budget and deadline, its stdin wiring. */
+static void exec_install(struct conn *c, struct exec_ch *e, uint32_t id, pid_t pid,
+			 const msb_proto_exec_open *m, uint8_t veof, int *master, int *master_in,
+			 int pin[2], int pout[2], int perr[2])
+{
+	const bool tty = (m->flags & MSB_PROTO_EXEC_TTY) != 0;
+	e->conn = c;
+	e->id = id;
+	e->pid = pid;
+	e->tty = tty;
+	e->veof = veof;
+	if (tty) {
+		/* one master, two descriptors: stdin may end before output does */
+		e->in_fd = *master_in;
+		e->out_fd[0] = *master;
+		e->out_fd[1] = -1;
+		e->eof_sent[1] = true; /* a terminal has one output stream */
+		*master_in = *master = -1;
+	} else {
+		e->in_fd = pin[1];
+		e->out_fd[0] = pout[0];
+		e->out_fd[1] = perr[0];
+		pin[1] = pout[0] = perr[0] = -1;
+	}
+	set_nonblock(e->in_fd);
+	set_nonblock(e->out_fd[0]);
+	if (e->out_fd[1] >= 0)
+		set_nonblock(e->out_fd[1]);
+	e->stdin_expected = (m->flags & MSB_PROTO_EXEC_STDIN) != 0;
+	e->out_credit.avail = m->initial_credit;
+	e->bounded = (m->flags & MSB_PROTO_EXEC_BOUNDED) != 0;
+	e->budget_left = m->output_budget;
+	uint64_t ms = m->timeout_ms;
+	e->deadline_ns = agent_now_ns() + (int64_t)ms * 1000000LL;
+	e->next = c->execs;
+	c->execs = e;
+	c->nchannels++;
+	if (e->stdin_expected) {
+		e->in_credit.avail = AGENT_STDIN_WINDOW;
+		send_credit(e, AGENT_STDIN_WINDOW);
+	} else if (tty) {
+		/* no input: the terminal reads end of file */
+		exec_on_eof_tty(e);
+	} else {
+		/* no stdin: the workload reads end of file */
+		close_fd(&e->in_fd);
+	}
+}
+
 void exec_open(struct agent *a, struct conn *c, uint32_t id, const msb_proto_exec_open *m)
 {
-	uint16_t code = 0;
-	const char *msg = NULL;
 	char *logical = NULL;
 	char **argv = NULL, **envp = NULL;
 	int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1};
-	int cwd_fd = -1;
+	int master = -1, slave = -1, master_in = -1;
+	int cwd_fd = -1, cwd_error = 0;
+	uint8_t veof = 4;
+	const bool tty = (m->flags & MSB_PROTO_EXEC_TTY) != 0;
 	struct exec_ch *e = NULL;
 
 	if (c->nchannels >= MSB_PROTO_MAX_CHANNELS) {
 		send_channel_error(c, id, MSB_PROTO_ERR_LIMIT, "too many open channels");
 		return;
 	}
-	cwd_fd = workdir_open(a->work, &m->cwd, &logical, &code, &msg);
-	if (cwd_fd < 0) {
-		send_channel_error(c, id, code, msg);
+	if (tty && c->version < MSB_PROTO_VERSION_TTY) {
+		send_channel_error(c, id, MSB_PROTO_ERR_UNSUPPORTED,
+				   "a terminal needs protocol version 2");
 		return;
+	}
+	int r = workdir_resolve(a->work, &m->cwd, &logical);
+	if (r < 0) {
+		send_channel_error(c, id,
+				   r == -ENOMEM ? MSB_PROTO_ERR_SPAWN : MSB_PROTO_ERR_BAD_REQUEST,
+				   r == -ENOMEM ? "out of memory" : "working directory too long");
+		return;
+	}
+	/* Not openable: the exec still runs, and its child says why (126). */
+	cwd_fd = workdir_open(logical);
+	if (cwd_fd < 0) {
+		cwd_error = -cwd_fd;
+		cwd_fd = -1;
 	}
 	e = calloc(1, sizeof(*e));
 	argv = build_argv(m);
 	envp = build_envp(m, logical, egress_env(a));
-	if (!e || !argv || !envp) {
+	if (!e || !argv || !envp || (tty && !(e->in_buf = malloc(AGENT_STDIN_WINDOW + 1)))) {
 		send_channel_error(c, id, MSB_PROTO_ERR_SPAWN, "out of memory");
 		goto out;
 	}
-	if (pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0) {
+	if (tty) {
+		r = open_pty(&m->winsize, &master, &slave, &veof);
+		if (r < 0 || (master_in = fcntl(master, F_DUPFD_CLOEXEC, 3)) < 0) {
+			send_channel_error(c, id, MSB_PROTO_ERR_SPAWN,
+					   "cannot allocate a pseudo-terminal");
+			goto out;
+		}
+	} else if (pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 ||
+		   pipe2(perr, O_CLOEXEC) < 0) {
 		send_channel_error(c, id, MSB_PROTO_ERR_SPAWN, "cannot create pipes");
 		goto out;
 	}
@@ -228,10 +348,16 @@ void exec_open(struct agent *a, struct conn *c, uint32_t id, const msb_proto_exe
 		.envp = envp,
 		.path_env = env_path(envp),
 		.cwd_fd = cwd_fd,
+		.cwd_error = cwd_error,
+		.cwd = logical,
 		.stdio = {pin[0], pout[1], perr[1]},
+		.ctty = tty,
 		.cap_last = a->cap_last,
 		.proc_fd = a->proc_fd,
+		.file_op = (m->flags & MSB_PROTO_EXEC_FILE) != 0,
 	};
+	if (tty)
+		sp.stdio[0] = sp.stdio[1] = sp.stdio[2] = slave;
 	pid_t pid = fork();
 	if (pid < 0) {
 		send_channel_error(c, id, MSB_PROTO_ERR_SPAWN, "fork failed");
@@ -243,34 +369,14 @@ void exec_open(struct agent *a, struct conn *c, uint32_t id, const msb_proto_exe
 	close_fd(&pin[0]);
 	close_fd(&pout[1]);
 	close_fd(&perr[1]);
-	e->conn = c;
-	e->id = id;
-	e->pid = pid;
-	e->in_fd = pin[1];
-	e->out_fd[0] = pout[0];
-	e->out_fd[1] = perr[0];
-	pin[1] = pout[0] = perr[0] = -1;
-	set_nonblock(e->in_fd);
-	set_nonblock(e->out_fd[0]);
-	set_nonblock(e->out_fd[1]);
-	e->stdin_expected = (m->flags & MSB_PROTO_EXEC_STDIN) != 0;
-	e->out_credit.avail = m->initial_credit;
-	e->bounded = (m->flags & MSB_PROTO_EXEC_BOUNDED) != 0;
-	e->budget_left = m->output_budget;
-	uint64_t ms = m->timeout_ms;
-	e->deadline_ns = agent_now_ns() + (int64_t)ms * 1000000LL;
-	e->next = c->execs;
-	c->execs = e;
-	c->nchannels++;
-	if (e->stdin_expected) {
-		e->in_credit.avail = AGENT_STDIN_WINDOW;
-		send_credit(e, AGENT_STDIN_WINDOW);
-	} else {
-		/* no stdin: the workload reads end of file */
-		close_fd(&e->in_fd);
-	}
+	/* the agent keeps no slave: the master reads EIO once the workloads
+	 * have all closed it */
+	close_fd(&slave);
+	exec_install(c, e, id, pid, m, veof, &master, &master_in, pin, pout, perr);
 	e = NULL;
 out:
+	if (e)
+		free(e->in_buf);
 	free(e);
 	strv_free(argv);
 	strv_free(envp);
@@ -282,6 +388,9 @@ out:
 	close_fd(&pout[1]);
 	close_fd(&perr[0]);
 	close_fd(&perr[1]);
+	close_fd(&master);
+	close_fd(&master_in);
+	close_fd(&slave);
 }
 
 /* ---- output -------------------------------------------------------------- */
@@ -384,10 +493,12 @@ short exec_in_events(const struct exec_ch *e)
 
 static void stdin_broken(struct exec_ch *e)
 {
-	/* the workload closed its stdin: drop what is pending, keep granting
-	 * so that the host can finish sending */
+	/* the workload closed its stdin: drop what is pending and grant no
+	 * more - the host stops reading its own input here, so what nobody
+	 * will read stays where it was (a pipe's next reader gets it); the
+	 * exec's EXIT ends the host's side */
 	close_fd(&e->in_fd);
-	e->in_regrant += (uint32_t)e->in_len;
+	e->in_regrant = 0;
 	e->in_len = 0;
 }
 
@@ -419,11 +530,8 @@ void exec_on_data(struct exec_ch *e, const msb_proto_data *d)
 		return protocol_fail(e, "stdin DATA not expected");
 	if (msb_proto_credit_take(&e->in_credit, d->len) < 0)
 		return protocol_fail(e, "stdin DATA beyond the granted credit");
-	if (e->in_fd < 0) {
-		e->in_regrant += d->len;
-		maybe_regrant(e);
-		return;
-	}
+	if (e->in_fd < 0)
+		return; /* the workload's stdin is closed: dropped, no new credit */
 	if (!e->in_buf && !(e->in_buf = malloc(AGENT_STDIN_WINDOW))) {
 		stdin_broken(e);
 		e->in_regrant += d->len;
@@ -438,13 +546,41 @@ void exec_on_data(struct exec_ch *e, const msb_proto_data *d)
 	exec_on_stdin_writable(e);
 }
 
+/* A terminal has no end of input: the host's EOF becomes the terminal's
+ * end-of-file character (VEOF, ^D), typed after what is still pending, as
+ * a user at a keyboard would; then the agent's input side closes (the
+ * master stays open for the output). */
+static void exec_on_eof_tty(struct exec_ch *e)
+{
+	e->stdin_eof = true;
+	if (e->in_fd < 0)
+		return;
+	/* in_buf holds at most the window, and was made one byte larger */
+	e->in_buf[e->in_len++] = e->veof;
+	exec_on_stdin_writable(e);
+}
+
 void exec_on_eof(struct exec_ch *e, uint8_t stream)
 {
 	if (stream != MSB_PROTO_STDIN || !e->stdin_expected || e->stdin_eof)
 		return protocol_fail(e, "unexpected EOF from host");
+	if (e->tty)
+		return exec_on_eof_tty(e);
 	e->stdin_eof = true;
 	if (e->in_len == 0)
 		close_fd(&e->in_fd);
+}
+
+void exec_on_winsize(struct exec_ch *e, const msb_proto_winsize *ws)
+{
+	if (!e->tty)
+		return protocol_fail(e, "WINSIZE on an exec without a terminal");
+	/* either descriptor of the master; with both closed nothing is left on
+	 * the terminal to tell */
+	int fd = e->out_fd[0] >= 0 ? e->out_fd[0] : e->in_fd;
+	struct winsize w = {.ws_row = ws->rows, .ws_col = ws->cols};
+	if (fd >= 0)
+		ioctl(fd, TIOCSWINSZ, &w); /* the kernel sends SIGWINCH */
 }
 
 void exec_on_credit(struct exec_ch *e, uint32_t bytes)

@@ -3,7 +3,10 @@
  * msb-agent: the guest agent. Runs as PID 1 inside a native sandbox (or as an
  * ordinary process in tests). Contract with msb-shim: fd 3 (named by
  * MSB_AGENT_LISTEN_FD) is a listening AF_UNIX SOCK_STREAM socket; `--work DIR`
- * names the guest storage base. See docs/internals/protocol.md.
+ * names the guest storage base. With `--stdio` (the `oci` backend, whose
+ * runtime gives its init only stdio) there is no listening socket: stdin is
+ * the one host connection, a connected stream socket, and its end is the
+ * agent's end. See docs/internals/protocol.md.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -54,6 +57,7 @@ void agent_log(const char *fmt, ...)
 static void usage(void)
 {
 	agent_log("usage: msb-agent [--work DIR]   (listening socket on $MSB_AGENT_LISTEN_FD)");
+	agent_log("       msb-agent --stdio [--work DIR]   (stdin: the one connection)");
 }
 
 /* Strict non-negative decimal. */
@@ -198,6 +202,8 @@ static void sweep(struct agent *a)
 			}
 		}
 		if (c->dead) {
+			if (a->stdio)
+				a->terminating = true; /* the only way in is gone */
 			egress_conn_closed(a, c);
 			*cp = c->next;
 			a->nconns--;
@@ -336,14 +342,20 @@ static int run(struct agent *a)
 				if (t < next)
 					next = t;
 			}
+			/* Flush first: a send that fails marks the connection closing
+			 * with nothing queued, and it must be closed here - a closing
+			 * connection with nothing to send is not polled, so it would
+			 * wait for some other event (issue 15, the fault suite's
+			 * exec.sent-client-KILL: a killed client's workload ran on
+			 * until its own deadline). */
+			if (!c->dead && conn_queued(c) > 0)
+				conn_flush(c);
 			if (c->closing && !c->dead) {
 				if (conn_queued(c) == 0 || now >= c->close_deadline_ns)
 					conn_close(a, c);
 				else if (c->close_deadline_ns < next)
 					next = c->close_deadline_ns;
 			}
-			if (!c->dead && conn_queued(c) > 0)
-				conn_flush(c);
 		}
 		sweep(a);
 		if (a->terminating)
@@ -371,14 +383,57 @@ static int run(struct agent *a)
 	}
 }
 
+/* --stdio: stdin, a connected stream socket, is the connection. It moves to
+ * a close-on-exec fd of its own and 0 becomes /dev/null. Stdout is left as
+ * it is: under gVisor each stdio fd is a separate import of the host file,
+ * and releasing the last reference to one that is the same socket shuts the
+ * socket down for all of them. */
+static int use_stdio(struct agent *a)
+{
+	struct stat st;
+	if (fstat(STDIN_FILENO, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+		agent_log("--stdio: stdin must be a connected stream socket");
+		return -1;
+	}
+	int fd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
+	int fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+		agent_log("--stdio: %s", strerror(errno));
+		return -1;
+	}
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		close(null);
+	}
+	a->listen_fd = -1;
+	if (conn_add(a, fd) < 0) {
+		agent_log("--stdio: out of memory");
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct agent agent;
 	struct agent *a = &agent;
 	const char *work = AGENT_DEFAULT_WORK;
 
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--work") == 0 && i + 1 < argc) {
+	/* One file operation for a container engine's exec (agent/file.c). */
+	if (argc >= 2 && strcmp(argv[1], "file") == 0)
+		return agent_file_main(argc, argv);
+	int vm_listen = -1;
+	/* The guest's init in a `vm` sandbox: vm_init.c builds the guest and
+	 * hands over the listening socket (its own options; workloads nest). */
+	if (argc > 1 && strcmp(argv[1], "--vm") == 0)
+		vm_listen = vm_init(argc, argv, &work);
+	for (int i = 1; vm_listen < 0 && i < argc; i++) {
+		if (strcmp(argv[i], "--stdio") == 0) {
+			a->stdio = true;
+		} else if (strcmp(argv[i], "--no-nest") == 0) {
+			a->no_nest = true;
+		} else if (strcmp(argv[i], "--work") == 0 && i + 1 < argc) {
 			work = argv[++i];
 		} else if (strncmp(argv[i], "--work=", 7) == 0) {
 			work = argv[i] + 7;
@@ -395,22 +450,27 @@ int main(int argc, char **argv)
 	if (!a->work)
 		return 1;
 
-	a->listen_fd = parse_fd(getenv("MSB_AGENT_LISTEN_FD"));
-	if (a->listen_fd < 0) {
+	if (a->stdio) {
+		if (use_stdio(a) < 0)
+			return 2;
+	} else if ((a->listen_fd = vm_listen >= 0 ? vm_listen
+						  : parse_fd(getenv("MSB_AGENT_LISTEN_FD"))) < 0) {
 		agent_log("MSB_AGENT_LISTEN_FD must name the listening socket");
 		return 2;
 	}
 	struct stat st;
 	int acc = 0;
 	socklen_t acclen = sizeof(acc);
-	if (fstat(a->listen_fd, &st) < 0 || !S_ISSOCK(st.st_mode) ||
-	    getsockopt(a->listen_fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &acclen) < 0 || !acc) {
+	if (a->stdio) {
+		/* served above */
+	} else if (fstat(a->listen_fd, &st) < 0 || !S_ISSOCK(st.st_mode) ||
+		   getsockopt(a->listen_fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &acclen) < 0 || !acc) {
 		agent_log("fd %d is not a listening socket", a->listen_fd);
 		return 2;
 	}
-	int fl = fcntl(a->listen_fd, F_GETFL);
-	if (fl < 0 || fcntl(a->listen_fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
-	    fcntl(a->listen_fd, F_SETFD, FD_CLOEXEC) < 0) {
+	int fl = a->stdio ? 0 : fcntl(a->listen_fd, F_GETFL);
+	if (!a->stdio && (fl < 0 || fcntl(a->listen_fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
+			  fcntl(a->listen_fd, F_SETFD, FD_CLOEXEC) < 0)) {
 		agent_log("listening socket: %s", strerror(errno));
 		return 1;
 	}

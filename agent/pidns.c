@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -77,19 +78,44 @@
 #define MNT_DETACH 2
 #endif
 
-/* linux/mount.h, spelt out: the agent builds against musl. */
+/* linux/mount.h, spelt out where the libc headers lack it: the agent builds
+ * against musl (a sanitized agent against glibc, which has most of them). */
+#ifndef FSOPEN_CLOEXEC
 #define FSOPEN_CLOEXEC 0x1u
+#endif
+#ifndef FSCONFIG_SET_FLAG
 #define FSCONFIG_SET_FLAG 0u
+#endif
+#ifndef FSCONFIG_SET_STRING
 #define FSCONFIG_SET_STRING 1u
+#endif
+#ifndef FSCONFIG_CMD_CREATE
 #define FSCONFIG_CMD_CREATE 6u
+#endif
+#ifndef FSMOUNT_CLOEXEC
 #define FSMOUNT_CLOEXEC 0x1u
+#endif
+#ifndef MOUNT_ATTR_RDONLY
 #define MOUNT_ATTR_RDONLY 0x1u
+#endif
+#ifndef MOUNT_ATTR_NOSUID
 #define MOUNT_ATTR_NOSUID 0x2u
+#endif
+#ifndef MOUNT_ATTR_NODEV
 #define MOUNT_ATTR_NODEV 0x4u
+#endif
+#ifndef MOUNT_ATTR_NOEXEC
 #define MOUNT_ATTR_NOEXEC 0x8u
+#endif
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
 #define MOVE_MOUNT_F_EMPTY_PATH 0x4u
+#endif
+#ifndef MOVE_MOUNT_T_EMPTY_PATH
 #define MOVE_MOUNT_T_EMPTY_PATH 0x40u
+#endif
+#ifndef OPEN_TREE_CLONE
 #define OPEN_TREE_CLONE 0x1u
+#endif
 
 struct mount_attr_v0 {
 	uint64_t attr_set, attr_clr, propagation, userns_fd;
@@ -433,6 +459,23 @@ int pidns_init(struct agent *a)
 	a->pidns_fd = -1;
 	if (!a->is_init)
 		return 0; /* an ordinary process (tests): workloads are its children */
+	/* --no-nest (oci under gVisor, whose sentry lets no init make a pid
+	 * namespace without CAP_SYS_ADMIN, which it refuses to run with): the
+	 * workloads share PID 1's namespace. The workload filter still refuses
+	 * every signal, pidfd and ptrace aimed at pid 1; what stays reachable is
+	 * PID 1's own /proc entries, inside gVisor's kernel, where an OOM score
+	 * moves nothing on the host (docs/security.md, the oci section). */
+	if (a->no_nest) {
+		/* Not dumpable: PID 1's environ, maps and mem then want
+		 * CAP_SYS_PTRACE, which no workload has (a workload's execve
+		 * makes it dumpable again; only the agent stays so). */
+		if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
+			snprintf(a->nest_error, sizeof(a->nest_error), "PR_SET_DUMPABLE: %s",
+				 strerror(errno));
+			return -errno;
+		}
+		return 0;
+	}
 	a->nested = true;
 	if (!proc_is_ours(a)) {
 		snprintf(a->nest_error, sizeof(a->nest_error),
@@ -464,8 +507,7 @@ int pidns_ensure(struct agent *a)
 	if (a->reaper > 0) {
 		/* Reaped here, not by the main loop, if it died since. */
 		int st;
-		pid_t r = waitpid(a->reaper, &st, WNOHANG);
-		if (r == 0)
+		if (waitpid(a->reaper, &st, WNOHANG) == 0)
 			return 0;
 		pidns_reaped(a, a->reaper);
 	}

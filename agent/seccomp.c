@@ -7,7 +7,9 @@
  *  - x32 system calls (bit 30 on x86_64) get EPERM;
  *  - clone3 gets ENOSYS (its flags live in memory a filter cannot read; libc
  *    falls back to clone), clone and unshare with any namespace flag get EPERM;
- *  - the deny list below gets EPERM.
+ *  - the deny list below gets EPERM;
+ *  - kill, tkill, tgkill, rt_(tg)sigqueueinfo and pidfd_open aimed at pid 1
+ *    (the agent) get EPERM.
  *
  * Hand-rolled classic BPF: the kernel ABI constants are spelt out here so
  * that the agent builds against musl, which ships no linux/ headers.
@@ -195,8 +197,19 @@ static const unsigned denied[] = {
 };
 
 #define NDENIED (sizeof(denied) / sizeof(denied[0]))
-/* prologue 4-5, denies, 3 special, ret allow, 2 arg checks, 3 returns */
-#define PROG_MAX (NDENIED + 24)
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+/* Calls whose first argument names a target process (or thread group). */
+static const unsigned pid1_calls[] = {
+	SYS_kill, SYS_tkill, SYS_tgkill, SYS_rt_sigqueueinfo, SYS_rt_tgsigqueueinfo, SYS_pidfd_open,
+};
+#define NPID1 (sizeof(pid1_calls) / sizeof(pid1_calls[0]))
+
+/* prologue 4-5, denies, 3 special, the pid-1 calls, ret allow, 3 arg
+ * checks, 4 returns */
+#define PROG_MAX (NDENIED + NPID1 + 30)
 
 struct asm_ctx {
 	struct bpf_insn insn[PROG_MAX];
@@ -207,7 +220,7 @@ struct asm_ctx {
 	unsigned nfix;
 };
 
-enum { L_EPERM, L_ENOSYS, L_CLONE, L_UNSHARE, L_COUNT };
+enum { L_EPERM, L_ENOSYS, L_CLONE, L_UNSHARE, L_PID1, L_COUNT };
 
 static void emit(struct asm_ctx *a, uint16_t code, uint8_t jt, uint8_t jf, uint32_t k)
 {
@@ -240,6 +253,8 @@ static int build(struct asm_ctx *a, struct bpf_prog *prog)
 	jeq_to(a, SYS_clone3, L_ENOSYS);
 	jeq_to(a, SYS_clone, L_CLONE);
 	jeq_to(a, SYS_unshare, L_UNSHARE);
+	for (size_t i = 0; i < NPID1; i++)
+		jeq_to(a, pid1_calls[i], L_PID1);
 	emit(a, BPF_RET_K, 0, 0, RET_ALLOW);
 
 	label_at[L_CLONE] = a->n;
@@ -250,6 +265,15 @@ static int build(struct asm_ctx *a, struct bpf_prog *prog)
 	label_at[L_UNSHARE] = a->n;
 	emit(a, BPF_LD_W_ABS, 0, 0, OFF_ARG0_LO);
 	emit(a, BPF_JSET_K, 0, 1, NS_FLAGS_UNSHARE);
+	emit(a, BPF_RET_K, 0, 0, RET_ERRNO | EPERM);
+	emit(a, BPF_RET_K, 0, 0, RET_ALLOW);
+	/* A signal (or a pidfd) aimed at PID 1, the agent: Linux drops what a
+	 * process of the namespace sends its init without a handler, gVisor
+	 * delivers it, and the agent handles SIGTERM. The pid is an int: its
+	 * low word is what the kernel reads. */
+	label_at[L_PID1] = a->n;
+	emit(a, BPF_LD_W_ABS, 0, 0, OFF_ARG0_LO);
+	emit(a, BPF_JEQ_K, 0, 1, 1);
 	emit(a, BPF_RET_K, 0, 0, RET_ERRNO | EPERM);
 	emit(a, BPF_RET_K, 0, 0, RET_ALLOW);
 	label_at[L_EPERM] = a->n;

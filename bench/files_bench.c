@@ -183,7 +183,7 @@ int main(int argc, char **argv)
 	}
 	free(w);
 	free(rd);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_scope_purge purge = {0};
 	if (msb_backend_dispose_scope(b, "bench", "files", &purge, &err) < 0 || purge.undisposed) {
 		fail("dispose", err);

@@ -103,6 +103,97 @@ static void die(const char *what, msb_error *e)
 	exit(1);
 }
 
+/* The native channel: the C client, then the Python client, n calls each. */
+static void bench_native(msb_sandbox *sb, msb_host_tool_registry *reg, const msb_key *key,
+			 const char *exe, int n)
+{
+	size_t len = 0;
+	char path[4200];
+	msb_error *e = NULL;
+	snprintf(path, sizeof(path), "%s/hosttools_guest", exe);
+	char *bin = slurp(path, &len);
+	if (!bin ||
+	    msb_sandbox_write_file(sb, "bench/hosttools_guest", (uint8_t *)bin, len, NULL, &e) < 0)
+		die("guest client", e);
+	free(bin);
+	char *py = slurp(MSB_SOURCE_ROOT "/clients/python/msb_host_tools.py", &len);
+	if (!py ||
+	    msb_sandbox_write_file(sb, "bench/msb_host_tools.py", (uint8_t *)py, len, NULL, &e) < 0)
+		die("python client", e);
+	free(py);
+	for (int which = 0; which < 2; which++) {
+		msb_host_tool_run *run = NULL;
+		msb_host_tool_run_new(reg, key, NULL, &run, NULL);
+		msb_native_server *srv = NULL;
+		if (msb_ns_host_tools_attach(sb, run, NULL, NULL, &srv, &e) < 0)
+			die("attach", e);
+		char env[300], cmd[600];
+		snprintf(env, sizeof(env), MSB_HOST_TOOLS_SOCKET_ENV "=%s",
+			 msb_native_server_guest_path(srv));
+		const char *envv[] = {env, "PYTHONPATH=/maf-sandbox/work/bench", NULL};
+		if (which == 0)
+			snprintf(cmd, sizeof(cmd),
+				 "chmod +x bench/hosttools_guest && "
+				 "bench/hosttools_guest %d",
+				 n);
+		else
+			snprintf(
+				cmd, sizeof(cmd),
+				"python3 -c 'import msb_host_tools as h, time\n"
+				"for i in range(%d):\n"
+				"    a = time.perf_counter_ns(); h.call(\"add\", left=2, right=3)\n"
+				"    print(time.perf_counter_ns() - a)'",
+				n);
+		msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+		req.shell = cmd;
+		req.env = envv;
+		req.timeout = 600;
+		msb_exec_result res = {0};
+		if (msb_sandbox_exec(sb, &req, &res, &e) < 0 || res.exit_code != 0) {
+			fprintf(stderr, "%s\n", res.stderr_bytes ? (char *)res.stderr_bytes : "");
+			die("native run", e);
+		}
+		report(which == 0 ? "native_c" : "native_python", (char *)res.stdout_bytes);
+		msb_exec_result_clear(&res);
+		msb_native_server_stop(srv);
+		msb_host_tool_run_free(run);
+	}
+}
+
+/* Over exec: m calls through the file transport, polled every `poll` s. */
+static void bench_over_exec(msb_sandbox *sb, msb_host_tool_registry *reg, const msb_key *key, int m,
+			    double poll)
+{
+	msb_error *e = NULL;
+	msb_host_tool_run *run = NULL;
+	msb_host_tool_run_new(reg, key, NULL, &run, NULL);
+	msb_guest_run_layout l;
+	msb_guest_run_layout_new("bench/run", NULL, &l, NULL);
+	char prog[400];
+	snprintf(prog, sizeof(prog),
+		 "import maf_host_tools as t, time\n"
+		 "for i in range(%d):\n"
+		 "    a = time.perf_counter_ns(); t.add(left=2, right=3)\n"
+		 "    print(time.perf_counter_ns() - a)\n",
+		 m);
+	msb_sandbox_write_file(sb, l.program, (uint8_t *)prog, strlen(prog), NULL, NULL);
+	const char *names[] = {"add"};
+	char *shim = NULL;
+	msb_host_tool_shim(names, 1, 300, &shim, NULL);
+	msb_sandbox_write_file(sb, l.shim, (uint8_t *)shim, strlen(shim), NULL, NULL);
+	free(shim);
+	msb_over_exec_options xo = MSB_OVER_EXEC_OPTIONS_INIT;
+	xo.timeout = 600;
+	xo.poll_interval = poll;
+	msb_exec_result res = {0};
+	if (msb_host_tool_calls_over_exec(sb, run, &l, &xo, &res, &e) < 0 || res.exit_code != 0)
+		die("over exec", e);
+	report("over_exec", (char *)res.stdout_bytes);
+	msb_exec_result_clear(&res);
+	msb_guest_run_layout_clear(&l);
+	msb_host_tool_run_free(run);
+}
+
 int main(int argc, char **argv)
 {
 	int n = 2000, m = 200;
@@ -176,88 +267,11 @@ int main(int argc, char **argv)
 	if (msb_host_tool_registry_register(reg, &t, &e) < 0)
 		die("register", e);
 
-	/* native: the C client and the Python client */
-	size_t len = 0;
-	snprintf(path, sizeof(path), "%s/hosttools_guest", exe);
-	char *bin = slurp(path, &len);
-	if (!bin ||
-	    msb_sandbox_write_file(sb, "bench/hosttools_guest", (uint8_t *)bin, len, NULL, &e) < 0)
-		die("guest client", e);
-	free(bin);
-	char *py = slurp(MSB_SOURCE_ROOT "/clients/python/msb_host_tools.py", &len);
-	if (!py ||
-	    msb_sandbox_write_file(sb, "bench/msb_host_tools.py", (uint8_t *)py, len, NULL, &e) < 0)
-		die("python client", e);
-	free(py);
-	for (int which = 0; which < 2; which++) {
-		msb_host_tool_run *run = NULL;
-		msb_host_tool_run_new(reg, &key, NULL, &run, NULL);
-		msb_native_server *srv = NULL;
-		if (msb_ns_host_tools_attach(sb, run, NULL, NULL, &srv, &e) < 0)
-			die("attach", e);
-		char env[300], cmd[600];
-		snprintf(env, sizeof(env), MSB_HOST_TOOLS_SOCKET_ENV "=%s",
-			 msb_native_server_guest_path(srv));
-		const char *envv[] = {env, "PYTHONPATH=/maf-sandbox/work/bench", NULL};
-		if (which == 0)
-			snprintf(cmd, sizeof(cmd),
-				 "chmod +x bench/hosttools_guest && "
-				 "bench/hosttools_guest %d",
-				 n);
-		else
-			snprintf(
-				cmd, sizeof(cmd),
-				"python3 -c 'import msb_host_tools as h, time\n"
-				"for i in range(%d):\n"
-				"    a = time.perf_counter_ns(); h.call(\"add\", left=2, right=3)\n"
-				"    print(time.perf_counter_ns() - a)'",
-				n);
-		msb_exec_request req = MSB_EXEC_REQUEST_INIT;
-		req.shell = cmd;
-		req.env = envv;
-		req.timeout = 600;
-		msb_exec_result res = {0};
-		if (msb_sandbox_exec(sb, &req, &res, &e) < 0 || res.exit_code != 0) {
-			fprintf(stderr, "%s\n", res.stderr_bytes ? (char *)res.stderr_bytes : "");
-			die("native run", e);
-		}
-		report(which == 0 ? "native_c" : "native_python", (char *)res.stdout_bytes);
-		msb_exec_result_clear(&res);
-		msb_native_server_stop(srv);
-		msb_host_tool_run_free(run);
-	}
-
-	/* over exec */
-	msb_host_tool_run *run = NULL;
-	msb_host_tool_run_new(reg, &key, NULL, &run, NULL);
-	msb_guest_run_layout l;
-	msb_guest_run_layout_new("bench/run", NULL, &l, NULL);
-	char prog[400];
-	snprintf(prog, sizeof(prog),
-		 "import maf_host_tools as t, time\n"
-		 "for i in range(%d):\n"
-		 "    a = time.perf_counter_ns(); t.add(left=2, right=3)\n"
-		 "    print(time.perf_counter_ns() - a)\n",
-		 m);
-	msb_sandbox_write_file(sb, l.program, (uint8_t *)prog, strlen(prog), NULL, NULL);
-	const char *names[] = {"add"};
-	char *shim = NULL;
-	msb_host_tool_shim(names, 1, 300, &shim, NULL);
-	msb_sandbox_write_file(sb, l.shim, (uint8_t *)shim, strlen(shim), NULL, NULL);
-	free(shim);
-	msb_over_exec_options xo = MSB_OVER_EXEC_OPTIONS_INIT;
-	xo.timeout = 600;
-	xo.poll_interval = poll;
-	msb_exec_result res = {0};
-	if (msb_host_tool_calls_over_exec(sb, run, &l, &xo, &res, &e) < 0 || res.exit_code != 0)
-		die("over exec", e);
-	report("over_exec", (char *)res.stdout_bytes);
-	msb_exec_result_clear(&res);
-	msb_guest_run_layout_clear(&l);
-	msb_host_tool_run_free(run);
+	bench_native(sb, reg, &key, exe, n);
+	bench_over_exec(sb, reg, &key, m, poll);
 
 	msb_host_tool_registry_unref(reg);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_scope_purge p = {0};
 	msb_backend_dispose_scope(b, "bench", "hosttools", &p, NULL);
 	msb_backend_unref(b);

@@ -61,39 +61,18 @@
 #include <msb/msb.h>
 #include <msb/ns.h>
 
-#define SCOPE "msbbench"
-#define AGENT_DIR "bench"
-#define KIND "shell"
-#define MAX_N 100000
-#define MAX_MANY 2000
-
-struct bench {
-	int n;
-	int many;
-	int idle_ms;
-	const char *only;
-	char state_root[PATH_MAX];
-	bool made_root;
-	char shim[PATH_MAX];
-	char agent[PATH_MAX];
-	msb_router *router;
-	msb_backend *backend; /* the router's, for the warm pool's verbs */
-	msb_spec *conv_spec;
-	msb_spec *call_spec;
-	unsigned long seq;
-	int failures;
-};
+#include "msb_bench.h"
 
 static const char *const true_argv[] = {"/bin/true", NULL};
 
-static double now_ms(void)
+double now_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static void sleep_ms(int ms)
+void sleep_ms(int ms)
 {
 	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
@@ -177,7 +156,7 @@ static double cpu_now_ms(void)
 	return got ? (double)v / 1e6 : -1;
 }
 
-static int cmp_double(const void *a, const void *b)
+int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 	return (x > y) - (x < y);
@@ -185,7 +164,7 @@ static int cmp_double(const void *a, const void *b)
 
 /* Nearest rank: the smallest value with at least q of the samples at or
  * below it. v must be sorted, n > 0. */
-static double pct(const double *v, int n, double q)
+double pct(const double *v, int n, double q)
 {
 	int k = (int)(q * n + 0.999999);
 	if (k < 1)
@@ -196,7 +175,7 @@ static double pct(const double *v, int n, double q)
 }
 
 /* A JSON string literal (RFC 8259 escapes) on stdout. */
-static void json_str(const char *s)
+void json_str(const char *s)
 {
 	putchar('"');
 	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
@@ -265,7 +244,7 @@ static void report_times(const char *name, double *v, int ok, int n, double *bas
 	fflush(stdout);
 }
 
-static void report_error(struct bench *b, const char *name, const char *what, msb_error *err)
+void report_error(struct bench *b, const char *name, const char *what, msb_error *err)
 {
 	b->failures++;
 	printf("{\"case\":");
@@ -361,14 +340,7 @@ static int setup(struct bench *b, msb_error **err)
 	return make_spec(MSB_SCOPE_CALL, &b->call_spec, err);
 }
 
-/* A key nobody used before in this run. */
-struct key_buf {
-	char thread[64];
-	char call[64];
-	msb_key key;
-};
-
-static void new_key(struct bench *b, const char *tag, bool call, struct key_buf *k)
+void new_key(struct bench *b, const char *tag, bool call, struct key_buf *k)
 {
 	unsigned long s = b->seq++;
 	snprintf(k->thread, sizeof(k->thread), "%s-%d-%lu", tag, (int)getpid(), s);
@@ -379,7 +351,7 @@ static void new_key(struct bench *b, const char *tag, bool call, struct key_buf 
 	k->key.call_id = call ? k->call : NULL;
 }
 
-static int acquire(struct bench *b, struct key_buf *k, msb_sandbox **sb, msb_error **err)
+int acquire(struct bench *b, struct key_buf *k, msb_sandbox **sb, msb_error **err)
 {
 	msb_acquire_options ao = MSB_ACQUIRE_OPTIONS_INIT;
 	ao.call = k->key.call_id;
@@ -387,7 +359,7 @@ static int acquire(struct bench *b, struct key_buf *k, msb_sandbox **sb, msb_err
 				  &ao, sb, err);
 }
 
-static int dispose(struct bench *b, struct key_buf *k, msb_error **err)
+int dispose(struct bench *b, struct key_buf *k, msb_error **err)
 {
 	bool all = false;
 	int r = msb_router_dispose(b->router, &k->key, &all, err);
@@ -398,7 +370,7 @@ static int dispose(struct bench *b, struct key_buf *k, msb_error **err)
 	return 0;
 }
 
-static int exec_true(msb_sandbox *sb, msb_error **err)
+int exec_true(msb_sandbox *sb, msb_error **err)
 {
 	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
 	req.argv = true_argv;
@@ -529,7 +501,7 @@ static void case_cold(struct bench *b, const char *name, int idle_ms)
 			dispose(b, &k, NULL);
 			break;
 		}
-		msb_sandbox_release(sb);
+		msb_sandbox_free(sb);
 		if (dispose(b, &k, &err) < 0) {
 			report_error(b, name, "dispose", err);
 			msb_error_free(err);
@@ -574,10 +546,10 @@ static void case_warm_exec(struct bench *b)
 		struct mark m0 = mark_start();
 		if (acquire(b, &k, &h, &err) < 0 || exec_true(h, &err) < 0) {
 			report_error(b, "warm_acquire_exec", "acquire+exec", err);
-			msb_sandbox_release(h);
+			msb_sandbox_free(h);
 			goto out;
 		}
-		msb_sandbox_release(h);
+		msb_sandbox_free(h);
 		struct mark m1 = mark_end();
 		samples_add(&sw, m0, m1);
 	}
@@ -589,7 +561,7 @@ static void case_warm_exec(struct bench *b)
 out:
 	msb_error_free(err);
 	err = NULL;
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	if (sb && dispose(b, &k, &err) < 0) {
 		report_error(b, "warm_exec", "dispose", err);
 		msb_error_free(err);
@@ -616,7 +588,7 @@ static void case_run(struct bench *b, const char *name, int idle_ms)
 		int r = acquire(b, &k, &sb, &err);
 		if (r == 0)
 			r = exec_true(sb, &err);
-		msb_sandbox_release(sb);
+		msb_sandbox_free(sb);
 		int d = dispose(b, &k, r < 0 ? NULL : &err);
 		struct mark m1 = mark_end();
 		if (r < 0 || d < 0) {
@@ -661,7 +633,7 @@ static void case_run_steps(struct bench *b, const char *name, int idle_ms)
 		if (r == 0)
 			r = exec_true(sb, &err);
 		t[2] = now_ms();
-		msb_sandbox_release(sb);
+		msb_sandbox_free(sb);
 		t[3] = now_ms();
 		int d = dispose(b, &k, r < 0 ? NULL : &err);
 		t[4] = now_ms();
@@ -738,7 +710,7 @@ static void case_pool(struct bench *b, const char *name, bool run, int idle_ms)
 				r = exec_true(sb, &err);
 			t[2] = now_ms();
 			if (run)
-				msb_sandbox_release(sb);
+				msb_sandbox_free(sb);
 			t[3] = now_ms();
 			int d = run ? dispose(b, &k, r < 0 ? NULL : &err) : 0;
 			struct mark m1 = mark_end();
@@ -749,7 +721,7 @@ static void case_pool(struct bench *b, const char *name, bool run, int idle_ms)
 				nsteps++;
 			}
 			if (!run) {
-				msb_sandbox_release(sb);
+				msb_sandbox_free(sb);
 				dispose(b, &k, NULL);
 			}
 			if (r < 0 || d < 0) {
@@ -801,7 +773,7 @@ static void case_dispose(struct bench *b)
 			dispose(b, &k, NULL);
 			break;
 		}
-		msb_sandbox_release(sb);
+		msb_sandbox_free(sb);
 		struct mark m0 = mark_start();
 		int r = dispose(b, &k, &err);
 		struct mark m1 = mark_end();
@@ -814,309 +786,6 @@ static void case_dispose(struct bench *b)
 	}
 	samples_report(&sm, "dispose", b->n,
 		       "dispose of an idle sandbox (shim, agent, cgroups, state dir gone)");
-}
-
-/* ---- memory --------------------------------------------------------------- */
-
-struct mem {
-	long rss_kb;
-	long pss_kb;
-	long uss_kb; /* Private_Clean + Private_Dirty */
-	int procs;
-};
-
-static int read_pid_file(const char *path, long *pid)
-{
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return -1;
-	int r = fscanf(f, "%ld", pid) == 1 && *pid > 0 ? 0 : -1;
-	fclose(f);
-	return r;
-}
-
-static int add_smaps(long pid, struct mem *m)
-{
-	char path[64], line[256];
-	snprintf(path, sizeof(path), "/proc/%ld/smaps_rollup", pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return -1;
-	long v;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "Rss: %ld kB", &v) == 1)
-			m->rss_kb += v;
-		else if (sscanf(line, "Pss: %ld kB", &v) == 1)
-			m->pss_kb += v;
-		else if (sscanf(line, "Private_Clean: %ld kB", &v) == 1)
-			m->uss_kb += v;
-		else if (sscanf(line, "Private_Dirty: %ld kB", &v) == 1)
-			m->uss_kb += v;
-	}
-	fclose(f);
-	m->procs++;
-	return 0;
-}
-
-/* The memory cgroup (v1) or unified cgroup (v2) of pid, read from the host. */
-static long cgroup_memory_kb(long pid)
-{
-	char path[64], line[1024];
-	snprintf(path, sizeof(path), "/proc/%ld/cgroup", pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return -1;
-	long kb = -1;
-	while (fgets(line, sizeof(line), f)) {
-		char *nl = strchr(line, '\n');
-		if (nl)
-			*nl = '\0';
-		char *c1 = strchr(line, ':');
-		char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-		if (!c2)
-			continue;
-		char file[PATH_MAX];
-		*c2 = '\0';
-		if (strcmp(c1 + 1, "memory") == 0)
-			snprintf(file, sizeof(file),
-				 "/sys/fs/cgroup/memory%s/memory.usage_in_bytes", c2 + 1);
-		else
-			continue;
-		FILE *u = fopen(file, "re");
-		unsigned long long bytes;
-		if (u && fscanf(u, "%llu", &bytes) == 1)
-			kb = (long)(bytes / 1024);
-		if (u)
-			fclose(u);
-		break;
-	}
-	fclose(f);
-	return kb;
-}
-
-/* Sum the memory of every live sandbox under the state root whose thread
- * starts with prefix; *agent_pid receives one agent's pid. */
-static int sandbox_memory(struct bench *b, const char *prefix, struct mem *m, long *agent_pid,
-			  int *count)
-{
-	msb_ns_options no = MSB_NS_OPTIONS_INIT;
-	no.state_root = b->state_root;
-	msb_ns_entry *e = NULL;
-	size_t n = 0;
-	msb_error *err = NULL;
-	if (msb_ns_list(&no, &e, &n, &err) < 0) {
-		msb_error_free(err);
-		return -1;
-	}
-	memset(m, 0, sizeof(*m));
-	*count = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (!e[i].alive || !e[i].thread_id ||
-		    strncmp(e[i].thread_id, prefix, strlen(prefix)) != 0)
-			continue;
-		char path[2 * PATH_MAX];
-		long init = 0;
-		snprintf(path, sizeof(path), "%s/ns/%s/init.pid", b->state_root, e[i].name);
-		if (e[i].shim_pid > 0)
-			add_smaps((long)e[i].shim_pid, m);
-		if (read_pid_file(path, &init) == 0 && add_smaps(init, m) == 0 && agent_pid)
-			*agent_pid = init;
-		(*count)++;
-	}
-	msb_ns_entries_free(e, n);
-	return 0;
-}
-
-/* The cpuacct (v1) line of /proc/PID/cgroup, for comparing two processes. */
-static bool cpuacct_line(const char *pid, char *out, size_t size)
-{
-	char path[64], line[1024];
-	snprintf(path, sizeof(path), "/proc/%s/cgroup", pid);
-	FILE *f = fopen(path, "re");
-	bool found = false;
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		char *c1 = strchr(line, ':');
-		if (c1 && strstr(c1, "cpuacct")) {
-			snprintf(out, size, "%s", c1);
-			found = true;
-		}
-	}
-	fclose(f);
-	return found;
-}
-
-/* Host-wide figures from /proc/meminfo, in KiB (-1 when absent). */
-struct meminfo {
-	long available;
-	long slab;
-	long page_tables;
-	long kernel_stack;
-};
-
-static void read_meminfo(struct meminfo *mi)
-{
-	FILE *f = fopen("/proc/meminfo", "re");
-	char line[256];
-	mi->available = mi->slab = mi->page_tables = mi->kernel_stack = -1;
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		long v;
-		if (sscanf(line, "MemAvailable: %ld kB", &v) == 1)
-			mi->available = v;
-		else if (sscanf(line, "Slab: %ld kB", &v) == 1)
-			mi->slab = v;
-		else if (sscanf(line, "PageTables: %ld kB", &v) == 1)
-			mi->page_tables = v;
-		else if (sscanf(line, "KernelStack: %ld kB", &v) == 1)
-			mi->kernel_stack = v;
-	}
-	fclose(f);
-}
-
-static long delta(long before, long after)
-{
-	return before >= 0 && after >= 0 ? after - before : 0;
-}
-
-static void case_idle_memory(struct bench *b)
-{
-	struct key_buf k;
-	new_key(b, "mem", false, &k);
-	msb_sandbox *sb = NULL;
-	msb_error *err = NULL;
-	if (acquire(b, &k, &sb, &err) < 0 || exec_true(sb, &err) < 0) {
-		report_error(b, "idle_memory", "acquire+exec", err);
-		msb_error_free(err);
-		msb_sandbox_release(sb);
-		dispose(b, &k, NULL);
-		return;
-	}
-	msb_sandbox_release(sb);
-	sleep_ms(500); /* let the exec's child be reaped and the sandbox go idle */
-	struct mem m;
-	long agent = 0;
-	int count = 0;
-	if (sandbox_memory(b, "mem-", &m, &agent, &count) < 0 || count != 1 || m.procs != 2) {
-		report_error(b, "idle_memory", "could not find the shim and the agent", NULL);
-	} else {
-		long cg = cgroup_memory_kb(agent);
-		char mine[1024], theirs[1024], agent_s[32];
-		snprintf(agent_s, sizeof(agent_s), "%ld", agent);
-		bool same = cpuacct_line("self", mine, sizeof(mine)) &&
-			    cpuacct_line(agent_s, theirs, sizeof(theirs)) && !strcmp(mine, theirs);
-		printf("{\"case\":\"idle_memory\",\"procs\":%d,\"pss_kib\":%ld,\"rss_kib\":%ld,"
-		       "\"uss_kib\":%ld,\"cgroup_usage_kib\":%ld,\"agent_in_our_cpuacct\":%s,"
-		       "\"note\":\"shim + agent of one idle "
-		       "sandbox after one exec; Pss and USS (Private_Clean+Private_Dirty) and Rss "
-		       "from /proc/PID/smaps_rollup; cgroup_usage = memory.usage_in_bytes of the "
-		       "agent's memory cgroup (charged user and kernel pages; -1 when none)\"}\n",
-		       m.procs, m.pss_kb, m.rss_kb, m.uss_kb, cg, same ? "true" : "false");
-		fflush(stdout);
-	}
-	if (dispose(b, &k, &err) < 0) {
-		report_error(b, "idle_memory", "dispose", err);
-		msb_error_free(err);
-	}
-}
-
-static void case_many(struct bench *b)
-{
-	int m = b->many;
-	struct key_buf *keys = calloc((size_t)m, sizeof(*keys));
-	msb_sandbox **sbs = calloc((size_t)m, sizeof(*sbs));
-	double *t = calloc((size_t)m, sizeof(*t));
-	if (!keys || !sbs || !t)
-		goto out;
-	struct meminfo mi0, mi1;
-	read_meminfo(&mi0);
-	int up = 0, served = 0, gone = 0;
-	char first_error[512] = "";
-	double t0 = now_ms();
-	for (int i = 0; i < m; i++) {
-		msb_error *err = NULL;
-		new_key(b, "many", false, &keys[i]);
-		double a = now_ms();
-		if (acquire(b, &keys[i], &sbs[i], &err) < 0) {
-			if (!first_error[0])
-				snprintf(first_error, sizeof(first_error), "acquire %d: %s", i,
-					 msb_error_message(err));
-			msb_error_free(err);
-			continue;
-		}
-		t[up++] = now_ms() - a;
-	}
-	double t_up = now_ms() - t0;
-	sleep_ms(1000);
-	struct mem mm;
-	long agent = 0;
-	int alive = 0;
-	sandbox_memory(b, "many-", &mm, &agent, &alive);
-	read_meminfo(&mi1);
-	double t1 = now_ms();
-	for (int i = 0; i < m; i++) {
-		msb_error *err = NULL;
-		if (!sbs[i])
-			continue;
-		if (exec_true(sbs[i], &err) == 0)
-			served++;
-		else if (!first_error[0])
-			snprintf(first_error, sizeof(first_error), "exec %d: %s", i,
-				 msb_error_message(err));
-		msb_error_free(err);
-	}
-	double t_exec = now_ms() - t1;
-	for (int i = 0; i < m; i++) {
-		msb_sandbox_release(sbs[i]);
-		sbs[i] = NULL;
-	}
-	double t2 = now_ms();
-	for (int i = 0; i < m; i++) {
-		msb_error *err = NULL;
-		if (dispose(b, &keys[i], &err) == 0)
-			gone++;
-		else if (!first_error[0])
-			snprintf(first_error, sizeof(first_error), "dispose %d: %s", i,
-				 msb_error_message(err));
-		msb_error_free(err);
-	}
-	double t_down = now_ms() - t2;
-	double p50 = 0, p90 = 0, p99 = 0;
-	if (up > 0) {
-		qsort(t, (size_t)up, sizeof(*t), cmp_double);
-		p50 = pct(t, up, .5);
-		p90 = pct(t, up, .9);
-		p99 = pct(t, up, .99);
-	}
-	if (up != m || served != m || gone != m)
-		b->failures++;
-	printf("{\"case\":\"many\",\"n\":%d,\"acquired\":%d,\"alive_after_1s\":%d,\"procs\":%d,"
-	       "\"served_exec\":%d,\"disposed\":%d,\"acquire_all_ms\":%.1f,"
-	       "\"acquire_p50_ms\":%.3f,\"acquire_p90_ms\":%.3f,\"acquire_p99_ms\":%.3f,"
-	       "\"exec_all_ms\":%.1f,\"dispose_all_ms\":%.1f,\"pss_kib\":%ld,\"rss_kib\":%ld,"
-	       "\"uss_kib\":%ld,\"memavailable_drop_kib\":%ld,\"slab_growth_kib\":%ld,"
-	       "\"pagetables_growth_kib\":%ld,\"kernelstack_growth_kib\":%ld,"
-	       "\"first_error\":",
-	       m, up, alive, mm.procs, served, gone, t_up, p50, p90, p99, t_exec, t_down, mm.pss_kb,
-	       mm.rss_kb, mm.uss_kb, -delta(mi0.available, mi1.available),
-	       delta(mi0.slab, mi1.slab), delta(mi0.page_tables, mi1.page_tables),
-	       delta(mi0.kernel_stack, mi1.kernel_stack));
-	json_str(first_error);
-	printf(",\"note\":\"M sandboxes acquired one after another and held at once; Pss/Rss/USS "
-	       "summed over every shim and agent after 1 s idle; the *_drop/*_growth figures are "
-	       "host-wide /proc/meminfo differences from before the first acquire to then "
-	       "(kernel memory included; other work on a shared machine moves them too); then "
-	       "one exec of /bin/true in each, then dispose of all\"}\n");
-	fflush(stdout);
-out:
-	if (sbs)
-		for (int i = 0; i < m; i++)
-			msb_sandbox_release(sbs[i]);
-	free(keys);
-	free(sbs);
-	free(t);
 }
 
 /* ---- tear-down ------------------------------------------------------------ */

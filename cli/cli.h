@@ -10,12 +10,49 @@
 #include <jansson.h>
 #include <msb/msb.h>
 
+/*
+ * The verbs and their options are data: `msb VERB --help`, `msb completion
+ * bash|zsh` and `msb man` are all generated from these tables (cli/help.c),
+ * and each verb's getopt table is built from its rows (cli_getopt).
+ */
+typedef enum cli_value {
+	CLI_VALUE_NONE = 0, /* a flag: no argument */
+	CLI_VALUE_TEXT,	    /* free text (a name, a number) */
+	CLI_VALUE_FILE,	    /* a host file */
+	CLI_VALUE_DIR,	    /* a host directory */
+	CLI_VALUE_WORDS,    /* one of `words` */
+} cli_value;
+
+typedef struct cli_option {
+	const char *name;  /* the long name, without "--" */
+	const char *arg;   /* the argument's name in help (FILE, N); NULL for a flag */
+	const char *help;  /* what it does; lines separated by '\n', no final newline */
+	int id;		   /* what getopt_long returns for it */
+	cli_value value;   /* what its argument completes to */
+	const char *words; /* CLI_VALUE_WORDS: the words, space-separated */
+} cli_option;
+
 typedef struct cli_verb {
 	const char *name;
-	const char *summary;
-	const char *usage; /* full help text for `msb VERB --help` */
+	const char *summary;	   /* one line, lower-case, for `msb --help` and the man page */
+	const char *synopsis;	   /* the usage line(s) after "usage: " (later lines indented) */
+	const char *description;   /* paragraphs after the synopsis; may be NULL */
+	const cli_option *options; /* ended by a row whose name is NULL; may be NULL */
+	const char *operands;	   /* sub-verbs the first operand completes to, space-separated;
+				    * may be NULL */
+	cli_value operand_value;   /* what other operands complete to */
 	int (*run)(int argc, char **argv);
 } cli_verb;
+
+/* Every verb, in `msb --help` order. */
+const cli_verb *const *cli_verbs(size_t *n);
+/* The verb's whole help text (synopsis, description, options) to f. */
+void cli_print_usage(const cli_verb *verb, FILE *f);
+/* The verb's options as getopt_long's table into out (NULL-ended); false
+ * when more than cap - 1 rows. */
+struct option;
+bool cli_getopt_table(const cli_verb *verb, struct option *out, size_t cap);
+extern const cli_verb verb_completion, verb_man;
 
 /* Print an error as "msb: Name: message" and return its exit status. */
 int cli_fail(msb_error *err);
@@ -25,7 +62,7 @@ int cli_usage(const cli_verb *verb, const char *fmt, ...) __attribute__((format(
 int cli_read_file(const char *path, char **out, size_t *len, msb_error **err);
 /* The log callback the CLI installs: warnings and errors to stderr. */
 void cli_log(void *ud, msb_log_level level, const char *component, const char *message);
-/* true when argv[i] is --help or -h. */
+/* true when an argument before "--" is --help or -h. */
 bool cli_wants_help(int argc, char **argv);
 
 int cmd_check(int argc, char **argv);
@@ -41,8 +78,8 @@ bool cli_beside_binary(const char *rel, int mode, char *out, size_t size);
 /* nbytes (at most 16) random bytes as hex into out (2 * nbytes + 1 chars);
  * zeros if the kernel gives none. */
 void cli_random_hex(char *out, size_t nbytes);
-/* Point $MSB_SHIM and $MSB_AGENT at the helpers beside this binary in a build
- * tree, unless they are set. */
+/* Point $MSB_SHIM, $MSB_AGENT and $MSB_EGRESS_PROXY at the helpers beside
+ * this binary in a build tree, unless they are set. */
 void cli_locate_helpers(void);
 /* A positive decimal count. */
 bool cli_parse_size(const char *s, uint64_t *out);
@@ -60,20 +97,220 @@ typedef struct cli_backend_flags {
 	const char *image;
 	const char *egress_config;
 } cli_backend_flags;
-/* The backend JSON object (json_decref it). */
+/*
+ * The backend JSON object (json_decref it): --config's object (type must
+ * be f->type when given); else the configuration file's `backend` when it
+ * is of f->type (or f->type is NULL); else {"type": f->type or "ns"}; the
+ * flags written over it.
+ */
 int cli_backend_object(const cli_backend_flags *f, json_t **out, msb_error **err);
+/* The same, and *sources: each key's source ("flag", "file", "built-in
+ * default"). */
+int cli_backend_object_sourced(const cli_backend_flags *f, json_t **out, json_t **sources,
+			       msb_error **err);
 /* The same as compact text (free it). */
 int cli_backend_json(const cli_backend_flags *f, char **out, msb_error **err);
 /* The backend itself, through msb_backend_from_json. */
 int cli_backend_new(const cli_backend_flags *f, msb_backend **out, msb_error **err);
 
+/* The router JSON options (without backends): the configuration file's
+ * `router`, --min-isolation (may be NULL) over it; *sources as above. */
+int cli_router_object(const char *min_isolation, json_t **out, json_t **sources, msb_error **err);
+/* The same as msb_router_options (*selected owned, may be NULL). */
+int cli_router_options(const char *min_isolation, msb_router_options *out, char **selected,
+		       msb_error **err);
+/* The whole router JSON: those options and "backends": [the backend]. */
+int cli_router_json(const cli_backend_flags *f, const char *min_isolation, char **out,
+		    msb_error **err);
+/* true when the floor was stated: by --min-isolation or by the file. */
+bool cli_floor_from_flag_or_file(const char *min_isolation);
+
+/* ---- the configuration file (cli/config.c; docs/cli.md "Configuration") ---- */
+
+#define CLI_RESOURCES 4
+/* memory_bytes, pids_max, cpu_millis, writable_bytes: the spec's resources. */
+extern const char *const cli_resource_keys[CLI_RESOURCES + 1];
+
+typedef struct cli_config {
+	char *path;	      /* the file read; NULL when there is none */
+	const char *found_by; /* "$MSB_CONFIG", "$XDG_CONFIG_HOME", "$HOME/.config", "/etc"
+			       * or "$MSB_SYSTEM_CONFIG" */
+	json_t *root;	      /* the whole file */
+	json_t *router;	      /* its `router` (borrowed from root) or NULL */
+	json_t *backend;      /* its `backend` or NULL */
+	uint64_t resources[CLI_RESOURCES]; /* defaults.resources; 0 = unset */
+	uint64_t pool_size;		   /* defaults.pool_size, for the warm pool */
+	bool has_pool_size;
+} cli_config;
+
+/* The configuration, found and checked on first use and kept for the
+ * process. A file that is malformed fails every verb that reads it. */
+int cli_config_get(const cli_config **out, msb_error **err);
+void cli_config_clear(cli_config *c);
+/* Fill the zeros of res (flags) from defaults.resources. */
+void cli_spec_resources(uint64_t res[CLI_RESOURCES]);
+/* A positive count, with a K/M/G suffix (powers of 1024) when `suffixes`. */
+bool cli_parse_count(const char *s, bool suffixes, uint64_t *out);
+
+/* ---- option rows the verbs share (the same text in --help, completion, man) ---- */
+
+#define CLI_OPTION_BACKEND(id)                                                                     \
+	{                                                                                          \
+		"backend", "TYPE",                                                                 \
+			"the backend type: `ns` (default), `docker`, `wslc`, `oci`, ...\n"         \
+			"(`msb doctor` lists them; docs/engine.md for the engines)",               \
+			id, CLI_VALUE_TEXT, NULL                                                   \
+	}
+#define CLI_OPTION_CONFIG(id)                                                                      \
+	{                                                                                          \
+		"config", "FILE",                                                                  \
+			"the backend as backend JSON (docs/policy.md); default: the\n"             \
+			"configuration file's `backend`, else {\"type\": \"ns\"}; the flags\n"     \
+			"below write over its keys",                                               \
+			id, CLI_VALUE_FILE, NULL                                                   \
+	}
+#define CLI_OPTION_STATE_DIR(id)                                                                   \
+	{                                                                                          \
+		"state-dir", "DIR",                                                                \
+			"the backend's `state_dir` (ns: its state root; default\n"                 \
+			"$MSB_STATE_DIR, else /run/msb)",                                          \
+			id, CLI_VALUE_DIR, NULL                                                    \
+	}
+#define CLI_OPTION_IMAGE(id)                                                                       \
+	{                                                                                          \
+		"image", "IMAGE",                                                                  \
+			"the backend's `image`: `host` (default), `dir:PATH` "                     \
+			"or\n`oci:PATH[:TAG]`",                                                    \
+			id, CLI_VALUE_TEXT, NULL                                                   \
+	}
+#define CLI_OPTION_EGRESS_CONFIG(id)                                                               \
+	{                                                                                          \
+		"egress-config", "FILE", "the backend's `egress` settings (JSON, docs/egress.md)", \
+			id, CLI_VALUE_FILE, NULL                                                   \
+	}
+#define CLI_OPTION_FLOOR(id)                                                                       \
+	{                                                                                          \
+		"min-isolation", "RUNG",                                                           \
+			"the router's floor (default: the configuration's, else\n"                 \
+			"microvm; `ns` is a container: pass container to opt down)",               \
+			id, CLI_VALUE_WORDS,                                                       \
+			"none runtime os_process container hardened_container microvm vm"          \
+	}
+#define CLI_OPTION_MEMORY(id)                                                                      \
+	{                                                                                          \
+		"memory", "BYTES", "memory limit, swap included (suffix K, M, G: powers of 1024)", \
+			id, CLI_VALUE_TEXT, NULL                                                   \
+	}
+#define CLI_OPTION_PIDS(id)                                                                        \
+	{                                                                                          \
+		"pids", "N", "at most N processes and threads, the agent included", id,            \
+			CLI_VALUE_TEXT, NULL                                                       \
+	}
+#define CLI_OPTION_CPU(id)                                                                         \
+	{                                                                                          \
+		"cpu", "MILLIS", "CPU time in thousandths of a core (500 = half a core)", id,      \
+			CLI_VALUE_TEXT, NULL                                                       \
+	}
+#define CLI_OPTION_SCOPE(id)                                                                       \
+	{                                                                                          \
+		"scope", "S", "the key's scope (default: cli)", id, CLI_VALUE_TEXT, NULL           \
+	}
+#define CLI_OPTION_THREAD(id)                                                                      \
+	{                                                                                          \
+		"thread", "T", "the key's thread id (the conversation)", id, CLI_VALUE_TEXT, NULL  \
+	}
+#define CLI_OPTION_AGENT(id)                                                                       \
+	{                                                                                          \
+		"agent", "A", "the key's agent directory (default: cli)", id, CLI_VALUE_TEXT, NULL \
+	}
+#define CLI_OPTION_KIND(id)                                                                        \
+	{                                                                                          \
+		"kind", "K", "the workload kind (default: shell)", id, CLI_VALUE_TEXT, NULL        \
+	}
+#define CLI_OPTION_END                                                                             \
+	{                                                                                          \
+		NULL, NULL, NULL, 0, 0, NULL                                                       \
+	}
+
+/* ---- the sandbox a verb addresses (cli/target.c) ---- */
+
+/* Option ids of the rows below; a verb's own ids start at CLI_OPT_VERB. */
+enum {
+	CLI_OPT_CONFIG = 2000,
+	CLI_OPT_STATE,
+	CLI_OPT_IMAGE,
+	CLI_OPT_EGRESS_CONFIG,
+	CLI_OPT_FLOOR,
+	CLI_OPT_SCOPE,
+	CLI_OPT_THREAD,
+	CLI_OPT_AGENT,
+	CLI_OPT_KIND,
+	CLI_OPT_MEMORY,
+	CLI_OPT_PIDS,
+	CLI_OPT_CPU,
+	CLI_OPT_ALLOW,
+	CLI_OPT_VERB,
+};
+
+#define CLI_OPTION_ALLOW(id)                                                                       \
+	{                                                                                          \
+		"allow", "HOST[=M,...]",                                                           \
+			"egress allowlist entry (repeatable; `=GET,HEAD` limits the\n"             \
+			"methods); makes the spec's egress `allowlist`",                           \
+			id, CLI_VALUE_TEXT, NULL                                                   \
+	}
+
+/* The rows that name a sandbox the way `exec` does: key, floor, backend,
+ * limits and egress (the spec a warm sandbox was made with must match). */
+#define CLI_TARGET_ROWS                                                                            \
+	CLI_OPTION_THREAD(CLI_OPT_THREAD), CLI_OPTION_SCOPE(CLI_OPT_SCOPE),                        \
+		CLI_OPTION_AGENT(CLI_OPT_AGENT), CLI_OPTION_KIND(CLI_OPT_KIND),                    \
+		CLI_OPTION_FLOOR(CLI_OPT_FLOOR), CLI_OPTION_CONFIG(CLI_OPT_CONFIG),                \
+		CLI_OPTION_STATE_DIR(CLI_OPT_STATE), CLI_OPTION_IMAGE(CLI_OPT_IMAGE),              \
+		CLI_OPTION_MEMORY(CLI_OPT_MEMORY), CLI_OPTION_PIDS(CLI_OPT_PIDS),                  \
+		CLI_OPTION_CPU(CLI_OPT_CPU), CLI_OPTION_ALLOW(CLI_OPT_ALLOW),                      \
+		CLI_OPTION_EGRESS_CONFIG(CLI_OPT_EGRESS_CONFIG)
+
+typedef struct cli_target {
+	cli_backend_flags backend;
+	const char *min_isolation;
+	const char *scope, *thread, *agent, *kind;
+	uint64_t resources[CLI_RESOURCES]; /* the flags; 0 = the configuration's, else default */
+	const char *allow[64];
+	size_t n_allow;
+	msb_transfer_limits transfer; /* the spec's files_in and files_out */
+} cli_target;
+
+/* Scope and agent `cli`, kind `shell`, the default transfer limits, the
+ * rest unset. */
+void cli_target_init(cli_target *t);
+/* One option of CLI_TARGET_ROWS: 1 taken, 0 not one of them, -1 a usage
+ * error (printed). */
+int cli_target_option(cli_target *t, const cli_verb *verb, int id, const char *arg);
+/* The router over the one backend (observer may be NULL). */
+int cli_target_router(const cli_target *t, const msb_observer *observer, msb_router **out,
+		      msb_error **err);
+/* A spec builder with the kind, `requires`, the resources and the egress
+ * rules; NULL when out of memory. */
+msb_spec_builder *cli_target_spec(const cli_target *t, msb_capset requires);
+/* Router and conversation-scoped sandbox for the key (release, then free);
+ * *spec (may be NULL) the spec it was acquired with (unref it). */
+int cli_target_acquire(const cli_target *t, msb_capset requires, msb_router **router,
+		       msb_sandbox **sb, msb_spec **spec, msb_error **err);
+
+/* The texts msb --help and msb(1) share (cli/msb.c). */
+extern const char cli_overview[], cli_config_overview[], cli_environment[], cli_exit_status[];
+
 extern const cli_verb verb_run, verb_acquire, verb_exec, verb_ls, verb_dispose, verb_purge,
-	verb_doctor;
+	verb_doctor, verb_config, verb_cp, verb_files;
 
 /* msb pool (cli/cmd_pool.c). */
 extern const cli_verb verb_pool;
-/* The pooled sandboxes of an ns backend as `msb ls` lines (JSON objects, each
- * after a comma when after_another or not the first, with json). */
-int cli_pool_print(const msb_backend *b, bool json, bool after_another, msb_error **err);
+/* The rows of `msb ls`: the sandboxes, then the pooled ones (state
+ * `pooled`), as a table or one JSON array (cli/ls_print.c). */
+struct msb_ns_entry;
+struct msb_ns_pool_entry;
+void cli_ls_print(const struct msb_ns_entry *e, size_t n, const struct msb_ns_pool_entry *pe,
+		  size_t pn, const char *backend, bool as_json);
 
 #endif

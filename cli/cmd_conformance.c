@@ -18,41 +18,71 @@
 #include <jansson.h>
 #include <msb/conformance.h>
 #include <msb/ns.h>
+#include <msb/oci_backend.h>
 
 #include "cli.h"
 #include "conformance_cli.h"
 
 static int cmd_conformance(int argc, char **argv);
 
+enum {
+	OPT_CONFIG = CLI_OPT_VERB,
+	OPT_SUITE,
+	OPT_JSON,
+	OPT_ALLOWED,
+	OPT_DENIED,
+	OPT_STATE,
+	OPT_IMAGE,
+	OPT_ESCAPE,
+};
+
+static const cli_option conformance_options[] = {
+	{"config", "FILE",
+	 "the backend as backend JSON, the same object a router's\n"
+	 "`backends` list takes (docs/policy.md); `type` defaults\n"
+	 "to BACKEND. E.g. {\"type\": \"ns\", \"state_dir\": ...,\n"
+	 "\"egress\": {...}} or {\"type\": \"fake\", \"declarations\": {...}}",
+	 OPT_CONFIG, CLI_VALUE_FILE, NULL},
+	{"suite", "NAME", "run only this suite (repeatable; case-insensitive)", OPT_SUITE,
+	 CLI_VALUE_WORDS,
+	 "files_in files_out exec files_delete egress call_scope reclaim nothing_left_behind"},
+	{"allowed-url", "URL", "EGRESS: a URL on the allowlist that answers 2xx", OPT_ALLOWED,
+	 CLI_VALUE_TEXT, NULL},
+	{"denied-url", "URL", "EGRESS: a URL off the allowlist that would answer 2xx", OPT_DENIED,
+	 CLI_VALUE_TEXT, NULL},
+	{"state-dir", "DIR", "the backend JSON's `state_dir` (ns: its state root)", OPT_STATE,
+	 CLI_VALUE_DIR, NULL},
+	{"image", "IMAGE", "the backend JSON's `image` (ns: `host`, `dir:PATH`, `oci:PATH`)",
+	 OPT_IMAGE, CLI_VALUE_TEXT, NULL},
+	{"escape", NULL, "run the in-sandbox escape suite instead (docs/security.md)", OPT_ESCAPE,
+	 CLI_VALUE_NONE, NULL},
+	{"json", NULL, "print one JSON object instead of the table", OPT_JSON, CLI_VALUE_NONE,
+	 NULL},
+	CLI_OPTION_END,
+};
+
 const cli_verb verb_conformance = {
-	"conformance",
-	"run the conformance suites (or --escape, the escape suite) against a backend",
-	"usage: msb conformance BACKEND [--config FILE] [--suite NAME]... [--json]\n"
-	"                       [--state-dir DIR] [--image IMAGE]\n"
-	"                       [--allowed-url URL --denied-url URL]\n"
-	"       msb conformance --escape BACKEND [--config FILE] [--json] [--state-dir DIR]\n"
-	"\n"
-	"BACKEND is a backend type (`msb doctor` lists them): `fake` (the in-process fake,\n"
-	"with its emulated POSIX guest) or `ns`; it may be left out when --config names it.\n"
-	"Runs every suite the backend declares - FILES_IN, FILES_OUT, EXEC, FILES_DELETE,\n"
-	"EGRESS, CALL_SCOPE, RECLAIM, NOTHING_LEFT_BEHIND - each against a fresh sandbox,\n"
-	"and prints one row per probe: suite, probe, outcome, and the reason the probe\n"
-	"exists (docs/conformance.md). A suite the backend does not declare is listed as\n"
-	"such and runs nothing. Exit status 0 when no probe failed, 9 when one did.\n"
-	"\n"
-	"  --config FILE       the backend as backend JSON, the same object a router's\n"
-	"                      `backends` list takes (docs/policy.md); `type` defaults\n"
-	"                      to BACKEND. E.g. {\"type\": \"ns\", \"state_dir\": ...,\n"
-	"                      \"egress\": {...}} or {\"type\": \"fake\", \"declarations\": "
-	"{...}}\n"
-	"  --suite NAME        run only this suite (repeatable; case-insensitive)\n"
-	"  --allowed-url URL   EGRESS: a URL on the allowlist that answers 2xx\n"
-	"  --denied-url URL    EGRESS: a URL off the allowlist that would answer 2xx\n"
-	"  --state-dir DIR     the backend JSON's `state_dir` (ns: its state root)\n"
-	"  --image IMAGE       the backend JSON's `image` (ns: `host`, `dir:PATH`, `oci:PATH`)\n"
-	"  --escape            run the in-sandbox escape suite instead (docs/security.md)\n"
-	"  --json              print one JSON object instead of the table\n",
-	cmd_conformance,
+	.name = "conformance",
+	.summary = "run the conformance suites (or --escape, the escape suite) against a backend",
+	.synopsis = "msb conformance BACKEND [--config FILE] [--suite NAME]... [--json]\n"
+		    "                       [--state-dir DIR] [--image IMAGE]\n"
+		    "                       [--allowed-url URL --denied-url URL]\n"
+		    "       msb conformance --escape BACKEND [--config FILE] [--json] [--state-dir "
+		    "DIR]",
+	.description =
+		"BACKEND is a backend type (`msb doctor` lists them): `fake` (the in-process "
+		"fake,\n"
+		"with its emulated POSIX guest) or `ns`; it may be left out when --config names "
+		"it.\n"
+		"Runs every suite the backend declares - FILES_IN, FILES_OUT, EXEC, "
+		"FILES_DELETE,\n"
+		"EGRESS, CALL_SCOPE, RECLAIM, NOTHING_LEFT_BEHIND - each against a fresh "
+		"sandbox,\n"
+		"and prints one row per probe: suite, probe, outcome, and the reason the probe\n"
+		"exists (docs/conformance.md). A suite the backend does not declare is listed as\n"
+		"such and runs nothing. Exit status 0 when no probe failed, 9 when one did.\n",
+	.options = conformance_options,
+	.run = cmd_conformance,
 };
 
 /* ---- backends ----------------------------------------------------------------- */
@@ -105,9 +135,13 @@ int cli_conformance_backend(cli_conformance_args *a, msb_backend **out, msb_erro
 	int r = msb_backend_from_json(a->backend_json, strlen(a->backend_json), out, err);
 	if (r < 0)
 		return a->config ? msb_error_wrap(err, "--config `%s`", a->config) : r;
-	/* One state-root rule: the one the ns backend resolved (ns_state.c). */
+	/* One state-root rule: the one the ns (or oci) backend resolved. */
 	const char *root = msb_ns_backend_state_root(*out);
+	const char *sub = "ns";
+	if (!root && (root = msb_oci_backend_state_root(*out)))
+		sub = "oci";
 	snprintf(a->state_root, sizeof(a->state_root), "%s", root ? root : "");
+	snprintf(a->state_sub, sizeof(a->state_sub), "%s", root ? sub : "");
 	return 0;
 }
 
@@ -244,6 +278,59 @@ static bool declared(const msb_declarations *d, msb_conformance_suite s, const c
 	return false;
 }
 
+/* One suite's probes against an acquired sandbox. */
+static int run_probes(struct run *rn, msb_conformance_suite s, msb_sandbox *box,
+		      const msb_declarations *d, msb_conformance_report **rep, msb_error **err)
+{
+	msb_conformance_subject subj;
+	msb_posix_guest_subject(box, MSB_DEFAULT_WORK_DIR, d->capabilities, &subj);
+	int r;
+	switch (s) {
+	case MSB_SUITE_FILES_IN:
+		r = msb_run_files_in_probes(&subj, rep, err);
+		break;
+	case MSB_SUITE_FILES_OUT:
+		r = msb_run_files_out_probes(&subj, rep, err);
+		break;
+	case MSB_SUITE_EXEC:
+		r = msb_run_exec_probes(&subj, rep, err);
+		break;
+	case MSB_SUITE_FILES_DELETE:
+		r = msb_run_files_delete_probes(&subj, rep, err);
+		break;
+	case MSB_SUITE_RECLAIM:
+		r = msb_run_reclaim_probes(&subj, rep, err);
+		break;
+	case MSB_SUITE_EGRESS: {
+		msb_egress_conformance_options eo = MSB_EGRESS_CONFORMANCE_OPTIONS_INIT;
+		eo.allowed_url = rn->a->allowed_url;
+		eo.denied_url = rn->a->denied_url;
+		eo.egress_modes = d->egress_modes;
+		r = msb_run_egress_probes(&subj, &eo, rep, err);
+		break;
+	}
+	case MSB_SUITE_NOTHING_LEFT_BEHIND: {
+		struct nlb_call c = {box, ""};
+		char tag[17];
+		cli_random_hex(tag, 8);
+		snprintf(c.dir, sizeof(c.dir), "call-%s", tag);
+		msb_fingerprint_subject fp;
+		msb_sandbox_fingerprint_subject(box, &fp);
+		r = msb_assert_nothing_left_behind(&fp, nlb_call, &c, rep, err);
+		if (r == MSB_E_CONFORMANCE_FAILURE) {
+			msb_error_free(*err);
+			*err = NULL;
+			r = 0;
+		}
+		break;
+	}
+	case MSB_SUITE_CALL_SCOPE: /* run_suite() runs it without a sandbox */
+	default:
+		r = msb_error_set(err, MSB_E_VALUE, "unknown suite");
+	}
+	return r;
+}
+
 static int run_suite(struct run *rn, msb_conformance_suite s)
 {
 	const char *name = msb_conformance_suite_name(s);
@@ -308,56 +395,13 @@ static int run_suite(struct run *rn, msb_conformance_suite s)
 		msb_backend_unref(b);
 		return 0;
 	}
-	msb_conformance_subject subj;
-	msb_posix_guest_subject(box, MSB_DEFAULT_WORK_DIR, d->capabilities, &subj);
-	switch (s) {
-	case MSB_SUITE_FILES_IN:
-		r = msb_run_files_in_probes(&subj, &rep, &err);
-		break;
-	case MSB_SUITE_FILES_OUT:
-		r = msb_run_files_out_probes(&subj, &rep, &err);
-		break;
-	case MSB_SUITE_EXEC:
-		r = msb_run_exec_probes(&subj, &rep, &err);
-		break;
-	case MSB_SUITE_FILES_DELETE:
-		r = msb_run_files_delete_probes(&subj, &rep, &err);
-		break;
-	case MSB_SUITE_RECLAIM:
-		r = msb_run_reclaim_probes(&subj, &rep, &err);
-		break;
-	case MSB_SUITE_EGRESS: {
-		msb_egress_conformance_options eo = MSB_EGRESS_CONFORMANCE_OPTIONS_INIT;
-		eo.allowed_url = rn->a->allowed_url;
-		eo.denied_url = rn->a->denied_url;
-		eo.egress_modes = d->egress_modes;
-		r = msb_run_egress_probes(&subj, &eo, &rep, &err);
-		break;
-	}
-	case MSB_SUITE_NOTHING_LEFT_BEHIND: {
-		struct nlb_call c = {box, ""};
-		char tag[17];
-		cli_random_hex(tag, 8);
-		snprintf(c.dir, sizeof(c.dir), "call-%s", tag);
-		msb_fingerprint_subject fp;
-		msb_sandbox_fingerprint_subject(box, &fp);
-		r = msb_assert_nothing_left_behind(&fp, nlb_call, &c, &rep, &err);
-		if (r == MSB_E_CONFORMANCE_FAILURE) {
-			msb_error_free(err);
-			err = NULL;
-			r = 0;
-		}
-		break;
-	}
-	default:
-		r = msb_error_set(&err, MSB_E_VALUE, "unknown suite");
-	}
+	r = run_probes(rn, s, box, d, &rep, &err);
 	if (r < 0)
 		broke(rn, name, err);
 	else
 		record(rn, rep);
 	msb_conformance_report_free(rep);
-	msb_sandbox_release(box);
+	msb_sandbox_free(box);
 	msb_disposal_failure *f = NULL;
 	msb_error *derr = NULL;
 	if (msb_backend_dispose(b, &key, kind, NULL, &f, &derr) < 0 || f) {
@@ -375,17 +419,6 @@ static int run_suite(struct run *rn, msb_conformance_suite s)
 
 /* ---- the verb ----------------------------------------------------------------------- */
 
-enum {
-	OPT_CONFIG = 1000,
-	OPT_SUITE,
-	OPT_JSON,
-	OPT_ALLOWED,
-	OPT_DENIED,
-	OPT_STATE,
-	OPT_IMAGE,
-	OPT_ESCAPE,
-};
-
 /* The host of an http(s) URL, for the allowlist. */
 static bool url_host(const char *url, char *out, size_t size)
 {
@@ -401,19 +434,33 @@ static bool url_host(const char *url, char *out, size_t size)
 	return true;
 }
 
+/* The suites' summary, as JSON or a line; takes rn->suites. */
+static void run_summary(struct run *rn)
+{
+	const cli_conformance_args *a = rn->a;
+	if (a->json) {
+		json_t *top =
+			json_pack("{s:s, s:o, s:I, s:I, s:I}", "backend", a->backend, "suites",
+				  rn->suites, "passed", (json_int_t)rn->passed, "failed",
+				  (json_int_t)rn->failed, "skipped", (json_int_t)rn->skipped);
+		char *text = top ? json_dumps(top, JSON_COMPACT) : NULL;
+		if (text)
+			printf("%s\n", text);
+		free(text);
+		json_decref(top);
+	} else {
+		json_decref(rn->suites);
+		printf("\n%s: %zu passed, %zu failed, %zu skipped\n", a->backend, rn->passed,
+		       rn->failed, rn->skipped);
+	}
+	rn->suites = NULL;
+}
+
 static int cmd_conformance(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"config", required_argument, NULL, OPT_CONFIG},
-		{"suite", required_argument, NULL, OPT_SUITE},
-		{"json", no_argument, NULL, OPT_JSON},
-		{"allowed-url", required_argument, NULL, OPT_ALLOWED},
-		{"denied-url", required_argument, NULL, OPT_DENIED},
-		{"state-dir", required_argument, NULL, OPT_STATE},
-		{"image", required_argument, NULL, OPT_IMAGE},
-		{"escape", no_argument, NULL, OPT_ESCAPE},
-		{NULL, 0, NULL, 0},
-	};
+	struct option opts[16];
+	if (!cli_getopt_table(&verb_conformance, opts, 16))
+		return 1;
 	cli_conformance_args a = {0};
 	bool want[MSB_SUITE_COUNT] = {0};
 	bool any_suite = false, escape = false;
@@ -507,20 +554,7 @@ static int cmd_conformance(int argc, char **argv)
 			return st;
 		}
 	}
-	if (a.json) {
-		json_t *top = json_pack("{s:s, s:o, s:I, s:I, s:I}", "backend", a.backend, "suites",
-					rn.suites, "passed", (json_int_t)rn.passed, "failed",
-					(json_int_t)rn.failed, "skipped", (json_int_t)rn.skipped);
-		char *text = top ? json_dumps(top, JSON_COMPACT) : NULL;
-		if (text)
-			printf("%s\n", text);
-		free(text);
-		json_decref(top);
-	} else {
-		json_decref(rn.suites);
-		printf("\n%s: %zu passed, %zu failed, %zu skipped\n", a.backend, rn.passed,
-		       rn.failed, rn.skipped);
-	}
+	run_summary(&rn);
 	cli_conformance_clear(&a);
 	return rn.failed ? msb_code_exit_status(MSB_E_CONFORMANCE_FAILURE) : 0;
 }

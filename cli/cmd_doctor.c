@@ -7,17 +7,24 @@
 #include "cli.h"
 
 static int cmd_doctor(int argc, char **argv);
+static const cli_option doctor_options[] = {
+	{"json", NULL, "print one JSON object: probes and backends", CLI_OPT_VERB, CLI_VALUE_NONE,
+	 NULL},
+	CLI_OPTION_END,
+};
+
 const cli_verb verb_doctor = {
-	"doctor",
-	"probe this host: what each backend type can do here, and why not",
-	"usage: msb doctor [--json]\n"
-	"\n"
-	"Run the doctor of every backend type the library has (the types backend JSON\n"
-	"names, docs/policy.md): each tries what its type needs on this host - for `ns`\n"
-	"user namespaces, overlayfs, cgroup v2/v1 controllers, seccomp, openat2,\n"
-	"Landlock - and gives a verdict. Prints the facilities tried, then one verdict\n"
-	"per type. Exit status 0 when the `ns` backend works here, 1 if not.\n",
-	cmd_doctor,
+	.name = "doctor",
+	.summary = "probe this host: what each backend type can do here, and why not",
+	.synopsis = "msb doctor [--json]",
+	.description =
+		"Run the doctor of every backend type the library has (the types backend JSON\n"
+		"names, docs/policy.md): each tries what its type needs on this host - for `ns`\n"
+		"user namespaces, overlayfs, cgroup v2/v1 controllers, seccomp, openat2,\n"
+		"Landlock - and gives a verdict. Prints the facilities tried, then one verdict\n"
+		"per type. Exit status 0 when the `ns` backend works here, 1 if not.\n",
+	.options = doctor_options,
+	.run = cmd_doctor,
 };
 
 static void print_probes(const msb_probe *p, size_t n, bool as_json)

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -27,10 +28,13 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <msb/engine.h>
 #include <msb/ns.h>
+#include <msb/oci_backend.h>
 
 #include "cli.h"
 #include "conformance_cli.h"
+#include "escape_expect.h"
 
 #ifndef MSB_LIBEXECDIR
 #define MSB_LIBEXECDIR "/usr/local/libexec"
@@ -47,93 +51,6 @@
 #define ESC_MEMORY (64ull << 20)
 #define ESC_PIDS 64ull
 #define ESC_WRITABLE (16ull << 20)
-
-/* What each probe must come back as on a backend with a boundary. The list
- * is the host's: a probe missing from the guest's report fails. */
-static const struct expectation {
-	const char *probe;
-	const char *expected; /* "blocked" or "contained" */
-} expectations[] = {
-	{"read-host-canary", "blocked"},
-	{"write-host-canary", "blocked"},
-	{"read-other-sandbox", "blocked"},
-	{"read-via-proc-root", "blocked"},
-	{"list-host-homes", "blocked"},
-	{"read-etc-shadow", "blocked"},
-	{"open-by-handle", "blocked"},
-	{"chroot-out", "blocked"},
-	{"write-agent-binary", "blocked"},
-	{"inherited-fds", "blocked"},
-	{"pid1-is-own-agent", "blocked"},
-	{"host-pids-hidden", "blocked"},
-	{"kallsyms-addresses", "blocked"},
-	{"add-key", "blocked"},
-	{"keyctl-session", "blocked"},
-	{"proc-keys", "blocked"},
-	{"sysrq-trigger", "blocked"},
-	{"core-pattern", "blocked"},
-	{"proc-kcore", "blocked"},
-	{"sys-uevent-helper", "blocked"},
-	{"cgroup-write", "blocked"},
-	{"dmesg", "blocked"},
-	{"uid-not-host-root", "blocked"},
-	{"mount-tmpfs", "blocked"},
-	{"remount-usr-rw", "blocked"},
-	{"unmount-proc-mask", "blocked"},
-	{"unshare-user-ns", "blocked"},
-	{"clone-user-ns", "blocked"},
-	{"setns-pid1", "blocked"},
-	{"pivot-root", "blocked"},
-	{"ptrace-pid1", "blocked"},
-	{"process-vm-pid1", "blocked"},
-	{"proc-pid1-mem", "blocked"},
-	{"kill-pid1", "blocked"},
-	{"pid1-oom-score-adj", "blocked"},
-	{"pid1-environ", "blocked"},
-	{"pid1-maps", "blocked"},
-	{"signal-pid1", "blocked"},
-	{"init-module", "blocked"},
-	{"finit-module", "blocked"},
-	{"kexec-load", "blocked"},
-	{"bpf", "blocked"},
-	{"perf-event-open", "blocked"},
-	{"userfaultfd", "blocked"},
-	{"io-uring", "blocked"},
-	{"reboot", "blocked"},
-	{"swapon", "blocked"},
-	{"iopl", "blocked"},
-	{"raw-socket", "blocked"},
-	{"packet-socket", "blocked"},
-	{"outbound-tcp", "blocked"},
-	{"metadata-address", "blocked"},
-	{"host-loopback-tcp", "blocked"},
-	{"host-abstract-socket", "blocked"},
-	{"shim-socket", "blocked"},
-	{"proxy-port", "blocked"},
-	{"signal-host-process", "blocked"},
-	{"pidfd-host-process", "blocked"},
-	{"raise-rlimit-nofile", "blocked"},
-	{"raise-rlimit-nproc", "blocked"},
-	{"raise-rlimit-memlock", "blocked"},
-	{"mknod-block-device", "blocked"},
-	{"host-device-nodes", "blocked"},
-	{"capabilities-empty", "blocked"},
-	{"no-new-privs", "blocked"},
-	{"setuid-binary", "blocked"},
-	{"seccomp-filter", "blocked"},
-	{"settimeofday", "blocked"},
-	{"clock-settime", "blocked"},
-	{"adjtimex", "blocked"},
-	{"sethostname", "blocked"},
-	{"setdomainname", "blocked"},
-	{"fill-memory", "contained"},
-	{"fork-bomb", "contained"},
-	{"fill-writable-layer", "contained"},
-	{"fill-dev-shm", "contained"},
-	/* Run alone, while the host works on the storage base (issue 15). */
-	{"link-swap-storage-base", "blocked"},
-};
-#define N_EXPECT (sizeof(expectations) / sizeof(expectations[0]))
 
 struct host {
 	char dir[64];	    /* the canary directory */
@@ -267,12 +184,17 @@ static int find_probe(char *out, size_t size, msb_error **err)
 static int acquire(msb_backend *b, const msb_key *key, const char *kind, bool limited,
 		   msb_sandbox **out, msb_error **err)
 {
+	/* The engines have no writable-layer bound to ask for on their usual
+	 * storage (docs/engine.md): the probe fills to four times ESC_WRITABLE
+	 * and the expectation says so. */
+	bool writable = msb_engine_backend_socket(b) == NULL;
 	msb_spec_builder *sb = msb_spec_builder_new(kind);
 	msb_spec_builder_set_requires(sb, MSB_CAP_EXEC | MSB_CAP_FILES_IN);
 	if (limited) {
 		msb_spec_builder_set_memory_bytes(sb, ESC_MEMORY);
 		msb_spec_builder_set_pids_max(sb, ESC_PIDS);
-		msb_spec_builder_set_writable_bytes(sb, ESC_WRITABLE);
+		if (writable)
+			msb_spec_builder_set_writable_bytes(sb, ESC_WRITABLE);
 	}
 	msb_spec *spec = NULL;
 	int r = msb_spec_build(sb, &spec, err);
@@ -283,25 +205,60 @@ static int acquire(msb_backend *b, const msb_key *key, const char *kind, bool li
 	return r < 0 ? msb_error_wrap(err, "acquiring the `%s` sandbox", kind) : 0;
 }
 
-/* The state directory name of the sandbox (key's thread, kind). */
+/* The state directory name of the sandbox (key's thread, kind): the
+ * labels.json under <root>/<sub>/ that names them (ns, oci). */
 static bool sandbox_name(cli_conformance_args *a, const char *thread, const char *kind, char *out,
 			 size_t size)
 {
-	msb_ns_options o = MSB_NS_OPTIONS_INIT;
-	o.state_root = a->state_root;
-	msb_ns_entry *e = NULL;
-	size_t n = 0;
-	if (msb_ns_list(&o, &e, &n, NULL) < 0)
+	char dir[4200];
+	snprintf(dir, sizeof(dir), "%.4000s/%s", a->state_root, a->state_sub);
+	DIR *d = opendir(dir);
+	if (!d)
 		return false;
 	bool found = false;
-	for (size_t i = 0; i < n && !found; i++) {
-		if (strcmp(e[i].thread_id, thread) == 0 && strcmp(e[i].kind, kind) == 0) {
-			snprintf(out, size, "%s", e[i].name);
+	struct dirent *de;
+	while (!found && (de = readdir(d))) {
+		if (strncmp(de->d_name, "msb-", 4) != 0)
+			continue;
+		char path[4400];
+		snprintf(path, sizeof(path), "%s/%.64s/labels.json", dir, de->d_name);
+		json_t *l = json_load_file(path, 0, NULL);
+		const char *t = json_string_value(json_object_get(l, "thread_id"));
+		const char *k = json_string_value(json_object_get(l, "kind"));
+		if (t && k && strcmp(t, thread) == 0 && strcmp(k, kind) == 0) {
+			snprintf(out, size, "%.63s", de->d_name);
 			found = true;
 		}
+		json_decref(l);
 	}
-	msb_ns_entries_free(e, n);
+	closedir(d);
 	return found;
+}
+
+/*
+ * A container engine's host paths the probe is aimed at: the engine's own
+ * socket (what drives the sandbox from outside), the neighbour's secret and
+ * this sandbox's storage base under the containers' root filesystems as the
+ * engine reports them. 0 when the backend is no engine (nothing written).
+ */
+static int engine_paths(msb_backend *b, msb_sandbox *sb, msb_sandbox *neighbour, char *shim,
+			char *nfile, char *work, msb_error **err)
+{
+	const char *engine_sock = msb_engine_backend_socket(b);
+	if (!engine_sock)
+		return 0;
+	char *root = NULL, *nroot = NULL;
+	if (msb_engine_sandbox_host_root(neighbour, &nroot, err) < 0 ||
+	    msb_engine_sandbox_host_root(sb, &root, err) < 0) {
+		free(nroot);
+		return msb_error_wrap(err, "the sandboxes' host paths");
+	}
+	snprintf(shim, PATH_MAX, "%.3900s", engine_sock);
+	snprintf(nfile, PATH_MAX, "%.3900s%s/neighbour-secret.txt", nroot, MSB_DEFAULT_WORK_DIR);
+	snprintf(work, PATH_MAX, "%.3900s%s", root, MSB_DEFAULT_WORK_DIR);
+	free(root);
+	free(nroot);
+	return 1;
 }
 
 static int exec_in(msb_sandbox *sb, const char *const *argv, double timeout, msb_exec_result *res,
@@ -349,9 +306,14 @@ static bool contains(const uint8_t *hay, size_t n, const char *needle)
 	return false;
 }
 
-static void judge(struct verdicts *v, const msb_exec_result *res)
+static void judge(struct verdicts *v, const msb_exec_result *res, const char *backend,
+		  const char *runtime)
 {
-	json_t *seen[N_EXPECT] = {0};
+	json_t **seen = calloc(cli_escape_n_expectations, sizeof(*seen));
+	if (!seen) {
+		verdict(v, "probe-report", "error", "-", false, "out of memory", NULL);
+		return;
+	}
 	const char *p = (const char *)res->stdout_bytes, *end = p + res->stdout_len;
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -360,9 +322,10 @@ static void judge(struct verdicts *v, const msb_exec_result *res)
 		p += len + 1;
 		const char *name = o ? json_string_value(json_object_get(o, "probe")) : NULL;
 		size_t i = 0;
-		while (name && i < N_EXPECT && strcmp(expectations[i].probe, name) != 0)
+		while (name && i < cli_escape_n_expectations &&
+		       strcmp(cli_escape_expectations[i].probe, name) != 0)
 			i++;
-		if (!name || i == N_EXPECT || seen[i]) {
+		if (!name || i == cli_escape_n_expectations || seen[i]) {
 			verdict(v, name ? name : "(unreadable line)", "?", "-", false,
 				name ? "a probe the host does not expect, or reported twice"
 				     : "the guest printed a line that is not a probe report",
@@ -372,10 +335,10 @@ static void judge(struct verdicts *v, const msb_exec_result *res)
 		}
 		seen[i] = o;
 	}
-	for (size_t i = 0; i < N_EXPECT; i++) {
-		const struct expectation *e = &expectations[i];
+	for (size_t i = 0; i < cli_escape_n_expectations; i++) {
+		const struct cli_expectation *e = &cli_escape_expectations[i];
 		if (!seen[i]) {
-			verdict(v, e->probe, "missing", e->expected, false,
+			verdict(v, e->probe, "missing", cli_escape_expected_for(backend, e), false,
 				"the guest did not report this probe", NULL);
 			continue;
 		}
@@ -383,10 +346,113 @@ static void judge(struct verdicts *v, const msb_exec_result *res)
 		const char *detail = json_string_value(json_object_get(seen[i], "detail"));
 		const char *why = json_string_value(json_object_get(seen[i], "why"));
 		outcome = outcome ? outcome : "?";
-		verdict(v, e->probe, outcome, e->expected, strcmp(outcome, e->expected) == 0,
-			detail, why);
+		const struct cli_difference *d = cli_escape_difference_of(runtime, e->probe);
+		if (d && strcmp(outcome, d->outcome) == 0 && detail &&
+		    strcmp(detail, d->detail) == 0) {
+			char note[768];
+			snprintf(note, sizeof(note), "%s (%s: %s)", detail, d->runtime, d->why);
+			verdict(v, e->probe, outcome, d->outcome, true, note, why);
+		} else {
+			const char *want = cli_escape_expected_for(backend, e);
+			verdict(v, e->probe, outcome, want, cli_escape_outcome_ok(want, outcome),
+				detail, why);
+		}
 		json_decref(seen[i]);
 	}
+	free(seen);
+}
+
+/* ---- the listing bomb: the host's budgets on guest bytes ------------------------------ */
+
+/* Where the guest plants it (its storage base), relative to the base. */
+#define BOMB_DIR "msb-listing-bomb"
+/* What a host may take in from one listing (docs/security.md, "Budgets on
+ * guest bytes"), and how far its peak memory may move reading one. */
+#define LISTING_BUDGET ((uint64_t)16 << 20)
+#define LISTING_PEAK (4 * LISTING_BUDGET)
+
+static uint64_t peak_rss(void)
+{
+	struct rusage ru;
+	return getrusage(RUSAGE_SELF, &ru) == 0 ? (uint64_t)ru.ru_maxrss * 1024 : 0;
+}
+
+/* The guest planted ~26 MB of long names: fingerprint and list_dir must each
+ * refuse typed (or hand back no more than the budget), and the host's peak
+ * RSS must move by less than LISTING_PEAK while they read. */
+static void listing_check(struct verdicts *v, msb_sandbox *sb)
+{
+	char d[512];
+	uint64_t before = peak_rss();
+	bool supported = false;
+	msb_fingerprint fp = {NULL, NULL};
+	msb_error *fe = NULL;
+	int fr = msb_sandbox_fingerprint(sb, &supported, &fp, &fe);
+	uint64_t took = 0;
+	for (size_t i = 0; fr == 0 && fp.changed_paths && fp.changed_paths[i]; i++)
+		took += strlen(fp.changed_paths[i]) + 1;
+	msb_fingerprint_clear(&fp);
+	msb_entry *ents = NULL;
+	size_t n = 0;
+	msb_error *le = NULL;
+	int lr = msb_sandbox_list_dir(sb, BOMB_DIR, NULL, &ents, &n, &le);
+	uint64_t listed = 0;
+	for (size_t i = 0; lr == 0 && i < n; i++)
+		listed += strlen(ents[i].path) + 1;
+	if (lr == 0)
+		msb_entries_free(ents, n);
+	uint64_t grew = peak_rss() - before;
+	const char *outcome = "contained";
+	if (lr == MSB_E_NOT_FOUND) {
+		outcome = "error";
+		snprintf(d, sizeof(d), "the guest planted no listing bomb");
+	} else if (took > LISTING_BUDGET || listed > LISTING_BUDGET || grew >= LISTING_PEAK) {
+		outcome = "escaped";
+		snprintf(d, sizeof(d),
+			 "the host took in %llu bytes of fingerprint paths and %llu of listing, "
+			 "its peak RSS +%llu MiB",
+			 (unsigned long long)took, (unsigned long long)listed,
+			 (unsigned long long)(grew >> 20));
+	} else {
+		snprintf(d, sizeof(d), "fingerprint: %.160s; list_dir: %.160s; peak RSS +%llu MiB",
+			 fr < 0 ? msb_error_message(fe) : "within the budget",
+			 lr < 0 ? msb_error_message(le) : "within the budget",
+			 (unsigned long long)(grew >> 20));
+	}
+	verdict(v, "host:listing-bomb", outcome, "contained", strcmp(outcome, "contained") == 0, d,
+		"a guest listing the host reads is refused typed past its budget, in bounded "
+		"memory");
+	msb_error_free(fe);
+	msb_error_free(le);
+}
+
+/* The owner, on the host, of a file the guest's root makes in the storage
+ * base: never host root (the sandbox's user namespace maps it elsewhere). */
+static void owner_check(struct verdicts *v, msb_sandbox *sb, const char *work, const char *backend)
+{
+	const char *want = cli_escape_expected_for_probe(backend, "host:guest-root-unprivileged");
+	want = want ? want : "blocked";
+	const char *mk[] = {"/bin/sh", "-c", ": > msb-owner-check", NULL};
+	msb_exec_result r;
+	msb_error *err = NULL;
+	char path[PATH_MAX], detail[PATH_MAX + 96];
+	snprintf(path, sizeof(path), "%.4000s/msb-owner-check", work);
+	struct stat st;
+	if (exec_in(sb, mk, 30, &r, &err) < 0 || r.exit_code != 0 || lstat(path, &st) < 0) {
+		snprintf(detail, sizeof(detail), "no file to look at: %s",
+			 err ? msb_error_message(err) : strerror(errno));
+		verdict(v, "host:guest-root-unprivileged", "error", want, false, detail, NULL);
+	} else {
+		snprintf(detail, sizeof(detail), "the guest's root makes files as host uid %u",
+			 (unsigned)st.st_uid);
+		const char *outcome = st.st_uid ? "blocked" : "escaped";
+		verdict(v, "host:guest-root-unprivileged", outcome, want,
+			cli_escape_outcome_ok(want, outcome), detail,
+			"guest root must not be host root: its files say whose it is");
+	}
+	if (err == NULL)
+		msb_exec_result_clear(&r);
+	msb_error_free(err);
 }
 
 static void host_checks(struct verdicts *v, struct host *h, const msb_exec_result *res,
@@ -648,6 +714,152 @@ static int join_results(const msb_exec_result *a, const msb_exec_result *b, msb_
 	return 0;
 }
 
+/* The probe's command line, against what the host planted; the strings it
+ * points into live in the struct. */
+struct probe_argv {
+	char port[16], pid[16], mem[32], pids[32], wr[32];
+	const char *argv[32];
+	size_t n_main; /* the main run's arguments, less --only and the NULL */
+};
+
+static void probe_argv(struct probe_argv *pa, const struct host *h, const char *shim,
+		       const char *nfile, const char *backend)
+{
+	snprintf(pa->port, sizeof(pa->port), "%d", h->tcp_port);
+	snprintf(pa->pid, sizeof(pa->pid), "%d", (int)h->sleeper);
+	snprintf(pa->mem, sizeof(pa->mem), "%llu", ESC_MEMORY);
+	snprintf(pa->pids, sizeof(pa->pids), "%llu", ESC_PIDS);
+	snprintf(pa->wr, sizeof(pa->wr), "%llu", ESC_WRITABLE);
+	const char *v[] = {MSB_DEFAULT_WORK_DIR "/msb-escape-probe",
+			   "--canary",
+			   h->canary,
+			   "--canary-write",
+			   h->canary_w,
+			   "--neighbour",
+			   nfile,
+			   "--shim-sock",
+			   shim,
+			   "--abstract",
+			   h->abstract,
+			   "--tcp-port",
+			   pa->port,
+			   "--host-pid",
+			   pa->pid,
+			   "--memory",
+			   pa->mem,
+			   "--pids",
+			   pa->pids,
+			   "--writable",
+			   pa->wr,
+			   "--bomb",
+			   MSB_DEFAULT_WORK_DIR "/" BOMB_DIR,
+			   "--init",
+			   cli_escape_init_for(backend),
+			   getenv("MSB_ESCAPE_ONLY") ? "--only" : NULL,
+			   getenv("MSB_ESCAPE_ONLY"),
+			   NULL};
+	_Static_assert(sizeof(v) / sizeof(v[0]) <= sizeof(pa->argv) / sizeof(pa->argv[0]),
+		       "probe argv fits");
+	memcpy(pa->argv, v, sizeof(v));
+	pa->n_main = sizeof(v) / sizeof(v[0]) - 3;
+}
+
+/* The disposal removes what the guest left in the storage base: links to
+ * the sentinel and its directory, a closed directory. Judged against the
+ * sentinel as the swaps left it (`sentinel`), so that each check tells its
+ * own finding. */
+static void disposal_check(struct verdicts *v, msb_backend *b, const msb_key *key,
+			   const struct sentinel_state *sentinel, const struct host *h)
+{
+	msb_disposal_failure *df = NULL;
+	msb_error *derr = NULL;
+	int drc = msb_backend_dispose(b, key, "escape", NULL, &df, &derr);
+	if (drc < 0 || df)
+		verdict(v, "host:disposal-sentinel", "error", "blocked", false,
+			df && df->detail ? df->detail
+			: derr		 ? msb_error_message(derr)
+					 : "the disposal failed",
+			"removing the storage base must never walk outside it");
+	else
+		swap_verdict(v, "host:disposal-sentinel", sentinel, h,
+			     "after the disposal removed the guest's links", false,
+			     "removing the storage base must never walk outside it");
+	msb_disposal_failure_free(df);
+	msb_error_free(derr);
+}
+
+/* The verdicts as JSON or a table's summary line; the exit status. */
+static int report(struct verdicts *v, const cli_conformance_args *a)
+{
+	if (a->json) {
+		json_t *top =
+			json_pack("{s:s, s:o, s:I, s:I}", "backend", a->backend, "probes", v->rows,
+				  "passed", (json_int_t)v->passed, "failed", (json_int_t)v->failed);
+		v->rows = NULL;
+		char *text = top ? json_dumps(top, JSON_COMPACT) : NULL;
+		if (text)
+			printf("%s\n", text);
+		free(text);
+		json_decref(top);
+	} else {
+		printf("\n%s escape suite: %zu passed, %zu failed\n", a->backend, v->passed,
+		       v->failed);
+	}
+	return v->failed ? msb_code_exit_status(MSB_E_CONFORMANCE_FAILURE) : 0;
+}
+
+/* The probed sandbox and its neighbour: disposed, or a warning. */
+static void dispose_both(msb_backend *b, const msb_key *key)
+{
+	const char *kinds[] = {"escape", "escape-neighbour"};
+	for (size_t i = 0; i < 2; i++) {
+		msb_disposal_failure *f = NULL;
+		msb_error *derr = NULL;
+		if (msb_backend_dispose(b, key, kinds[i], NULL, &f, &derr) < 0 || f)
+			fprintf(stderr, "msb: warning: the %s sandbox was not disposed: %s\n",
+				kinds[i],
+				f && f->detail ? f->detail
+				: derr	       ? msb_error_message(derr)
+					       : "");
+		msb_disposal_failure_free(f);
+		msb_error_free(derr);
+	}
+}
+
+/* The probed sandbox's shim socket, the neighbour's file and the probed
+ * sandbox's storage base by their host paths (PATH_MAX each), and the probe
+ * made executable. */
+static int locate_and_chmod(cli_conformance_args *a, const char *thread, msb_backend *b,
+			    msb_sandbox *sb, msb_sandbox *neighbour, char *shim, char *nfile,
+			    char *work, msb_error **err)
+{
+	char name[64] = "", nname[64] = "";
+	int e = engine_paths(b, sb, neighbour, shim, nfile, work, err);
+	if (e < 0)
+		return e;
+	if (e == 0 && (!sandbox_name(a, thread, "escape", name, sizeof(name)) ||
+		       !sandbox_name(a, thread, "escape-neighbour", nname, sizeof(nname))))
+		return msb_error_set(err, MSB_E_RUNTIME,
+				     "the sandboxes are not recorded under the state root `%s`",
+				     a->state_root);
+	if (e == 0) {
+		snprintf(shim, PATH_MAX, "%.3900s/%s/%.64s/shim.sock", a->state_root, a->state_sub,
+			 name);
+		snprintf(nfile, PATH_MAX, "%.3900s/%s/%.64s/work/neighbour-secret.txt",
+			 a->state_root, a->state_sub, nname);
+		snprintf(work, PATH_MAX, "%.3900s/%s/%.64s/work", a->state_root, a->state_sub,
+			 name);
+	}
+	const char *chmod_argv[] = {"chmod", "0755", "msb-escape-probe", NULL};
+	msb_exec_result res = {0};
+	int rc = exec_in(sb, chmod_argv, 30, &res, err);
+	if (rc == 0 && res.exit_code != 0)
+		rc = msb_error_set(err, MSB_E_RUNTIME, "chmod of the probe exited %d",
+				   res.exit_code);
+	msb_exec_result_clear(&res);
+	return rc < 0 ? rc : 0;
+}
+
 int cli_escape(cli_conformance_args *a)
 {
 	msb_error *err = NULL;
@@ -693,58 +905,14 @@ int cli_escape(cli_conformance_args *a)
 		status = cli_fail(err);
 		goto out;
 	}
-	char name[64] = "", nname[64] = "", shim[PATH_MAX] = "", nfile[PATH_MAX] = "";
-	if (!sandbox_name(a, thread, "escape", name, sizeof(name)) ||
-	    !sandbox_name(a, thread, "escape-neighbour", nname, sizeof(nname))) {
-		msb_error_set(&err, MSB_E_RUNTIME,
-			      "the sandboxes are not recorded under the state root `%s`",
-			      a->state_root);
+	char shim[PATH_MAX] = "", nfile[PATH_MAX] = "", base[PATH_MAX] = "";
+	if (locate_and_chmod(a, thread, b, sb, neighbour, shim, nfile, base, &err) < 0) {
 		status = cli_fail(err);
 		goto out;
 	}
-	snprintf(shim, sizeof(shim), "%.3900s/ns/%.64s/shim.sock", a->state_root, name);
-	snprintf(nfile, sizeof(nfile), "%.3900s/ns/%.64s/work/neighbour-secret.txt", a->state_root,
-		 nname);
-
-	const char *chmod_argv[] = {"chmod", "0755", "msb-escape-probe", NULL};
-	if (exec_in(sb, chmod_argv, 30, &res, &err) < 0 || res.exit_code != 0) {
-		if (!err)
-			msb_error_set(&err, MSB_E_RUNTIME, "chmod of the probe exited %d",
-				      res.exit_code);
-		status = cli_fail(err);
-		goto out;
-	}
-	msb_exec_result_clear(&res);
-	char port[16], pid[16], mem[32], pids[32], wr[32];
-	snprintf(port, sizeof(port), "%d", h.tcp_port);
-	snprintf(pid, sizeof(pid), "%d", (int)h.sleeper);
-	snprintf(mem, sizeof(mem), "%llu", ESC_MEMORY);
-	snprintf(pids, sizeof(pids), "%llu", ESC_PIDS);
-	snprintf(wr, sizeof(wr), "%llu", ESC_WRITABLE);
-	const char *argv[] = {MSB_DEFAULT_WORK_DIR "/msb-escape-probe",
-			      "--canary",
-			      h.canary,
-			      "--canary-write",
-			      h.canary_w,
-			      "--neighbour",
-			      nfile,
-			      "--shim-sock",
-			      shim,
-			      "--abstract",
-			      h.abstract,
-			      "--tcp-port",
-			      port,
-			      "--host-pid",
-			      pid,
-			      "--memory",
-			      mem,
-			      "--pids",
-			      pids,
-			      "--writable",
-			      wr,
-			      getenv("MSB_ESCAPE_ONLY") ? "--only" : NULL,
-			      getenv("MSB_ESCAPE_ONLY"),
-			      NULL};
+	struct probe_argv pa;
+	probe_argv(&pa, &h, shim, nfile, a->backend);
+	const char *const *argv = pa.argv;
 	if (!a->json)
 		printf("%-24s %-10s %-10s %-4s %s\n", "PROBE", "OUTCOME", "EXPECTED", "OK",
 		       "DETAIL");
@@ -754,14 +922,15 @@ int cli_escape(cli_conformance_args *a)
 	struct swap_work work = {0};
 	char swap_failure[512];
 	/* The main run's argv, less its --only and the NULL. */
-	link_swap_phase(sb, &h, argv, sizeof(argv) / sizeof(argv[0]) - 3, &swap_res, &work,
-			swap_failure, sizeof(swap_failure));
+	link_swap_phase(sb, &h, argv, pa.n_main, &swap_res, &work, swap_failure,
+			sizeof(swap_failure));
 	if (swap_failure[0])
 		verdict(&v, "link-swap-run", "broken", "completed", false, swap_failure,
 			"the link-swap probe must run while the host works");
 	char when[160];
 	snprintf(when, sizeof(when),
-		 "through %u native starts, %u writes, %u reads and %u removals under the swaps",
+		 "through %u native starts, %u writes, %u reads and %u removals under the "
+		 "swaps",
 		 work.starts, work.writes, work.reads, work.removals);
 
 	/* A run the sandbox did not survive is itself the finding: every probe
@@ -780,9 +949,11 @@ int cli_escape(cli_conformance_args *a)
 		status = cli_fail(err);
 		goto out;
 	}
-	judge(&v, &all);
+	judge(&v, &all, a->backend, msb_oci_backend_runtime(b));
 	host_checks(&v, &h, &all, sb);
+	owner_check(&v, sb, base, a->backend);
 	msb_exec_result_clear(&all);
+	listing_check(&v, sb);
 	if (run_rc == 0 && res.exit_code != 0)
 		verdict(&v, "probe-exit-status", "error", "0", false, "the probe binary failed",
 			NULL);
@@ -793,57 +964,17 @@ int cli_escape(cli_conformance_args *a)
 	 * against the sentinel as the swaps left it, so that each check tells
 	 * its own finding. */
 	sentinel_read(&h, &sentinel);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	sb = NULL;
-	msb_disposal_failure *df = NULL;
-	msb_error *derr = NULL;
-	int drc = msb_backend_dispose(b, &key, "escape", NULL, &df, &derr);
-	if (drc < 0 || df)
-		verdict(&v, "host:disposal-sentinel", "error", "blocked", false,
-			df && df->detail ? df->detail
-			: derr		 ? msb_error_message(derr)
-					 : "the disposal failed",
-			"removing the storage base must never walk outside it");
-	else
-		swap_verdict(&v, "host:disposal-sentinel", &sentinel, &h,
-			     "after the disposal removed the guest's links", false,
-			     "removing the storage base must never walk outside it");
-	msb_disposal_failure_free(df);
-	msb_error_free(derr);
-	if (a->json) {
-		json_t *top =
-			json_pack("{s:s, s:o, s:I, s:I}", "backend", a->backend, "probes", v.rows,
-				  "passed", (json_int_t)v.passed, "failed", (json_int_t)v.failed);
-		v.rows = NULL;
-		char *text = top ? json_dumps(top, JSON_COMPACT) : NULL;
-		if (text)
-			printf("%s\n", text);
-		free(text);
-		json_decref(top);
-	} else {
-		printf("\n%s escape suite: %zu passed, %zu failed\n", a->backend, v.passed,
-		       v.failed);
-	}
-	status = v.failed ? msb_code_exit_status(MSB_E_CONFORMANCE_FAILURE) : 0;
+	disposal_check(&v, b, &key, &sentinel, &h);
+	status = report(&v, a);
 out:
 	json_decref(v.rows);
 	msb_exec_result_clear(&res);
 	msb_exec_result_clear(&swap_res);
-	msb_sandbox_release(sb);
-	msb_sandbox_release(neighbour);
-	const char *kinds[] = {"escape", "escape-neighbour"};
-	for (size_t i = 0; i < 2; i++) {
-		msb_disposal_failure *f = NULL;
-		msb_error *derr = NULL;
-		if (msb_backend_dispose(b, &key, kinds[i], NULL, &f, &derr) < 0 || f)
-			fprintf(stderr, "msb: warning: the %s sandbox was not disposed: %s\n",
-				kinds[i],
-				f && f->detail ? f->detail
-				: derr	       ? msb_error_message(derr)
-					       : "");
-		msb_disposal_failure_free(f);
-		msb_error_free(derr);
-	}
+	msb_sandbox_free(sb);
+	msb_sandbox_free(neighbour);
+	dispose_both(b, &key);
 	host_teardown(&h);
 	free(bin);
 	msb_backend_unref(b);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* msb mcp: a Model Context Protocol server over stdio (docs/mcp.md). */
+#include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -11,32 +12,50 @@
 #include "cli.h"
 #include "rpc/mcp.h"
 
+static const cli_option mcp_options[] = {
+	{"config", "FILE",
+	 "{\"router\": <router JSON>, \"spec\": <spec JSON>}\n"
+	 "(docs/policy.md, docs/spec.md); without it the router is the\n"
+	 "configuration's router and backend (msb config show)",
+	 'c', CLI_VALUE_FILE, NULL},
+	CLI_OPTION_FLOOR('f'),
+	{"state-dir", "DIR", "without --config: the backend's `state_dir`", 's', CLI_VALUE_DIR,
+	 NULL},
+	{"image", "IMAGE",
+	 "without --config: the backend's `image` (`host`, `dir:PATH`,\n`oci:PATH[:TAG]`)", 'i',
+	 CLI_VALUE_TEXT, NULL},
+	{"memory", "BYTES",
+	 "without --config: the sandbox's memory limit (K, M, G: powers\nof 1024)", 'M',
+	 CLI_VALUE_TEXT, NULL},
+	{"pids", "N", "without --config: at most N processes and threads", 'P', CLI_VALUE_TEXT,
+	 NULL},
+	{"cpu", "MILLIS", "without --config: CPU time in thousandths of a core", 'C',
+	 CLI_VALUE_TEXT, NULL},
+	{"max-output", "BYTES", "execute's output budget, stdout+stderr (default 1 MiB)", 'o',
+	 CLI_VALUE_TEXT, NULL},
+	{"events", "FILE", "append observer events to FILE as JSON lines", 'e', CLI_VALUE_FILE,
+	 NULL},
+	{"sink", "DIR",
+	 "collect_outputs lands artifacts in DIR (an existing directory;\n"
+	 "an existing file is never replaced); also the config's `sink`",
+	 'k', CLI_VALUE_DIR, NULL},
+	CLI_OPTION_END,
+};
+
 const cli_verb verb_mcp = {
-	"mcp",
-	"serve sandbox tools to an agent over the Model Context Protocol (stdio)",
-	"usage: msb mcp [--config FILE | --min-isolation RUNG [--state-dir DIR] [--image IMAGE]\n"
-	"               [--memory BYTES] [--pids N] [--cpu MILLIS]]\n"
-	"               [--max-output BYTES] [--events FILE]\n"
-	"\n"
-	"Speak MCP on stdin/stdout, offering the tools execute, write_file, read_file,\n"
-	"list_files and dispose over one sandbox per MCP session, acquired through the\n"
-	"router so its policy applies to every call (docs/mcp.md).\n"
-	"\n"
-	"  --config FILE         {\"router\": <router JSON>, \"spec\": <spec JSON>}\n"
-	"                        (docs/policy.md, docs/spec.md)\n"
-	"  --min-isolation RUNG  without --config: the router's floor over the `ns` backend\n"
-	"                        (default microvm, which refuses `ns`: pass container)\n"
-	"  --state-dir DIR       without --config: the ns state root\n"
-	"  --image IMAGE         without --config: `host`, `dir:PATH` or `oci:PATH[:TAG]`\n"
-	"  --memory BYTES        without --config: the sandbox's memory limit (K, M, G: powers\n"
-	"                        of 1024)\n"
-	"  --pids N              without --config: at most N processes and threads\n"
-	"  --cpu MILLIS          without --config: CPU time in thousandths of a core\n"
-	"  --max-output BYTES    execute's output budget, stdout+stderr (default 1 MiB)\n"
-	"  --events FILE         append observer events to FILE as JSON lines\n"
-	"  --sink DIR            collect_outputs lands artifacts in DIR (an existing directory;\n"
-	"                        an existing file is never replaced); also the config's `sink`\n",
-	cmd_mcp,
+	.name = "mcp",
+	.summary = "serve sandbox tools to an agent over the Model Context Protocol (stdio)",
+	.synopsis = "msb mcp [--config FILE | --min-isolation RUNG [--state-dir DIR] [--image "
+		    "IMAGE]\n"
+		    "               [--memory BYTES] [--pids N] [--cpu MILLIS]]\n"
+		    "               [--max-output BYTES] [--events FILE]",
+	.description = "Speak MCP on stdin/stdout, offering the tools execute, write_file, "
+		       "read_file,\n"
+		       "list_files and dispose over one sandbox per MCP session, acquired through "
+		       "the\n"
+		       "router so its policy applies to every call (docs/mcp.md).\n",
+	.options = mcp_options,
+	.run = cmd_mcp,
 };
 
 static const char default_spec[] = "{\"kind\": \"mcp\", \"requires\": [\"exec\", \"files_in\", "
@@ -91,83 +110,77 @@ static int load_config(const char *path, char **router, char **spec, char **sink
 	return *router && *spec ? 0 : msb_error_set(err, MSB_E_NOMEM, "out of memory");
 }
 
-static void free_str(char **p)
+struct mcp_args {
+	const char *config, *floor, *state_dir, *image, *events;
+	char *sink; /* owned; --sink, else the config's */
+	uint64_t max_output, memory, pids, cpu;
+};
+
+/* --memory: a positive byte count, K, M or G allowed (powers of 1024). */
+static bool parse_memory(const char *arg, uint64_t *memory)
 {
-	free(*p);
+	size_t n = strlen(arg);
+	unsigned shift = 0;
+	char digits[32];
+	if (n && n < sizeof(digits) && strchr("KkMmGg", arg[n - 1])) {
+		shift = strchr("Kk", arg[n - 1]) ? 10 : strchr("Mm", arg[n - 1]) ? 20 : 30;
+		n--;
+	}
+	snprintf(digits, sizeof(digits), "%.*s", (int)n, arg);
+	if (n >= sizeof(digits) || !cli_parse_size(digits, memory) ||
+	    *memory > (UINT64_MAX >> shift))
+		return false;
+	*memory <<= shift;
+	return true;
 }
 
-int cmd_mcp(int argc, char **argv)
+/* The options: 0, or a usage error's exit status. */
+static int parse_args(int argc, char **argv, struct mcp_args *a)
 {
-	static const struct option opts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"min-isolation", required_argument, NULL, 'f'},
-		{"state-dir", required_argument, NULL, 's'},
-		{"image", required_argument, NULL, 'i'},
-		{"max-output", required_argument, NULL, 'o'},
-		{"events", required_argument, NULL, 'e'},
-		{"memory", required_argument, NULL, 'M'},
-		{"pids", required_argument, NULL, 'P'},
-		{"cpu", required_argument, NULL, 'C'},
-		{"sink", required_argument, NULL, 'k'},
-		{NULL, 0, NULL, 0},
-	};
-	const char *config = NULL, *floor = NULL, *state_dir = NULL, *image = NULL, *events = NULL;
-	__attribute__((cleanup(free_str))) char *sink = NULL;
-	uint64_t max_output = 1u << 20, memory = 0, pids = 0, cpu = 0;
+	struct option opts[16];
+	if (!cli_getopt_table(&verb_mcp, opts, 16))
+		return 1;
 	int c;
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
-			config = optarg;
+			a->config = optarg;
 			break;
 		case 'f':
-			floor = optarg;
+			a->floor = optarg;
 			break;
 		case 's':
-			state_dir = optarg;
+			a->state_dir = optarg;
 			break;
 		case 'i':
-			image = optarg;
+			a->image = optarg;
 			break;
 		case 'e':
-			events = optarg;
+			a->events = optarg;
 			break;
 		case 'k':
-			free(sink);
-			sink = strdup(optarg);
+			free(a->sink);
+			a->sink = strdup(optarg);
 			break;
-		case 'M': {
-			size_t n = strlen(optarg);
-			unsigned shift = 0;
-			char digits[32];
-			if (n && n < sizeof(digits) && strchr("KkMmGg", optarg[n - 1])) {
-				shift = strchr("Kk", optarg[n - 1])   ? 10
-					: strchr("Mm", optarg[n - 1]) ? 20
-								      : 30;
-				n--;
-			}
-			snprintf(digits, sizeof(digits), "%.*s", (int)n, optarg);
-			if (n >= sizeof(digits) || !cli_parse_size(digits, &memory) ||
-			    memory > (UINT64_MAX >> shift))
+		case 'M':
+			if (!parse_memory(optarg, &a->memory))
 				return cli_usage(
 					&verb_mcp,
 					"--memory wants a positive byte count (K, M, G allowed)");
-			memory <<= shift;
 			break;
-		}
 		case 'P':
-			if (!cli_parse_size(optarg, &pids))
+			if (!cli_parse_size(optarg, &a->pids))
 				return cli_usage(&verb_mcp, "--pids wants a positive count");
 			break;
 		case 'C':
-			if (!cli_parse_size(optarg, &cpu))
+			if (!cli_parse_size(optarg, &a->cpu))
 				return cli_usage(&verb_mcp, "--cpu wants a positive number of "
 							    "thousandths of a core");
 			break;
 		case 'o':
-			if (!cli_parse_size(optarg, &max_output))
+			if (!cli_parse_size(optarg, &a->max_output))
 				return cli_usage(&verb_mcp, "--max-output wants a positive count");
 			break;
 		default:
@@ -176,54 +189,64 @@ int cmd_mcp(int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage(&verb_mcp, "unexpected argument `%s`", argv[optind]);
-	if (config && (floor || state_dir || image || memory || pids || cpu))
+	if (a->config && (a->floor || a->state_dir || a->image || a->memory || a->pids || a->cpu))
 		return cli_usage(&verb_mcp,
 				 "--config replaces --min-isolation, --state-dir, --image, "
 				 "--memory, --pids and --cpu");
-	cli_locate_helpers();
+	return 0;
+}
 
+/* Without --config: the configuration's router and backend with the flags
+ * over them (cli/backend_json.c), and the default spec with the
+ * configuration's resources under the flags'. */
+static int flags_config(const struct mcp_args *a, char **router_json, char **spec_json,
+			msb_error **err)
+{
+	cli_backend_flags bf = {.state_dir = a->state_dir, .image = a->image};
+	if (cli_router_json(&bf, a->floor, router_json, err) < 0)
+		return -1;
+	json_error_t jerr;
+	json_t *so = json_loads(default_spec, 0, &jerr);
+	uint64_t res[CLI_RESOURCES] = {a->memory, a->pids, a->cpu, 0};
+	cli_spec_resources(res);
+	if (so && (res[0] || res[1] || res[2] || res[3]))
+		json_object_set_new(so, "resources",
+				    json_pack("{s:I, s:I, s:I, s:I}", "memory_bytes",
+					      (json_int_t)res[0], "pids_max", (json_int_t)res[1],
+					      "cpu_millis", (json_int_t)res[2], "writable_bytes",
+					      (json_int_t)res[3]));
+	*spec_json = so ? json_dumps(so, JSON_COMPACT) : NULL;
+	json_decref(so);
+	if (!*router_json || !*spec_json) {
+		free(*router_json);
+		free(*spec_json);
+		*router_json = *spec_json = NULL;
+		msb_error_set(err, MSB_E_NOMEM, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* The server, once the options are in. */
+static int serve_mcp(struct mcp_args *a)
+{
+	cli_locate_helpers();
 	msb_error *err = NULL;
 	char *router_json = NULL, *spec_json = NULL;
-	if (config) {
-		if (load_config(config, &router_json, &spec_json, &sink, &err) < 0)
+	if (a->config) {
+		if (load_config(a->config, &router_json, &spec_json, &a->sink, &err) < 0)
 			return cli_fail(err);
-	} else {
-		/* The ns backend as backend JSON, the flags over its keys
-		 * (cli/backend_json.c), in a router of its own. */
-		cli_backend_flags bf = {.type = "ns", .state_dir = state_dir, .image = image};
-		json_t *ns = NULL;
-		if (cli_backend_object(&bf, &ns, &err) < 0)
-			return cli_fail(err);
-		json_t *ro = json_pack("{s:[o]}", "backends", ns);
-		if (floor)
-			json_object_set_new(ro, "min_isolation", json_string(floor));
-		router_json = json_dumps(ro, JSON_COMPACT);
-		json_decref(ro);
-		json_error_t jerr;
-		json_t *so = json_loads(default_spec, 0, &jerr);
-		if (so && (memory || pids || cpu))
-			json_object_set_new(so, "resources",
-					    json_pack("{s:I, s:I, s:I}", "memory_bytes",
-						      (json_int_t)memory, "pids_max",
-						      (json_int_t)pids, "cpu_millis",
-						      (json_int_t)cpu));
-		spec_json = so ? json_dumps(so, JSON_COMPACT) : NULL;
-		json_decref(so);
-		if (!router_json || !spec_json) {
-			free(router_json);
-			free(spec_json);
-			msb_error_set(&err, MSB_E_NOMEM, "out of memory");
-			return cli_fail(err);
-		}
+	} else if (flags_config(a, &router_json, &spec_json, &err) < 0) {
+		return cli_fail(err);
 	}
 
 	int events_fd = -1;
-	if (events) {
-		events_fd = open(events, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (a->events) {
+		events_fd = open(a->events, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 		if (events_fd < 0) {
 			free(router_json);
 			free(spec_json);
-			msb_error_set(&err, MSB_E_OS, "cannot open `%s`", events);
+			msb_error_set(&err, MSB_E_OS, "cannot open `%s`", a->events);
 			return cli_fail(err);
 		}
 	}
@@ -232,7 +255,7 @@ int cmd_mcp(int argc, char **argv)
 	mcp_state st;
 	memset(&st, 0, sizeof(st));
 	pthread_mutex_init(&st.lock, NULL);
-	st.max_output = max_output;
+	st.max_output = a->max_output;
 	uint8_t rnd[16];
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
 		free(router_json);
@@ -255,8 +278,8 @@ int cmd_mcp(int argc, char **argv)
 	int r = msb_router_from_json(router_json, strlen(router_json), &extra, &st.router, &err);
 	if (r == 0)
 		r = msb_spec_from_json(spec_json, strlen(spec_json), &st.spec, &err);
-	if (r == 0 && sink)
-		r = msb_fs_sink_new(sink, NULL, &st.sink, &err);
+	if (r == 0 && a->sink)
+		r = msb_fs_sink_new(a->sink, NULL, &st.sink, &err);
 	free(router_json);
 	free(spec_json);
 	if (r < 0) {
@@ -279,5 +302,15 @@ int cmd_mcp(int argc, char **argv)
 	msb_jsonl_recorder_free(rec);
 	if (events_fd >= 0)
 		close(events_fd);
+	return status;
+}
+
+int cmd_mcp(int argc, char **argv)
+{
+	struct mcp_args a = {.max_output = 1u << 20};
+	int status = parse_args(argc, argv, &a);
+	if (status == 0)
+		status = serve_mcp(&a);
+	free(a.sink);
 	return status;
 }

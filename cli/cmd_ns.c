@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The sandbox verbs: run, acquire, exec, ls, dispose, purge. The backend is
- * the `ns` backend, or whatever backend JSON --config describes; either way
- * it is made from backend JSON (cli/backend_json.c). Every verb that creates
+ * the `ns` backend, the type --backend names, or the backend JSON --config
+ * describes: made from backend JSON (cli/backend_json.c). Every verb that creates
  * or uses a sandbox goes through the router, whose default floor is microvm:
  * the `ns` backend (container) is refused unless the caller opts down with
  * --min-isolation container.
@@ -11,10 +11,12 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -22,9 +24,11 @@
 #include <msb/outputs.h>
 
 #include "cli.h"
+#include "exec_io.h"
 
 struct ns_args {
-	const char *config; /* --config FILE: backend JSON */
+	const char *config;  /* --config FILE: backend JSON */
+	const char *backend; /* --backend TYPE: the backend JSON's `type` */
 	const char *state_dir;
 	const char *image;
 	const char *min_isolation;
@@ -35,6 +39,7 @@ struct ns_args {
 	const char *call;
 	const char *workdir;
 	double timeout;
+	bool timeout_set;
 	uint64_t max_output;
 	uint64_t memory, pids, cpu; /* the spec's resource limits; 0 = backend default */
 	bool json;
@@ -52,34 +57,10 @@ struct ns_args {
 	const char *events;	   /* --events FILE: observer events as JSON lines */
 	int events_fd;
 	msb_jsonl_recorder *recorder;
+	/* run and exec: stdin, output, env, terminal (cli/exec_io.c) */
+	cli_exec_io io;
+	bool call_scope; /* make_router: the backend serves the call scope */
 };
-
-#define COMMON_HELP                                                                                \
-	"  --config FILE         the backend as backend JSON (docs/policy.md); default\n"          \
-	"                        {\"type\": \"ns\"}; the flags below write over its keys\n"        \
-	"  --state-dir DIR       state root (default: $MSB_STATE_DIR, /run/msb)\n"                 \
-	"  --image IMAGE         `host` (default), `dir:PATH` or `oci:PATH[:TAG]`\n"
-
-#define KEY_HELP                                                                                   \
-	"  --scope S             the key's scope (default: cli)\n"                                 \
-	"  --thread T            the key's thread id (conversation)\n"                             \
-	"  --agent A             the key's agent directory (default: cli)\n"                       \
-	"  --kind K              the workload kind (default: shell)\n"
-
-#define LIMITS_HELP                                                                                \
-	"  --memory BYTES        memory limit, swap included (suffix K, M, G: powers of 1024)\n"   \
-	"  --pids N              at most N processes and threads, the agent included\n"            \
-	"  --cpu MILLIS          CPU time in thousandths of a core (500 = half a core)\n"
-
-#define EGRESS_HELP                                                                                \
-	"  --allow HOST[=M,...]  egress allowlist entry (repeatable; `=GET,HEAD` limits the\n"     \
-	"                        methods); makes the spec's egress `allowlist`\n"                  \
-	"  --egress-config FILE  the backend's egress settings (JSON, docs/egress.md)\n"           \
-	"  --events FILE         append observer events (EgressObserved, ...) as JSON lines\n"
-
-#define FLOOR_HELP                                                                                 \
-	"  --min-isolation RUNG  the router's floor (default: microvm; `ns` is a container:\n"     \
-	"                        pass --min-isolation container to opt down)\n"
 
 static int cmd_run(int argc, char **argv);
 static int cmd_acquire(int argc, char **argv);
@@ -87,89 +68,6 @@ static int cmd_exec(int argc, char **argv);
 static int cmd_ls(int argc, char **argv);
 static int cmd_dispose(int argc, char **argv);
 static int cmd_purge(int argc, char **argv);
-
-const cli_verb verb_run = {
-	"run",
-	"run a command in a fresh call-scoped sandbox, then dispose it",
-	"usage: msb run [--min-isolation container] [--image IMAGE] [--timeout S] -- CMD [ARG...]\n"
-	"\n"
-	"Acquire a call-scoped sandbox through the router, run CMD in it (argv, never\n"
-	"shell-split), print its output, dispose the sandbox, and exit with CMD's status.\n"
-	"\n" FLOOR_HELP COMMON_HELP "  --workdir DIR         working directory relative to the "
-	"storage base\n"
-	"  --timeout S           the command's bound in seconds (default 300)\n"
-	"  --max-output BYTES    stop the output at this many bytes (stdout+stderr)\n"
-	"  --output PATH[:TYPE]  collect PATH (relative to the storage base) after CMD; TYPE is\n"
-	"                        its media type, e.g. image/png (repeatable, up to 64)\n"
-	"  --sink DIR            land collected outputs under DIR (an existing directory)\n"
-	"  --replace             replace existing files in the sink (default: "
-	"refuse)\n" LIMITS_HELP EGRESS_HELP,
-	cmd_run,
-};
-
-const cli_verb verb_acquire = {
-	"acquire",
-	"get or create the sandbox for a key and kind",
-	"usage: msb acquire --thread T [--scope S] [--agent A] [--kind K] [--min-isolation RUNG]\n"
-	"\n"
-	"Get-or-create through the router; prints the sandbox's instance id.\n"
-	"\n" KEY_HELP FLOOR_HELP COMMON_HELP "  --json                print JSON\n" LIMITS_HELP,
-	cmd_acquire,
-};
-
-const cli_verb verb_exec = {
-	"exec",
-	"run a command in the (warm) sandbox of a key and kind",
-	"usage: msb exec --thread T [--scope S] [--agent A] [--kind K] [--min-isolation RUNG]\n"
-	"                [--timeout S] [--workdir DIR] -- CMD [ARG...]\n"
-	"\n"
-	"Acquire (reusing a warm sandbox) and run CMD; exits with CMD's status.\n"
-	"\n" KEY_HELP FLOOR_HELP COMMON_HELP
-	"  --workdir DIR         working directory relative to the "
-	"storage base\n"
-	"  --timeout S           the command's bound in seconds (default 300)\n"
-	"  --max-output BYTES    stop the output at this many bytes (stdout+stderr)\n" LIMITS_HELP
-		EGRESS_HELP,
-	cmd_exec,
-};
-
-const cli_verb verb_ls = {
-	"ls",
-	"list the sandboxes recorded under the state root",
-	"usage: msb ls [--config FILE] [--state-dir DIR] [--json]\n"
-	"\nSandboxes of the warm pool (msb pool) are listed as `pooled`.\n",
-	cmd_ls,
-};
-
-const cli_verb verb_dispose = {
-	"dispose",
-	"dispose every sandbox of a key (optionally one kind)",
-	"usage: msb dispose --thread T [--scope S] [--agent A] [--kind K] [--config FILE]\n"
-	"                   [--state-dir DIR]\n"
-	"\nExit status 0 when every sandbox is gone, 1 otherwise.\n",
-	cmd_dispose,
-};
-
-const cli_verb verb_purge = {
-	"purge",
-	"dispose every sandbox of a conversation (scope and thread)",
-	"usage: msb purge --scope S --thread T [--config FILE] [--state-dir DIR]\n"
-	"\nSelects by the labels on disk, so it reaches sandboxes any process made.\n",
-	cmd_purge,
-};
-
-/* The backend JSON of these flags (cli/backend_json.c). */
-static cli_backend_flags backend_flags(const struct ns_args *a)
-{
-	cli_backend_flags f = {
-		.config = a->config,
-		.type = a->config ? NULL : "ns",
-		.state_dir = a->state_dir,
-		.image = a->image,
-		.egress_config = a->egress_config,
-	};
-	return f;
-}
 
 enum {
 	OPT_STATE = 1000,
@@ -193,65 +91,201 @@ enum {
 	OPT_EGRESS_CONFIG,
 	OPT_EVENTS,
 	OPT_CONFIG,
+	OPT_BACKEND,
+	OPT_ENV,
+	OPT_ENV_FILE,
+	OPT_NO_STDIN,
 };
 
-static const struct option ns_opts[] = {
-	{"state-dir", required_argument, NULL, OPT_STATE},
-	{"image", required_argument, NULL, OPT_IMAGE},
-	{"min-isolation", required_argument, NULL, OPT_FLOOR},
-	{"scope", required_argument, NULL, OPT_SCOPE},
-	{"thread", required_argument, NULL, OPT_THREAD},
-	{"agent", required_argument, NULL, OPT_AGENT},
-	{"kind", required_argument, NULL, OPT_KIND},
-	{"timeout", required_argument, NULL, OPT_TIMEOUT},
-	{"workdir", required_argument, NULL, OPT_WORKDIR},
-	{"json", no_argument, NULL, OPT_JSON},
-	{"max-output", required_argument, NULL, OPT_MAX_OUTPUT},
-	{"memory", required_argument, NULL, OPT_MEMORY},
-	{"pids", required_argument, NULL, OPT_PIDS},
-	{"cpu", required_argument, NULL, OPT_CPU},
-	{"output", required_argument, NULL, OPT_OUTPUT},
-	{"sink", required_argument, NULL, OPT_SINK},
-	{"replace", no_argument, NULL, OPT_REPLACE},
-	{"allow", required_argument, NULL, OPT_ALLOW},
-	{"egress-config", required_argument, NULL, OPT_EGRESS_CONFIG},
-	{"events", required_argument, NULL, OPT_EVENTS},
-	{"config", required_argument, NULL, OPT_CONFIG},
-	{NULL, 0, NULL, 0},
-};
-
-/* A positive count, with a K/M/G suffix (powers of 1024) when `suffixes`. */
-static bool parse_count(const char *s, bool suffixes, uint64_t *out)
-{
-	char *end = NULL;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || !end || end == s || s[0] == '-' || v == 0)
-		return false;
-	unsigned shift = 0;
-	if (suffixes && *end && !end[1]) {
-		switch (*end) {
-		case 'K':
-		case 'k':
-			shift = 10;
-			break;
-		case 'M':
-		case 'm':
-			shift = 20;
-			break;
-		case 'G':
-		case 'g':
-			shift = 30;
-			break;
-		default:
-			return false;
-		}
-		end++;
+/* The rows, grouped the way the verbs share them. */
+#define BACKEND_ROWS                                                                               \
+	CLI_OPTION_BACKEND(OPT_BACKEND), CLI_OPTION_CONFIG(OPT_CONFIG),                            \
+		CLI_OPTION_STATE_DIR(OPT_STATE), CLI_OPTION_IMAGE(OPT_IMAGE)
+#define KEY_ROWS                                                                                   \
+	CLI_OPTION_SCOPE(OPT_SCOPE), CLI_OPTION_THREAD(OPT_THREAD), CLI_OPTION_AGENT(OPT_AGENT),   \
+		CLI_OPTION_KIND(OPT_KIND)
+#define LIMITS_ROWS                                                                                \
+	CLI_OPTION_MEMORY(OPT_MEMORY), CLI_OPTION_PIDS(OPT_PIDS), CLI_OPTION_CPU(OPT_CPU)
+#define EXEC_ROWS                                                                                  \
+	{"workdir",                                                                                \
+	 "DIR",                                                                                    \
+	 "working directory: absolute, or relative to the storage base",                           \
+	 OPT_WORKDIR,                                                                              \
+	 CLI_VALUE_TEXT,                                                                           \
+	 NULL},                                                                                    \
+		{"timeout",	 "S", "the command's bound in seconds (default 300)", OPT_TIMEOUT, \
+		 CLI_VALUE_TEXT, NULL},                                                            \
+	{                                                                                          \
+		"max-output", "BYTES", "stop the output at this many bytes (stdout+stderr)",       \
+			OPT_MAX_OUTPUT, CLI_VALUE_TEXT, NULL                                       \
 	}
-	if (*end || v > (UINT64_MAX >> shift))
-		return false;
-	*out = (uint64_t)v << shift;
-	return true;
+/* stdin, environment and terminal of run and exec (cli/exec_io.c, docs/cli-exec.md) */
+#define EXEC_IO_ROWS                                                                               \
+	{"env",	  "NAME=VALUE",	  "set a variable for CMD (repeatable; wins over --env-file)",     \
+	 OPT_ENV, CLI_VALUE_TEXT, NULL},                                                           \
+		{"env-file",                                                                       \
+		 "FILE",                                                                           \
+		 "NAME=VALUE lines ('#' comments and blank lines skipped)",                        \
+		 OPT_ENV_FILE,                                                                     \
+		 CLI_VALUE_FILE,                                                                   \
+		 NULL},                                                                            \
+		{"interactive",                                                                    \
+		 NULL,                                                                             \
+		 "(-i) attach stdin even when it is a terminal (it is attached\n"                  \
+		 "whenever it is not one: a pipe, a file)",                                        \
+		 'i',                                                                              \
+		 CLI_VALUE_NONE,                                                                   \
+		 NULL},                                                                            \
+		{"no-stdin",   NULL,	       "never attach stdin (CMD reads end of file)",       \
+		 OPT_NO_STDIN, CLI_VALUE_NONE, NULL},                                              \
+	{                                                                                          \
+		"tty", NULL,                                                                       \
+			"(-t) run CMD on a terminal inside the sandbox; stdin attached,\n"         \
+			"this terminal in raw mode; no time bound unless --timeout",               \
+			't', CLI_VALUE_NONE, NULL                                                  \
+	}
+#define EGRESS_ROWS                                                                                \
+	{"allow",                                                                                  \
+	 "HOST[=M,...]",                                                                           \
+	 "egress allowlist entry (repeatable; `=GET,HEAD` limits the\n"                            \
+	 "methods); makes the spec's egress `allowlist`",                                          \
+	 OPT_ALLOW,                                                                                \
+	 CLI_VALUE_TEXT,                                                                           \
+	 NULL},                                                                                    \
+		CLI_OPTION_EGRESS_CONFIG(OPT_EGRESS_CONFIG),                                       \
+	{                                                                                          \
+		"events", "FILE", "append observer events (EgressObserved, ...) as JSON lines",    \
+			OPT_EVENTS, CLI_VALUE_FILE, NULL                                           \
+	}
+
+static const cli_option run_options[] = {
+	CLI_OPTION_FLOOR(OPT_FLOOR),
+	BACKEND_ROWS,
+	EXEC_ROWS,
+	EXEC_IO_ROWS,
+	{"output", "PATH[:TYPE]",
+	 "collect PATH (relative to the storage base) after CMD; TYPE is\n"
+	 "its media type, e.g. image/png (repeatable, up to 64)",
+	 OPT_OUTPUT, CLI_VALUE_TEXT, NULL},
+	{"sink", "DIR", "land collected outputs under DIR (an existing directory)", OPT_SINK,
+	 CLI_VALUE_DIR, NULL},
+	{"replace", NULL, "replace existing files in the sink (default: refuse)", OPT_REPLACE,
+	 CLI_VALUE_NONE, NULL},
+	LIMITS_ROWS,
+	EGRESS_ROWS,
+	CLI_OPTION_END,
+};
+
+const cli_verb verb_run = {
+	.name = "run",
+	.summary = "run a command in a fresh call-scoped sandbox, then dispose it",
+	.synopsis = "msb run [--min-isolation container] [--image IMAGE] [--timeout S] [-i|-t]\n"
+		    "[--env NAME=VALUE] -- CMD [ARG...]",
+	.description = "Acquire a call-scoped sandbox through the router, run CMD in it (argv, "
+		       "never\n"
+		       "shell-split), print its output, dispose the sandbox, and exit with CMD's "
+		       "status.\n",
+	.options = run_options,
+	.run = cmd_run,
+};
+
+static const cli_option acquire_options[] = {
+	KEY_ROWS,     CLI_OPTION_FLOOR(OPT_FLOOR),
+	BACKEND_ROWS, {"json", NULL, "print JSON", OPT_JSON, CLI_VALUE_NONE, NULL},
+	LIMITS_ROWS,  CLI_OPTION_END,
+};
+
+const cli_verb verb_acquire = {
+	.name = "acquire",
+	.summary = "get or create the sandbox for a key and kind",
+	.synopsis = "msb acquire --thread T [--scope S] [--agent A] [--kind K] [--min-isolation "
+		    "RUNG]",
+	.description = "Get-or-create through the router; prints the sandbox's instance id.\n",
+	.options = acquire_options,
+	.run = cmd_acquire,
+};
+
+static const cli_option exec_options[] = {
+	KEY_ROWS,     CLI_OPTION_FLOOR(OPT_FLOOR),
+	BACKEND_ROWS, EXEC_ROWS,
+	EXEC_IO_ROWS, LIMITS_ROWS,
+	EGRESS_ROWS,  CLI_OPTION_END,
+};
+
+const cli_verb verb_exec = {
+	.name = "exec",
+	.summary = "run a command in the (warm) sandbox of a key and kind",
+	.synopsis =
+		"msb exec --thread T [--scope S] [--agent A] [--kind K] [--min-isolation RUNG]\n"
+		"                [--timeout S] [--workdir DIR] -- CMD [ARG...]",
+	.description = "Acquire (reusing a warm sandbox) and run CMD; exits with CMD's status.\n",
+	.options = exec_options,
+	.run = cmd_exec,
+};
+
+static const cli_option ls_options[] = {
+	BACKEND_ROWS,
+	{"json", NULL,
+	 "print a JSON array: name, key, backend, image, created, age_s,\n"
+	 "state, ...",
+	 OPT_JSON, CLI_VALUE_NONE, NULL},
+	CLI_OPTION_END,
+};
+
+const cli_verb verb_ls = {
+	.name = "ls",
+	.summary = "list the sandboxes recorded under the state root",
+	.synopsis = "msb ls [--config FILE] [--state-dir DIR] [--json]",
+	.description = "One line per sandbox an `ns` backend keeps on disk, made by any process:\n"
+		       "name, state, backend, image, age and key. Sandboxes of the warm pool\n"
+		       "(msb pool) are listed as `pooled`.\n",
+	.options = ls_options,
+	.run = cmd_ls,
+};
+
+static const cli_option dispose_options[] = {
+	KEY_ROWS,
+	BACKEND_ROWS,
+	CLI_OPTION_END,
+};
+
+const cli_verb verb_dispose = {
+	.name = "dispose",
+	.summary = "dispose every sandbox of a key (optionally one kind)",
+	.synopsis = "msb dispose --thread T [--scope S] [--agent A] [--kind K] [--config FILE]\n"
+		    "                   [--state-dir DIR]",
+	.description = "Exit status 0 when every sandbox is gone, 1 otherwise.\n",
+	.options = dispose_options,
+	.run = cmd_dispose,
+};
+
+static const cli_option purge_options[] = {
+	CLI_OPTION_SCOPE(OPT_SCOPE),
+	CLI_OPTION_THREAD(OPT_THREAD),
+	BACKEND_ROWS,
+	CLI_OPTION_END,
+};
+
+const cli_verb verb_purge = {
+	.name = "purge",
+	.summary = "dispose every sandbox of a conversation (scope and thread)",
+	.synopsis = "msb purge --scope S --thread T [--config FILE] [--state-dir DIR]",
+	.description = "Selects by the labels on disk, so it reaches sandboxes any process made.\n",
+	.options = purge_options,
+	.run = cmd_purge,
+};
+
+/* The backend JSON of these flags (cli/backend_json.c). */
+static cli_backend_flags backend_flags(const struct ns_args *a)
+{
+	cli_backend_flags f = {
+		.config = a->config,
+		.type = a->backend,
+		.state_dir = a->state_dir,
+		.image = a->image,
+		.egress_config = a->egress_config,
+	};
+	return f;
 }
 
 /* --output PATH[:MEDIA/TYPE]: the media type is what follows the last ':'
@@ -284,6 +318,86 @@ static void free_outputs(struct ns_args *a)
 	a->n_outputs = 0;
 }
 
+/* The options whose values are checked: 0, or -1 after a usage error. */
+static int parse_checked_opt(const cli_verb *verb, int c, struct ns_args *a)
+{
+	switch (c) {
+	case OPT_MAX_OUTPUT: {
+		char *end = NULL;
+		unsigned long long v = strtoull(optarg, &end, 10);
+		if (!end || *end || v == 0) {
+			cli_usage(verb, "--max-output wants a positive byte count");
+			return -1;
+		}
+		a->max_output = v;
+		break;
+	}
+	case OPT_MEMORY:
+		if (!cli_parse_count(optarg, true, &a->memory)) {
+			cli_usage(verb, "--memory wants a positive byte count (K, M, G allowed)");
+			return -1;
+		}
+		break;
+	case OPT_PIDS:
+		if (!cli_parse_count(optarg, false, &a->pids)) {
+			cli_usage(verb, "--pids wants a positive count");
+			return -1;
+		}
+		break;
+	case OPT_CPU:
+		if (!cli_parse_count(optarg, false, &a->cpu)) {
+			cli_usage(verb, "--cpu wants a positive number of thousandths of a core");
+			return -1;
+		}
+		break;
+	case OPT_OUTPUT:
+	case OPT_SINK:
+	case OPT_REPLACE:
+		if (c == OPT_SINK) {
+			a->sink = optarg;
+			break;
+		}
+		if (c == OPT_REPLACE) {
+			a->replace = true;
+			break;
+		}
+		if (!parse_output(a, optarg)) {
+			cli_usage(verb, "--output wants PATH or PATH:MEDIA/TYPE (at most 64)");
+			return -1;
+		}
+		break;
+	case OPT_ALLOW:
+		if (a->n_allow == sizeof(a->allow) / sizeof(a->allow[0])) {
+			cli_usage(verb, "at most 64 --allow entries");
+			return -1;
+		}
+		a->allow[a->n_allow++] = optarg;
+		break;
+	case OPT_TIMEOUT: {
+		char *end = NULL;
+		a->timeout = strtod(optarg, &end);
+		if (!end || *end || !(a->timeout > 0)) {
+			cli_usage(verb, "--timeout wants a positive number of seconds");
+			return -1;
+		}
+		break;
+	}
+	}
+	return 0;
+}
+
+/* An option of run's own that another verb was given. */
+static bool is_run_only(const char *arg)
+{
+	static const char *const own[] = {"--output", "--sink", "--replace"};
+	for (size_t i = 0; i < 3; i++) {
+		size_t n = strlen(own[i]);
+		if (strncmp(arg, own[i], n) == 0 && (arg[n] == '\0' || arg[n] == '='))
+			return true;
+	}
+	return false;
+}
+
 /* Parse options up to "--" (or the first non-option). Returns the index of
  * the first remaining argument, or -1 after printing a usage error. */
 static int parse_opts(const cli_verb *verb, int argc, char **argv, struct ns_args *a)
@@ -294,13 +408,42 @@ static int parse_opts(const cli_verb *verb, int argc, char **argv, struct ns_arg
 	a->kind = "shell";
 	a->timeout = 300;
 	a->events_fd = -1;
+	struct option opts[48];
+	if (!cli_getopt_table(verb, opts, 48))
+		return -1;
 	optind = 1;
 	opterr = 0;
 	int c;
-	while ((c = getopt_long(argc, argv, "+", ns_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, verb == &verb_run || verb == &verb_exec ? "+it" : "+",
+				opts, NULL)) != -1) {
+		const char *why = NULL;
 		switch (c) {
+		case OPT_ENV:
+			if (!cli_exec_io_env(&a->io, optarg, &why)) {
+				cli_usage(verb, "%s", why);
+				return -1;
+			}
+			break;
+		case OPT_ENV_FILE:
+			if (!cli_exec_io_env_file(&a->io, optarg, &why)) {
+				cli_usage(verb, "%s", why);
+				return -1;
+			}
+			break;
+		case 'i':
+			a->io.interactive = true;
+			break;
+		case 't':
+			a->io.tty = true;
+			break;
+		case OPT_NO_STDIN:
+			a->io.no_stdin = true;
+			break;
 		case OPT_CONFIG:
 			a->config = optarg;
+			break;
+		case OPT_BACKEND:
+			a->backend = optarg;
 			break;
 		case OPT_STATE:
 			a->state_dir = optarg;
@@ -330,92 +473,49 @@ static int parse_opts(const cli_verb *verb, int argc, char **argv, struct ns_arg
 		case OPT_JSON:
 			a->json = true;
 			break;
-		case OPT_MAX_OUTPUT: {
-			char *end = NULL;
-			unsigned long long v = strtoull(optarg, &end, 10);
-			if (!end || *end || v == 0) {
-				cli_usage(verb, "--max-output wants a positive byte count");
-				return -1;
-			}
-			a->max_output = v;
-			break;
-		}
-		case OPT_MEMORY:
-			if (!parse_count(optarg, true, &a->memory)) {
-				cli_usage(verb,
-					  "--memory wants a positive byte count (K, M, G allowed)");
-				return -1;
-			}
-			break;
-		case OPT_PIDS:
-			if (!parse_count(optarg, false, &a->pids)) {
-				cli_usage(verb, "--pids wants a positive count");
-				return -1;
-			}
-			break;
-		case OPT_CPU:
-			if (!parse_count(optarg, false, &a->cpu)) {
-				cli_usage(verb,
-					  "--cpu wants a positive number of thousandths of a core");
-				return -1;
-			}
-			break;
-		case OPT_OUTPUT:
-		case OPT_SINK:
-		case OPT_REPLACE:
-			if (verb != &verb_run) {
-				cli_usage(verb, "--output, --sink and --replace are options of "
-						"`msb run` only");
-				return -1;
-			}
-			if (c == OPT_SINK) {
-				a->sink = optarg;
-				break;
-			}
-			if (c == OPT_REPLACE) {
-				a->replace = true;
-				break;
-			}
-			if (!parse_output(a, optarg)) {
-				cli_usage(verb,
-					  "--output wants PATH or PATH:MEDIA/TYPE (at most 64)");
-				return -1;
-			}
-			break;
-		case OPT_ALLOW:
-			if (a->n_allow == sizeof(a->allow) / sizeof(a->allow[0])) {
-				cli_usage(verb, "at most 64 --allow entries");
-				return -1;
-			}
-			a->allow[a->n_allow++] = optarg;
-			break;
 		case OPT_EGRESS_CONFIG:
 			a->egress_config = optarg;
 			break;
 		case OPT_EVENTS:
 			a->events = optarg;
 			break;
-		case OPT_TIMEOUT: {
-			char *end = NULL;
-			a->timeout = strtod(optarg, &end);
-			if (!end || *end || !(a->timeout > 0)) {
-				cli_usage(verb, "--timeout wants a positive number of seconds");
+		case OPT_MAX_OUTPUT:
+		case OPT_MEMORY:
+		case OPT_PIDS:
+		case OPT_CPU:
+		case OPT_OUTPUT:
+		case OPT_SINK:
+		case OPT_REPLACE:
+		case OPT_ALLOW:
+		case OPT_TIMEOUT:
+			if (parse_checked_opt(verb, c, a) < 0)
 				return -1;
-			}
 			break;
-		}
 		default:
-			cli_usage(verb, "unknown option `%s`", argv[optind - 1]);
+			if (is_run_only(argv[optind - 1]))
+				cli_usage(verb, "--output, --sink and --replace are options of "
+						"`msb run` only");
+			else
+				cli_usage(verb, "unknown option `%s`", argv[optind - 1]);
 			return -1;
 		}
 	}
+	if (a->io.tty && a->io.no_stdin) {
+		cli_usage(verb,
+			  "-t attaches stdin to the terminal: it does not go with --no-stdin");
+		return -1;
+	}
+	/* a terminal session is not bounded unless asked */
+	if (a->io.tty && !a->timeout_set)
+		a->timeout = CLI_TERMINAL_TIMEOUT;
 	cli_locate_helpers();
 	return optind;
 }
 
-/* What make_router() and parse() allocated for egress. */
+/* What make_router() and parse() allocated for egress and the env. */
 static void args_clear(struct ns_args *a)
 {
+	cli_exec_io_clear(&a->io);
 	msb_jsonl_recorder_free(a->recorder);
 	a->recorder = NULL;
 	if (a->events_fd >= 0)
@@ -426,6 +526,14 @@ static void args_clear(struct ns_args *a)
 static int parse(const cli_verb *verb, int argc, char **argv, struct ns_args *a)
 {
 	int r = parse_opts(verb, argc, argv, a);
+	if (r >= 0 && (verb == &verb_run || verb == &verb_exec)) {
+		/* --env-file read and every entry checked before anything runs */
+		msb_error *err = NULL;
+		if (cli_exec_io_finish(&a->io, &err) < 0) {
+			cli_fail(err);
+			r = -1;
+		}
+	}
 	if (r < 0) {
 		free_outputs(a);
 		args_clear(a);
@@ -433,13 +541,29 @@ static int parse(const cli_verb *verb, int argc, char **argv, struct ns_args *a)
 	return r;
 }
 
+/* The sandbox these flags name (cli/target.c). */
+static cli_target target_of(const struct ns_args *a)
+{
+	cli_target t;
+	cli_target_init(&t);
+	t.backend = backend_flags(a);
+	t.min_isolation = a->min_isolation;
+	t.scope = a->scope;
+	t.thread = a->thread;
+	t.agent = a->agent;
+	t.kind = a->kind;
+	t.resources[0] = a->memory;
+	t.resources[1] = a->pids;
+	t.resources[2] = a->cpu;
+	for (size_t i = 0; i < a->n_allow; i++)
+		t.allow[i] = a->allow[i];
+	t.n_allow = a->n_allow;
+	return t;
+}
+
 /* The router over the one backend, at the floor the caller asked for. */
 static int make_router(struct ns_args *a, msb_router **out, msb_error **err)
 {
-	msb_router_options ro = MSB_ROUTER_OPTIONS_INIT;
-	ro.log = cli_log;
-	if (a->min_isolation && msb_isolation_parse(a->min_isolation, &ro.min_isolation, err) < 0)
-		return msb_error_wrap(err, "--min-isolation");
 	msb_observer obs;
 	if (a->events) {
 		a->events_fd = open(a->events, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
@@ -449,87 +573,52 @@ static int make_router(struct ns_args *a, msb_router **out, msb_error **err)
 		int q = msb_jsonl_recorder_new(a->events_fd, &a->recorder, &obs, err);
 		if (q < 0)
 			return q;
-		ro.observer = &obs;
 	}
-	cli_backend_flags bf = backend_flags(a);
-	msb_backend *b = NULL;
-	int r = cli_backend_new(&bf, &b, err);
+	cli_target t = target_of(a);
+	int r = cli_target_router(&t, a->events ? &obs : NULL, out, err);
 	if (r < 0)
 		return r;
-	const bool ns = msb_ns_backend_state_root(b) != NULL;
-	r = msb_router_new(&b, 1, &ro, out, err);
-	msb_backend_unref(b);
-	if (r == MSB_E_BACKEND_NOT_PERMITTED && !a->min_isolation && ns)
-		msb_error_wrap(err, "the default floor is microvm and `ns` is a container sandbox; "
-				    "pass --min-isolation container to opt down");
-	return r;
+	/* An engine without the call scope: `msb run` asks a thread of its own. */
+	const msb_backend *b = msb_router_backend(*out);
+	a->call_scope = (msb_backend_declarations(b)->isolation_scopes & MSB_SCOPE_CALL) ||
+			strcmp(msb_backend_isolation(b), "container") != 0;
+	return 0;
 }
 
 static int make_spec(struct ns_args *a, bool call_scoped, msb_spec **out, msb_error **err)
 {
-	msb_spec_builder *sb = msb_spec_builder_new(a->kind);
+	cli_target t = target_of(a);
+	msb_spec_builder *sb =
+		cli_target_spec(&t, a->n_outputs ? MSB_CAP_EXEC | MSB_CAP_FILES_OUT : MSB_CAP_EXEC);
 	if (!sb)
 		return msb_error_set(err, MSB_E_NOMEM, "out of memory");
-	msb_spec_builder_set_requires(sb, a->n_outputs ? MSB_CAP_EXEC | MSB_CAP_FILES_OUT
-						       : MSB_CAP_EXEC);
 	for (size_t i = 0; i < a->n_outputs; i++)
 		msb_spec_builder_add_declared_output(sb, &a->outputs[i]);
 	if (call_scoped)
 		msb_spec_builder_set_isolation_scope(sb, MSB_SCOPE_CALL);
-	msb_spec_builder_set_memory_bytes(sb, a->memory);
-	msb_spec_builder_set_pids_max(sb, a->pids);
-	msb_spec_builder_set_cpu_millis(sb, a->cpu);
-	if (a->n_allow)
-		msb_spec_builder_set_egress(sb, MSB_EGRESS_ALLOWLIST);
-	for (size_t i = 0; i < a->n_allow; i++) {
-		/* HOST or HOST=M1,M2 */
-		char buf[512];
-		snprintf(buf, sizeof(buf), "%s", a->allow[i]);
-		char *eq = strchr(buf, '=');
-		if (!eq) {
-			msb_spec_builder_add_egress_host(sb, buf);
-			continue;
-		}
-		*eq = '\0';
-		const char *methods[32];
-		size_t nm = 0;
-		char *save = NULL;
-		for (char *m = strtok_r(eq + 1, ",", &save); m && nm < 32;
-		     m = strtok_r(NULL, ",", &save))
-			methods[nm++] = m;
-		msb_spec_builder_add_egress_rule(sb, buf, methods, nm);
-	}
 	int r = msb_spec_build(sb, out, err);
 	msb_spec_builder_free(sb);
 	return r;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-static int run_in(msb_sandbox *sb, struct ns_args *a, char **cmd, msb_error **err)
+/* Run CMD with the verb's stdin, env and terminal (cli/exec_io.c); the
+ * output is written as it comes. Returns the exit status, or < 0 with err. */
+static int run_in(msb_sandbox *sb, struct ns_args *a, char **cmd, msb_cancel *cancel,
+		  msb_error **err)
 {
 	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	req.cancel = cancel;
 	req.argv = (const char *const *)cmd;
 	req.timeout = a->timeout;
 	req.working_directory = a->workdir;
 	req.max_output_bytes = a->max_output;
 	msb_exec_result res = {0};
-	int r = a->max_output ? msb_sandbox_exec_bounded(sb, &req, &res, err)
-			      : msb_sandbox_exec(sb, &req, &res, err);
+	int status = 0;
+	int r = cli_exec_io_run(sb, &req, a->max_output > 0, &a->io, &res, &status, err);
 	if (r < 0)
 		return r;
-	write_all(STDOUT_FILENO, res.stdout_bytes, res.stdout_len);
-	write_all(STDERR_FILENO, res.stderr_bytes, res.stderr_len);
+	if (r > 0)
+		return status; /* a signal or a closed stdout ended it */
 	if (res.truncated)
 		fprintf(stderr, "msb: output truncated at the %llu-byte budget\n",
 			(unsigned long long)a->max_output);
@@ -541,7 +630,6 @@ static int run_in(msb_sandbox *sb, struct ns_args *a, char **cmd, msb_error **er
 		fprintf(stderr, "msb: pids_exhausted: the pids limit refused a fork\n");
 	if (res.no_space)
 		fprintf(stderr, "msb: no_space: the writable layer or the storage base is full\n");
-	int status = res.exit_code;
 	msb_exec_result_clear(&res);
 	return status;
 }
@@ -565,6 +653,32 @@ static int collect(msb_sandbox *sb, const msb_spec *spec, const msb_output_sink 
 			l[i].handle ? l[i].handle : "");
 	msb_landed_artifacts_free(l, n);
 	return status;
+}
+
+/*
+ * `msb run` on SIGTERM, SIGINT or SIGHUP: the call ends as a cancelled one -
+ * its acquire or exec is cancelled, its call-scoped sandbox disposed of -
+ * and then msb dies of the signal, as its parent expects. Before, the
+ * signal's default action left the sandbox running with nobody to dispose
+ * of it (the fault suite's outputs.read-client-TERM; issue 15).
+ */
+static msb_cancel *run_cancel;
+static volatile sig_atomic_t run_signal;
+
+static void on_run_signal(int sig)
+{
+	run_signal = sig;
+	msb_cancel_trigger(run_cancel);
+}
+
+static void run_signals(bool catch)
+{
+	static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+	struct sigaction sa = {.sa_handler = catch ? on_run_signal : SIG_DFL,
+			       .sa_flags = SA_RESTART};
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
 }
 
 static int cmd_run(int argc, char **argv)
@@ -598,7 +712,10 @@ static int cmd_run(int argc, char **argv)
 	cli_random_hex(call, 8);
 	msb_key key = {"cli", thread, "cli", call};
 	msb_spec *spec = NULL;
-	if (make_spec(&a, true, &spec, &err) < 0) {
+	/* A backend without the call scope (the container engines) serves the
+	 * same lifetime as a conversation on a thread of its own, disposed
+	 * below either way. */
+	if (make_spec(&a, a.call_scope, &spec, &err) < 0) {
 		msb_router_free(router);
 		msb_output_sink_free(sink);
 		free_outputs(&a);
@@ -615,15 +732,19 @@ static int cmd_run(int argc, char **argv)
 	msb_sandbox *sb = NULL;
 	msb_acquire_options ao = MSB_ACQUIRE_OPTIONS_INIT;
 	ao.call = call;
+	if (msb_cancel_new(&run_cancel, NULL) == 0) {
+		ao.cancel = run_cancel;
+		run_signals(true);
+	}
 	int status;
 	if (msb_router_acquire(router, &key, spec, &ao, &sb, &err) < 0) {
 		status = cli_fail(err);
 	} else {
-		int r = run_in(sb, &a, argv + first, &err);
+		int r = run_in(sb, &a, argv + first, run_cancel, &err);
 		status = r < 0 ? cli_fail(err) : r;
 		if (r >= 0 && a.n_outputs)
 			status = collect(sb, spec, sink, call, &a, status);
-		msb_sandbox_release(sb);
+		msb_sandbox_free(sb);
 	}
 	/* A call-scoped sandbox is always disposed when the call ends (23.38). */
 	bool gone = false;
@@ -638,6 +759,13 @@ static int cmd_run(int argc, char **argv)
 	msb_output_sink_free(sink);
 	free_outputs(&a);
 	args_clear(&a);
+	run_signals(false);
+	/* a signal that arrived while the command ran was exec_io's to take */
+	int sig = run_signal ? run_signal : cli_exec_io_signal();
+	if (sig)
+		raise(sig);
+	msb_cancel_free(run_cancel);
+	run_cancel = NULL;
 	return status;
 }
 
@@ -679,7 +807,7 @@ static int cmd_acquire(int argc, char **argv)
 		else
 			printf("%s\n", msb_sandbox_instance_id(sb));
 	}
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_router_free(router);
 	return status;
 }
@@ -695,12 +823,16 @@ static int cmd_exec(int argc, char **argv)
 		status = cli_usage(&verb_exec, "no command given (put it after --)");
 	if (status == 0) {
 		msb_error *err = NULL;
-		int r = run_in(sb, &a, argv + first, &err);
+		int r = run_in(sb, &a, argv + first, NULL, &err);
 		status = r < 0 ? cli_fail(err) : r;
 	}
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_router_free(router);
 	args_clear(&a);
+	/* stopped by a signal while the command ran: die of it, as a shell
+	 * expects of a command (the sandbox stays: it is the conversation's) */
+	if (cli_exec_io_signal())
+		raise(cli_exec_io_signal());
 	return status;
 }
 
@@ -727,41 +859,23 @@ static int cmd_ls(int argc, char **argv)
 					     "msb ls lists what an `ns` backend keeps on disk; "
 					     "backend `%s` is not one",
 					     msb_backend_name(b));
+	msb_ns_pool_entry *pe = NULL;
+	size_t pn = 0;
+	if (r == 0)
+		r = msb_ns_pool_list(b, &pe, &pn, &err);
+	char *backend = strdup(msb_backend_name(b));
+	msb_backend_unref(b);
 	if (r < 0) {
-		msb_backend_unref(b);
+		free(backend);
+		msb_ns_entries_free(e, n);
 		return cli_fail(err);
 	}
-	if (a.json)
-		printf("[");
-	for (size_t i = 0; i < n; i++) {
-		/* dead: its agent or shim died unasked, kept until disposed of
-		 * (issue 15); stale: never started or taken down on purpose */
-		const char *state = e[i].alive ? "running" : e[i].dead ? "dead" : "stale";
-		if (a.json) {
-			json_t *why = e[i].reason ? json_string(e[i].reason) : json_null();
-			char *why_text = why ? json_dumps(why, JSON_ENCODE_ANY) : NULL;
-			json_decref(why);
-			printf("%s{\"name\":\"%s\",\"scope\":\"%s\",\"thread_id\":\"%s\","
-			       "\"agent_dir\":\"%s\",\"kind\":\"%s\",\"instance_id\":\"%s\","
-			       "\"alive\":%s,\"state\":\"%s\",\"reason\":%s}",
-			       i ? "," : "", e[i].name, e[i].scope, e[i].thread_id, e[i].agent_dir,
-			       e[i].kind, e[i].instance_id, e[i].alive ? "true" : "false", state,
-			       why_text ? why_text : "null");
-			free(why_text);
-		} else {
-			printf("%s  %-8s scope=%s thread=%s agent=%s kind=%s%s%s%s%s\n", e[i].name,
-			       state, e[i].scope, e[i].thread_id, e[i].agent_dir, e[i].kind,
-			       e[i].call_id ? " call=" : "", e[i].call_id ? e[i].call_id : "",
-			       e[i].reason ? ": " : "", e[i].reason ? e[i].reason : "");
-		}
-	}
 	/* The warm pool's sandboxes, as `pooled` (docs/pool.md). */
-	r = cli_pool_print(b, a.json, n > 0, &err);
-	msb_backend_unref(b);
-	if (a.json)
-		printf("]\n");
+	cli_ls_print(e, n, pe, pn, backend ? backend : "ns", a.json);
+	msb_ns_pool_entries_free(pe, pn);
+	free(backend);
 	msb_ns_entries_free(e, n);
-	return r < 0 ? cli_fail(err) : 0;
+	return 0;
 }
 
 static int cmd_dispose(int argc, char **argv)

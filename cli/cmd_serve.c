@@ -10,19 +10,29 @@
 #include "cli.h"
 #include "rpc/serve.h"
 
+enum { OPT_MAX_MESSAGE = CLI_OPT_VERB, OPT_WORKERS, OPT_NO_EVENTS };
+
+static const cli_option serve_cli_options[] = {
+	{"max-message", "BYTES",
+	 "the largest message accepted (default 64 MiB); a longer\n"
+	 "line is answered with -32600 and skipped",
+	 OPT_MAX_MESSAGE, CLI_VALUE_TEXT, NULL},
+	{"workers", "N", "requests served at once (default 8)", OPT_WORKERS, CLI_VALUE_TEXT, NULL},
+	{"no-events", NULL, "do not send observer events as `event` notifications", OPT_NO_EVENTS,
+	 CLI_VALUE_NONE, NULL},
+	CLI_OPTION_END,
+};
+
 const cli_verb verb_serve = {
-	"serve",
-	"serve the API as JSON-RPC 2.0 over stdin/stdout",
-	"usage: msb serve [--max-message BYTES] [--workers N] [--no-events]\n"
-	"\n"
-	"Read newline-delimited JSON-RPC 2.0 requests on stdin and answer on stdout\n"
-	"(docs/serve.md). Requests run concurrently; responses may come out of order.\n"
-	"\n"
-	"  --max-message BYTES   the largest message accepted (default 64 MiB); a longer\n"
-	"                        line is answered with -32600 and skipped\n"
-	"  --workers N           requests served at once (default 8)\n"
-	"  --no-events           do not send observer events as `event` notifications\n",
-	cmd_serve,
+	.name = "serve",
+	.summary = "serve the API as JSON-RPC 2.0 over stdin/stdout",
+	.synopsis = "msb serve [--max-message BYTES] [--workers N] [--no-events]",
+	.description =
+		"Read newline-delimited JSON-RPC 2.0 requests on stdin and answer on stdout\n"
+		"(docs/serve.md). Requests run concurrently; responses may come out of "
+		"order.\n",
+	.options = serve_cli_options,
+	.run = cmd_serve,
 };
 
 bool cli_parse_size(const char *s, uint64_t *out)
@@ -37,12 +47,9 @@ bool cli_parse_size(const char *s, uint64_t *out)
 
 int cmd_serve(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"max-message", required_argument, NULL, 'm'},
-		{"workers", required_argument, NULL, 'w'},
-		{"no-events", no_argument, NULL, 'n'},
-		{NULL, 0, NULL, 0},
-	};
+	struct option opts[8];
+	if (!cli_getopt_table(&verb_serve, opts, 8))
+		return 1;
 	rpc_server_options o = {0};
 	o.events = true;
 	o.events_fd = -1;
@@ -52,17 +59,17 @@ int cmd_serve(int argc, char **argv)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
-		case 'm':
+		case OPT_MAX_MESSAGE:
 			if (!cli_parse_size(optarg, &v) || v > (1ull << 31))
 				return cli_usage(&verb_serve, "--max-message wants 1..2^31 bytes");
 			o.max_message = (size_t)v;
 			break;
-		case 'w':
+		case OPT_WORKERS:
 			if (!cli_parse_size(optarg, &v) || v > 256)
 				return cli_usage(&verb_serve, "--workers wants 1..256");
 			o.workers = (unsigned)v;
 			break;
-		case 'n':
+		case OPT_NO_EVENTS:
 			o.events = false;
 			break;
 		default:

@@ -19,9 +19,11 @@ typedef struct cli_conformance_args {
 	 * parsed --config it came from. */
 	char *backend_json;
 	struct json_t *json_config;
-	/* ns: the state root the backend resolved (msb_ns_backend_state_root);
-	 * empty for a type that keeps no state on disk. */
+	/* ns, oci: the state root the backend resolved (msb_ns_backend_state_root,
+	 * msb_oci_backend_state_root) and the directory of its sandboxes in it
+	 * ("ns", "oci"); empty for a type that keeps no state on disk. */
 	char state_root[4096];
+	char state_sub[8];
 } cli_conformance_args;
 
 /* Build a->backend_json from --config, BACKEND and the flags, and make the

@@ -13,29 +13,71 @@
 
 static int cmd_version(int argc, char **argv);
 static const cli_verb verb_version = {
-	"version",
-	"print the version",
-	"usage: msb version\n\nPrint the library version.\n",
-	cmd_version,
+	.name = "version",
+	.summary = "print the version",
+	.synopsis = "msb version",
+	.description = "Print the library version.\n",
+	.run = cmd_version,
 };
 
 static const cli_verb *const verbs[] = {
-	&verb_run,   &verb_acquire, &verb_exec,	   &verb_ls,	&verb_dispose,
-	&verb_purge, &verb_pool,    &verb_doctor,  &verb_check, &verb_conformance,
-	&verb_serve, &verb_mcp,	    &verb_version,
+	&verb_run,	  &verb_acquire, &verb_exec,	    &verb_cp,	 &verb_files,
+	&verb_ls,	  &verb_dispose, &verb_pool,	    &verb_purge, &verb_check,
+	&verb_config,	  &verb_doctor,	 &verb_conformance, &verb_serve, &verb_mcp,
+	&verb_completion, &verb_man,	 &verb_version,
 };
+
+const cli_verb *const *cli_verbs(size_t *n)
+{
+	*n = sizeof(verbs) / sizeof(verbs[0]);
+	return verbs;
+}
+
+const char cli_overview[] =
+	"msb runs model-written code in sandboxes through a policy router: every verb that\n"
+	"creates or uses a sandbox asks the router, whose default floor is microvm, so a\n"
+	"weaker backend (the `ns` backend is a container sandbox) is refused until the\n"
+	"caller opts down - with --min-isolation container, or once, in the configuration\n"
+	"file.\n";
+
+const char cli_config_overview[] =
+	"Every verb reads one configuration file, the first that exists of $MSB_CONFIG,\n"
+	"$XDG_CONFIG_HOME/msb/config.json (else ~/.config/msb/config.json) and\n"
+	"/etc/msb/config.json. It is one JSON object with three optional keys, each strict:\n"
+	"`router` (router JSON without backends: min_isolation, selection, denied\n"
+	"capabilities, ...), `backend` (one backend JSON object: the default backend, e.g.\n"
+	"its image and egress settings) and `defaults` (`resources`: the spec's\n"
+	"memory_bytes, pids_max, cpu_millis, writable_bytes; `pool_size`: read by the warm\n"
+	"pool). A flag beats the file, the file beats the built-in default; `msb config\n"
+	"show` prints each value and its source. With no file the floor is microvm; a file\n"
+	"holding only\n"
+	"\n"
+	"  {\"router\": {\"min_isolation\": \"container\"}}\n"
+	"\n"
+	"opts down and keeps the default backend (ns).\n";
+
+const char cli_environment[] =
+	"MSB_CONFIG: the configuration file, and no other; set and empty: none at all.\n"
+	"XDG_CONFIG_HOME, HOME: where the per-user configuration file is looked for.\n"
+	"MSB_SYSTEM_CONFIG: for tests only - the system-wide file instead of\n"
+	"/etc/msb/config.json.\n"
+	"MSB_STATE_DIR: the ns state root (else /run/msb as root, $XDG_RUNTIME_DIR/msb).\n"
+	"MSB_SHIM, MSB_AGENT: the msb-shim and msb-agent binaries.\n";
+
+const char cli_exit_status[] =
+	"0 served/ok, 2 bad input, 3 policy refusal, 4 not implemented, 5 file error,\n"
+	"6 timeout, 7 cancelled, 8 output refusal, 9 a conformance probe failed, 1 other\n"
+	"failure (docs/errors.md). run and exec exit with the command's status.\n";
 
 static void print_help(FILE *f)
 {
-	fprintf(f, "usage: msb VERB [OPTIONS]\n\n"
-		   "msb runs model-written code in sandboxes through a policy router.\n\n"
-		   "verbs:\n");
+	fprintf(f, "usage: msb VERB [OPTIONS]\n\n%s\nverbs:\n", cli_overview);
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
 		fprintf(f, "  %-12s %s\n", verbs[i]->name, verbs[i]->summary);
-	fprintf(f, "\nRun `msb VERB --help` for a verb's options.\n"
-		   "Exit status: 0 served/ok, 2 bad input, 3 policy refusal, 4 not implemented,\n"
-		   "5 file error, 6 timeout, 7 cancelled, 8 output refusal, 1 other failure\n"
-		   "(docs/errors.md).\n");
+	fprintf(f,
+		"\nRun `msb VERB --help` for a verb's options, `msb man | man -l -` for the\n"
+		"manual.\n\nExit status:\n%s",
+		cli_exit_status);
 }
 
 static int cmd_version(int argc, char **argv)
@@ -45,6 +87,39 @@ static int cmd_version(int argc, char **argv)
 		return cli_usage(&verb_version, "unexpected argument `%s`", argv[1]);
 	printf("msb %s\n", msb_version());
 	return 0;
+}
+
+bool cli_parse_count(const char *s, bool suffixes, uint64_t *out)
+{
+	char *end = NULL;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || !end || end == s || s[0] == '-' || v == 0)
+		return false;
+	unsigned shift = 0;
+	if (suffixes && *end && !end[1]) {
+		switch (*end) {
+		case 'K':
+		case 'k':
+			shift = 10;
+			break;
+		case 'M':
+		case 'm':
+			shift = 20;
+			break;
+		case 'G':
+		case 'g':
+			shift = 30;
+			break;
+		default:
+			return false;
+		}
+		end++;
+	}
+	if (*end || v > (UINT64_MAX >> shift))
+		return false;
+	*out = (uint64_t)v << shift;
+	return true;
 }
 
 int cli_fail(msb_error *err)
@@ -63,7 +138,8 @@ int cli_usage(const cli_verb *verb, const char *fmt, ...)
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "\n%s", verb->usage);
+	fputc('\n', stderr);
+	cli_print_usage(verb, stderr);
 	return 2;
 }
 
@@ -106,9 +182,13 @@ void cli_locate_helpers(void)
 {
 	static const struct {
 		const char *env, *rel;
-	} helpers[] = {{"MSB_SHIM", "shim/msb-shim"}, {"MSB_AGENT", "agent/msb-agent"}};
+	} helpers[] = {{"MSB_SHIM", "shim/msb-shim"},
+		       {"MSB_AGENT", "agent/msb-agent"},
+		       {"MSB_EGRESS_PROXY", "proxy/msb-egress-proxy"},
+		       {"MSB_OCI_SHIM", "src/backends/oci/msb-oci-shim"},
+		       {"MSB_VM_SHIM", "shim/msb-vm-shim"}};
 	char path[PATH_MAX];
-	for (size_t i = 0; i < 2; i++)
+	for (size_t i = 0; i < sizeof(helpers) / sizeof(helpers[0]); i++)
 		if (!getenv(helpers[i].env) &&
 		    cli_beside_binary(helpers[i].rel, X_OK, path, sizeof(path)))
 			setenv(helpers[i].env, path, 0);
@@ -116,7 +196,8 @@ void cli_locate_helpers(void)
 
 bool cli_wants_help(int argc, char **argv)
 {
-	for (int i = 1; i < argc; i++)
+	/* After "--" the words are the command's, not ours. */
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
 			return true;
 	return false;
@@ -199,7 +280,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
 		if (strcmp(argv[1], verbs[i]->name) == 0) {
 			if (cli_wants_help(argc - 1, argv + 1)) {
-				fputs(verbs[i]->usage, stdout);
+				cli_print_usage(verbs[i], stdout);
 				return 0;
 			}
 			return verbs[i]->run(argc - 1, argv + 1);

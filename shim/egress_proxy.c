@@ -5,7 +5,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +50,7 @@ typedef struct tunnel {
 	msb_egress_request req;
 	msb_egress_entry rec;
 	bool recorded;
+	bool slot; /* holds one record's room in the log (an allowed tunnel) */
 	struct sockaddr_storage addrs[MSB_EGRESS_ADDRS_MAX];
 	int n_addrs, cur;
 	int64_t deadline; /* 0: none */
@@ -76,6 +76,7 @@ struct proxy {
 	int dfd;
 	int log_fd;
 	uint64_t dropped;
+	unsigned slots; /* tunnels holding a record's room */
 	msb_egress_config cfg;
 	msb_proto_reader *rd;
 	uint32_t peer_max_payload;
@@ -156,17 +157,39 @@ static void send_error(proxy *p, uint32_t ch, uint16_t code, const char *msg)
 
 /* ---- records ---------------------------------------------------------------- */
 
-/* Append one record under the log's lock (the backend reads and truncates
- * it under the same lock); beyond MSB_EGRESS_LOG_MAX records are dropped and
- * counted in the shim's log. */
-static void record(proxy *p, tunnel *t, bool allow, const char *reason)
+/*
+ * The log's budget (docs/security.md, "Budgets on guest bytes"): at most
+ * MSB_EGRESS_LOG_MAX bytes between two reads by the backend, each record at
+ * most MSB_EGRESS_RECORD_MAX. An egress is allowed only with room for its
+ * record held (a slot), so no allowed connection goes unrecorded: past the
+ * budget new destinations are refused ("record-log-full") until the backend
+ * reads the log, and only DENY records - of connections that reached
+ * nothing - can be dropped, counted in the shim's log.
+ */
+static bool take_slot(proxy *p, tunnel *t)
 {
-	if (t->recorded)
-		return;
-	t->recorded = true;
-	t->rec.time_ns = msb__realtime_ns();
-	t->rec.allow = allow;
-	t->rec.reason = reason;
+	struct stat st;
+	if (fstat(p->log_fd, &st) < 0 ||
+	    (uint64_t)st.st_size + ((uint64_t)p->slots + 1) * MSB_EGRESS_RECORD_MAX >
+		    MSB_EGRESS_LOG_MAX)
+		return false;
+	p->slots++;
+	t->slot = true;
+	return true;
+}
+
+/* The room a record of this tunnel may use: its slot's, or what no slot holds. */
+static off_t record_room(const proxy *p, const tunnel *t)
+{
+	uint64_t held = (uint64_t)(p->slots - (t->slot ? 1 : 0)) * MSB_EGRESS_RECORD_MAX;
+	return (off_t)(MSB_EGRESS_LOG_MAX -
+		       (held < MSB_EGRESS_LOG_MAX ? held : MSB_EGRESS_LOG_MAX));
+}
+
+/* Append one record under the log's lock (the backend reads and truncates
+ * it under the same lock), within the budget above. */
+static void append(proxy *p, tunnel *t)
+{
 	char line[MSB_EGRESS_RECORD_MAX];
 	int n = msb_egress__record_format(&t->rec, line, sizeof(line));
 	if (n < 0 || p->log_fd < 0)
@@ -175,7 +198,7 @@ static void record(proxy *p, tunnel *t, bool allow, const char *reason)
 		if (errno != EINTR)
 			return;
 	struct stat st;
-	if (fstat(p->log_fd, &st) == 0 && st.st_size + n <= (off_t)MSB_EGRESS_LOG_MAX) {
+	if (fstat(p->log_fd, &st) == 0 && st.st_size + n <= record_room(p, t)) {
 		ssize_t w = write(p->log_fd, line, (size_t)n);
 		(void)w;
 	} else if (p->dropped++ % 1000 == 0) {
@@ -183,6 +206,21 @@ static void record(proxy *p, tunnel *t, bool allow, const char *reason)
 			 (unsigned long long)p->dropped);
 	}
 	flock(p->log_fd, LOCK_UN);
+}
+
+static void record(proxy *p, tunnel *t, bool allow, const char *reason)
+{
+	if (t->recorded)
+		return;
+	t->recorded = true;
+	t->rec.time_ns = msb__realtime_ns();
+	t->rec.allow = allow;
+	t->rec.reason = reason;
+	append(p, t);
+	if (t->slot) {
+		t->slot = false;
+		p->slots--;
+	}
 }
 
 /* ---- tunnels ------------------------------------------------------------------ */
@@ -403,6 +441,10 @@ static void on_head(proxy *p, tunnel *t)
 	const char *deny = msb_egress__decide(&p->cfg.policy, q);
 	if (deny) {
 		refuse(p, t, 403, "Forbidden", deny);
+		return;
+	}
+	if (!take_slot(p, t)) {
+		refuse(p, t, 503, "Service Unavailable", "record-log-full");
 		return;
 	}
 	int n = msb_egress__resolve(&p->cfg.resolver, q->host, q->port, t->addrs,
@@ -725,6 +767,8 @@ static void sweep(proxy *p)
 		if (t->done) {
 			*tp = t->next;
 			p->ntunnels--;
+			if (t->slot) /* never recorded: its room goes back */
+				p->slots--;
 			msb_egress__request_clear(&t->req);
 			free(t->pre);
 			free(t->ubuf);
@@ -809,8 +853,9 @@ int proxy_reconfigure(proxy *p, msb_egress_config *cfg)
 {
 	if (cfg->max_tunnels != p->cfg.max_tunnels)
 		return -1;
-	/* Tunnels already open keep the decision they were given; the next
-	 * request is decided by the new rules. */
+	/* Open tunnels keep their decision; the next request gets the new rules.
+	 * (The agent's socket is reached through the directory's fd, proxy_start:
+	 * a claim renames the directory.) */
 	msb_egress__config_clear(&p->cfg);
 	p->cfg = *cfg;
 	memset(cfg, 0, sizeof(*cfg));
@@ -901,7 +946,6 @@ int proxy_start(proxy **out, msb_egress_config *cfg, int dfd, char *errbuf, size
 		snprintf(errbuf, errlen, "egress log: %s", strerror(errno));
 		goto fail;
 	}
-	/* Through the directory's fd: its path may be long, or change (a claim). */
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dfd, MSB_NS_STATE_SOCKET);
 	p->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -37,6 +37,7 @@
 
 #include "backends/ns/boundary/boundary.h"
 #include "egress_proxy.h"
+#include "util/fault.h"
 #include "util/fs.h"
 #include "util/sha256.h"
 
@@ -340,6 +341,7 @@ static void refresh_paths(struct shim *s, bool named)
 {
 	char link[64], buf[PATH_MAX];
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", s->dfd);
+	/* guest-names: ok - the host's procfs link of our own descriptor */
 	ssize_t n = readlink(link, buf, sizeof(buf) - 1);
 	if (n <= 0 || buf[0] != '/')
 		return;
@@ -549,8 +551,12 @@ static void make_work(struct shim *s)
 	if (mkdirat(s->dfd, MSB_NS_STATE_WORK, 0700) < 0 && errno != EEXIST)
 		die(s, "create work/: %s", strerror(errno));
 	int fd = openat(s->dfd, MSB_NS_STATE_WORK, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		die(s, "work/ must be a directory: %s", strerror(errno));
+	if (fd < 0 && (errno == ENOTDIR || errno == ELOOP))
+		die(s, "work/ must be a directory, not a link or a file");
+	if (fd < 0) {
+		char buf[128];
+		die(s, "open work/: %s", msb__strerror(errno, buf, sizeof(buf)));
+	}
 	/* Owned by the guest's root: host uid_base in root mode, us otherwise. */
 	if (msb_ns__privileged() && fchown(fd, s->cfg.uid_base, s->cfg.gid_base) < 0) {
 		close(fd);
@@ -690,11 +696,13 @@ static void reset_sandbox(struct shim *s)
 	shim_log("msb-shim: reset of `%s`", s->name);
 	proxy_stop(s->proxy);
 	s->proxy = NULL;
+	/* init.pid goes first: a host that finds it naming a dead init while
+	 * this shim lives calls the sandbox dead (ns_state.c). */
+	unlinkat(s->dfd, MSB_NS_STATE_INIT_PID, 0);
 	msb_ns__kill(s->sb);
 	msb_ns__wait(s->sb);
 	msb_ns__sandbox_free(s->sb);
 	s->sb = NULL;
-	unlinkat(s->dfd, MSB_NS_STATE_INIT_PID, 0);
 	if (s->cg) {
 		msb_error *e = NULL;
 		if (msb_ns__cgroup_destroy(s->cg, &e) < 0)
@@ -711,31 +719,6 @@ static void reset_sandbox(struct shim *s)
 		die(s, "reset: remove work/: %s", strerror(-r));
 	start_sandbox(s);
 	start_proxy(s);
-}
-
-static int send_fds(int conn, const char *line, const int *fds, size_t n)
-{
-	struct iovec iov = {.iov_base = (void *)line, .iov_len = strlen(line)};
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(2 * sizeof(int))];
-	} u;
-	memset(&u, 0, sizeof(u));
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (n) {
-		msg.msg_control = u.buf;
-		msg.msg_controllen = CMSG_SPACE(n * sizeof(int));
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(n * sizeof(int));
-		memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
-	}
-	ssize_t w;
-	do
-		w = sendmsg(conn, &msg, MSG_NOSIGNAL);
-	while (w < 0 && errno == EINTR);
-	return w == (ssize_t)iov.iov_len ? 0 : -EIO;
 }
 
 /* One request on the control socket (boundary.h: MSB_NS_CONTROL_*). The
@@ -770,21 +753,21 @@ static void serve_control(struct shim *s)
 	if (strcmp(line, MSB_NS_CONTROL_FDS) == 0) {
 		int fds[2] = {s->sb->layer_fd, s->sb->shm_fd};
 		if (fds[0] < 0 || fds[1] < 0)
-			send_fds(conn, "error: the writable layer is not held\n", NULL, 0);
+			msb_ns__send_fds(conn, "error: the writable layer is not held\n", NULL, 0);
 		else
-			send_fds(conn, "ok\n", fds, 2);
+			msb_ns__send_fds(conn, "ok\n", fds, 2);
 	} else if (strcmp(line, MSB_NS_CONTROL_EGRESS) == 0) {
 		s->ctl_conn = conn;
 		reload_egress(s);
 		s->ctl_conn = -1;
-		send_fds(conn, "ok\n", NULL, 0);
+		msb_ns__send_fds(conn, "ok\n", NULL, 0);
 	} else if (strcmp(line, MSB_NS_CONTROL_RESET) == 0) {
 		s->ctl_conn = conn;
 		reset_sandbox(s);
 		s->ctl_conn = -1;
-		send_fds(conn, "ok\n", NULL, 0);
+		msb_ns__send_fds(conn, "ok\n", NULL, 0);
 	} else {
-		send_fds(conn, "error: unknown request\n", NULL, 0);
+		msb_ns__send_fds(conn, "error: unknown request\n", NULL, 0);
 	}
 	close(conn);
 }
@@ -843,6 +826,7 @@ int main(int argc, char **argv)
 	s.ctl_fd = listen_at(&s, MSB_NS_STATE_CONTROL, 16);
 	start_sandbox(&s);
 	start_proxy(&s);
+	msb__fault_point("shim.spawned");
 	/* Ready: a pooled sandbox may be claimed from now on (before "ok": one
 	 * that says it is ready is). */
 	if (s.pool)

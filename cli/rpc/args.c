@@ -167,6 +167,20 @@ int rpc_read_composite(const rpc_param *p, json_t *v, void *field, msb_error **e
 		return read_limits(p, v, field, err);
 	case RPC_T_OUTCOME:
 		return read_outcome(p, v, field, err);
+	case RPC_T_HANDLE:
+	case RPC_T_STR:
+	case RPC_T_BOOL:
+	case RPC_T_U64:
+	case RPC_T_DOUBLE:
+	case RPC_T_STRV:
+	case RPC_T_BYTES:
+	case RPC_T_DOC:
+	case RPC_T_OBJECT:
+	case RPC_T_SPEC:
+	case RPC_T_KEY:
+	case RPC_T_SINK:
+	case RPC_T_OUTPUTS:
+	case RPC_T_ENUM:
 	default:
 		break;
 	}
@@ -186,6 +200,17 @@ int rpc_read_composite(const rpc_param *p, json_t *v, void *field, msb_error **e
 		return read_sink(p, v, field, err);
 	case RPC_T_OUTPUTS:
 		return read_outputs(p, v, field, err);
+	case RPC_T_HANDLE:
+	case RPC_T_STR:
+	case RPC_T_BOOL:
+	case RPC_T_U64:
+	case RPC_T_DOUBLE:
+	case RPC_T_STRV:
+	case RPC_T_BYTES:
+	case RPC_T_DOC:
+	case RPC_T_LIMITS:
+	case RPC_T_OUTCOME:
+	case RPC_T_ENUM:
 	default:
 		return msb_error_set(err, MSB_E_RUNTIME, "`%s`: not a composite parameter",
 				     p->name);
@@ -206,6 +231,19 @@ void rpc_free_composite(const rpc_param *p, void *field)
 		free((void *)o->v);
 		msb_spec_unref(o->holder);
 		break;
+	case RPC_T_HANDLE:
+	case RPC_T_STR:
+	case RPC_T_BOOL:
+	case RPC_T_U64:
+	case RPC_T_DOUBLE:
+	case RPC_T_STRV:
+	case RPC_T_BYTES:
+	case RPC_T_DOC:
+	case RPC_T_OBJECT:
+	case RPC_T_KEY:
+	case RPC_T_LIMITS:
+	case RPC_T_OUTCOME:
+	case RPC_T_ENUM:
 	default:
 		break;
 	}

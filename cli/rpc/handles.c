@@ -32,7 +32,7 @@ static void free_object(rpc_hkind kind, void *ptr, bool call_owned, bool ended)
 		break;
 	case H_SANDBOX:
 		if (!call_owned)
-			msb_sandbox_release(ptr);
+			msb_sandbox_free(ptr);
 		break;
 	case H_SESSION:
 		msb_tool_session_unref(ptr);

@@ -131,6 +131,13 @@ static int read_param(rpc_handles *t, const rpc_param *p, json_t *params, void *
 	case RPC_T_ENUM:
 		*(int *)f = (int)p->num;
 		return read_enum(p, params, f, err);
+	case RPC_T_OBJECT:
+	case RPC_T_SPEC:
+	case RPC_T_KEY:
+	case RPC_T_SINK:
+	case RPC_T_OUTPUTS:
+	case RPC_T_LIMITS:
+	case RPC_T_OUTCOME:
 	default:
 		break;
 	}
@@ -166,6 +173,12 @@ static void free_param(rpc_handles *t, const rpc_param *p, void *frame)
 	case RPC_T_OBJECT:
 	case RPC_T_ENUM:
 		break;
+	case RPC_T_SPEC:
+	case RPC_T_KEY:
+	case RPC_T_SINK:
+	case RPC_T_OUTPUTS:
+	case RPC_T_LIMITS:
+	case RPC_T_OUTCOME:
 	default:
 		rpc_free_composite(p, f);
 		break;
@@ -272,6 +285,18 @@ static int result_value(const rpc_result *rs, void *f, json_t **out, msb_error *
 		if (!*(void **)f)
 			return 0;
 		break;
+	case RPC_R_END:
+	case RPC_R_BOOL:
+	case RPC_R_U64:
+	case RPC_R_SIZE:
+	case RPC_R_DOUBLE:
+	case RPC_R_BYTES:
+	case RPC_R_EXEC:
+	case RPC_R_ENTRY:
+	case RPC_R_ENTRIES:
+	case RPC_R_LANDED:
+	case RPC_R_STRV:
+	case RPC_R_HANDLE:
 	default:
 		break;
 	}

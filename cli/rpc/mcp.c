@@ -125,8 +125,17 @@ static int m_tools_list(rpc_call *c, void *frame, msb_error **err)
 		     "/bin/sh\"},"
 		     "\"timeout\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"description\":"
 		     "\"seconds (default 60)\"},"
-		     "\"working_directory\":{\"type\":\"string\",\"description\":\"relative to "
-		     "the sandbox's storage base\"}},"
+		     "\"working_directory\":{\"type\":\"string\",\"description\":\"absolute, or "
+		     "relative to the sandbox's storage base\"},"
+		     "\"env\":{\"type\":\"object\",\"additionalProperties\":{\"type\":"
+		     "\"string\"},\"description\":\"environment variables for the command "
+		     "(the proxy variables and PYTHONNOUSERSITE are reserved)\"},"
+		     "\"tty\":{\"type\":\"boolean\",\"description\":\"run the command on a "
+		     "terminal (for tools that want one); stderr is merged into the output\"},"
+		     "\"rows\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":4096,"
+		     "\"description\":\"the terminal's rows (default 24)\"},"
+		     "\"cols\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":4096,"
+		     "\"description\":\"the terminal's columns (default 80)\"}},"
 		     "\"required\":[\"command\"],\"additionalProperties\":false}",
 		     WRITES));
 	json_array_append_new(
@@ -254,17 +263,87 @@ static int acquire(mcp_state *st, msb_sandbox **sb, msb_error **err)
 	return r;
 }
 
+/* `env`: an object of strings, as NAME=VALUE entries (*out: NULL-terminated,
+ * its strings owned, free with env_free). The library checks the names. */
+static void env_free(char **env)
+{
+	for (size_t i = 0; env && env[i]; i++)
+		free(env[i]);
+	free(env);
+}
+
+static int args_env(json_t *args, char ***out, json_t **fail)
+{
+	json_t *v = json_object_get(args, "env");
+	*out = NULL;
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_object(v) || json_object_size(v) > MSB_EXEC_ENV_MAX) {
+		*fail = bad_argument("invalid arguments: `env` must be an object of at most %u "
+				     "strings",
+				     MSB_EXEC_ENV_MAX);
+		return -1;
+	}
+	char **env = calloc(json_object_size(v) + 1, sizeof(*env));
+	size_t n = 0;
+	const char *name;
+	json_t *val;
+	json_object_foreach (v, name, val) {
+		if (!env || !json_is_string(val) ||
+		    strlen(json_string_value(val)) != json_string_length(val)) {
+			env_free(env);
+			*fail = bad_argument("invalid arguments: `env` values must be strings "
+					     "without NUL");
+			return -1;
+		}
+		if (asprintf(&env[n], "%s=%s", name, json_string_value(val)) < 0) {
+			env[n] = NULL;
+			env_free(env);
+			*fail = bad_argument("out of memory");
+			return -1;
+		}
+		n++;
+	}
+	*out = env;
+	return 0;
+}
+
+static int args_dim(json_t *args, const char *key, unsigned *out, json_t **fail)
+{
+	json_t *v = json_object_get(args, key);
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+	    json_integer_value(v) > (json_int_t)MSB_TTY_MAX_DIM) {
+		*fail = bad_argument("invalid arguments: `%s` must be an integer 1..%u", key,
+				     MSB_TTY_MAX_DIM);
+		return -1;
+	}
+	*out = (unsigned)json_integer_value(v);
+	return 0;
+}
+
 static json_t *t_execute(mcp_state *st, json_t *args)
 {
-	static const char *const allowed[] = {"command", "timeout", "working_directory", NULL};
+	static const char *const allowed[] = {
+		"command", "timeout", "working_directory", "env", "tty", "rows", "cols", NULL};
 	json_t *fail = NULL;
 	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
 	req.timeout = 60.0;
 	req.max_output_bytes = st->max_output;
+	bool tty = false;
+	unsigned rows = 24, cols = 80;
+	json_t *t_arg = json_object_get(args, "tty");
 	if (!args_only(args, allowed, &fail) ||
 	    args_str(args, "command", true, &req.shell, &fail) ||
-	    args_str(args, "working_directory", false, &req.working_directory, &fail))
+	    args_str(args, "working_directory", false, &req.working_directory, &fail) ||
+	    args_dim(args, "rows", &rows, &fail) || args_dim(args, "cols", &cols, &fail))
 		return fail;
+	if (t_arg && !json_is_null(t_arg)) {
+		if (!json_is_boolean(t_arg))
+			return bad_argument("invalid arguments: `tty` must be true or false");
+		tty = json_is_true(t_arg);
+	}
 	json_t *t = json_object_get(args, "timeout");
 	if (t && !json_is_null(t)) {
 		if (!json_is_number(t) || !(json_number_value(t) > 0))
@@ -272,16 +351,35 @@ static json_t *t_execute(mcp_state *st, json_t *args)
 					    "timeout");
 		req.timeout = json_number_value(t);
 	}
+	char **env = NULL;
+	if (args_env(args, &env, &fail) < 0)
+		return fail;
+	req.env = (const char *const *)env;
+	msb_exec_io io = MSB_EXEC_IO_INIT;
+	msb_tty *term = NULL;
+	if (tty && msb_tty_new(rows, cols, &term, NULL) == 0) {
+		io.tty = term;
+		req.io = &io;
+	}
 	msb_error *err = NULL;
 	msb_sandbox *sb = NULL;
 	msb_exec_result res = {0};
-	if (acquire(st, &sb, &err) < 0 || msb_sandbox_exec_bounded(sb, &req, &res, &err) < 0) {
+	/* a reserved name is refused before any sandbox is made */
+	int r = msb_exec_env_check(req.env, &err);
+	if (r == 0)
+		r = acquire(st, &sb, &err);
+	if (r == 0)
+		r = tty && !term ? msb_error_set(&err, MSB_E_NOMEM, "out of memory")
+				 : msb_sandbox_exec_bounded(sb, &req, &res, &err);
+	msb_tty_free(term);
+	env_free(env);
+	if (r < 0) {
 		json_t *out = tool_refusal(err);
 		msb_error_free(err);
-		msb_sandbox_release(sb);
+		msb_sandbox_free(sb);
 		return out;
 	}
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	size_t out_len = 0, err_len = 0;
 	char *out_text = msb_text_from_bytes_len(res.stdout_bytes, res.stdout_len, &out_len);
 	char *err_text = msb_text_from_bytes_len(res.stderr_bytes, res.stderr_len, &err_len);
@@ -343,7 +441,7 @@ static json_t *t_write_file(mcp_state *st, json_t *args)
 		snprintf(text, sizeof(text), "wrote %zu bytes", len);
 		out = tool_result(text, false, NULL);
 	}
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	free(decoded);
 	return out;
 }
@@ -375,7 +473,7 @@ static json_t *t_read_file(mcp_state *st, json_t *args)
 		free(text);
 	}
 	free(data);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	return out;
 }
 
@@ -428,7 +526,7 @@ static json_t *t_list_files(mcp_state *st, json_t *args)
 		free(text);
 		msb_entries_free(entries, n);
 	}
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	return out;
 }
 
@@ -507,7 +605,7 @@ static json_t *t_collect_outputs(mcp_state *st, json_t *args)
 		free(text);
 	}
 	msb_landed_artifacts_free(landed, n);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	free((void *)outs);
 	msb_spec_unref(holder);
 	return out;

@@ -23,6 +23,8 @@ void serve_options(serve_state *st, rpc_server_options *o)
 
 #define CLOSES .flags = RPC_CLOSE
 #define TIMEOUT(T) P_DOUBLE(T, timeout, RPC_DEFAULT(30.0))
+/* exec on a terminal (docs/cli-exec.md): its size at start */
+#define TTY(T) P_BOOL(T, tty), P_U64(T, rows, RPC_DEFAULT(24)), P_U64(T, cols, RPC_DEFAULT(80))
 
 static const char *const transports[] = {"exec", "native", NULL};
 
@@ -90,12 +92,12 @@ const rpc_method serve_methods[] = {
 	{"sandbox.exec", RPC_FRAME(f_exec), serve_sandbox_exec,
 	 RPC_PARAMS(P_HANDLE(f_exec, sandbox, H_SANDBOX), P_STRV(f_exec, argv),
 		    P_STR(f_exec, shell), P_STR(f_exec, working_directory), P_STRV(f_exec, env),
-		    P_BYTES(f_exec, in, "stdin"), TIMEOUT(f_exec)),
+		    P_BYTES(f_exec, in, "stdin"), TIMEOUT(f_exec), TTY(f_exec)),
 	 RPC_RESULTS(R_EXEC(f_exec, res))},
 	{"sandbox.exec_bounded", RPC_FRAME(f_exec), serve_sandbox_exec_bounded,
 	 RPC_PARAMS(P_HANDLE(f_exec, sandbox, H_SANDBOX), P_STRV(f_exec, argv),
 		    P_STR(f_exec, shell), P_STR(f_exec, working_directory), P_STRV(f_exec, env),
-		    P_BYTES(f_exec, in, "stdin"), TIMEOUT(f_exec),
+		    P_BYTES(f_exec, in, "stdin"), TIMEOUT(f_exec), TTY(f_exec),
 		    P_U64(f_exec, max_output_bytes, RPC_REQ)),
 	 RPC_RESULTS(R_EXEC(f_exec, res))},
 	{"sandbox.run_code", RPC_FRAME(f_run_code), serve_sandbox_run_code,

@@ -94,6 +94,8 @@ typedef struct {
 	rpc_bytes in;
 	double timeout;
 	uint64_t max_output_bytes;
+	bool tty; /* run on a terminal of rows x cols */
+	uint64_t rows, cols;
 	msb_exec_result res;
 } f_exec;
 

@@ -15,8 +15,24 @@ static int exec(f_exec *a, bool bounded, msb_error **err)
 	req.stdin_len = a->in.len;
 	req.timeout = a->timeout;
 	req.max_output_bytes = a->max_output_bytes;
-	return bounded ? msb_sandbox_exec_bounded(a->sandbox->ptr, &req, &a->res, err)
-		       : msb_sandbox_exec(a->sandbox->ptr, &req, &a->res, err);
+	/* a terminal: its size is the request's; the output is stdout alone */
+	msb_exec_io io = MSB_EXEC_IO_INIT;
+	msb_tty *tty = NULL;
+	if (a->tty) {
+		if (a->rows < 1 || a->rows > MSB_TTY_MAX_DIM || a->cols < 1 ||
+		    a->cols > MSB_TTY_MAX_DIM)
+			return rpc_bad_params(err, "`rows` and `cols` must be 1..%u",
+					      MSB_TTY_MAX_DIM);
+		int r = msb_tty_new((unsigned)a->rows, (unsigned)a->cols, &tty, err);
+		if (r < 0)
+			return r;
+		io.tty = tty;
+		req.io = &io;
+	}
+	int r = bounded ? msb_sandbox_exec_bounded(a->sandbox->ptr, &req, &a->res, err)
+			: msb_sandbox_exec(a->sandbox->ptr, &req, &a->res, err);
+	msb_tty_free(tty);
+	return r;
 }
 
 int serve_sandbox_exec(rpc_call *c, void *frame, msb_error **err)

@@ -128,12 +128,17 @@ typedef struct msb_sandbox_ops {
 	const char *(*instance_id)(void *impl);
 	/* Drop the handle's reference to impl. */
 	void (*release)(void *impl);
+	/* version 2: what exec and exec_bounded serve of msb_exec_io
+	 * (MSB_EXEC_CAN_*, msb/sandbox.h). The library refuses an exec asking for more, with
+	 * MSB_E_NOT_IMPLEMENTED naming the backend, before the backend sees it;
+	 * a version 1 vtable serves none of it. */
+	unsigned exec_io;
 } msb_sandbox_ops;
-#define MSB_SANDBOX_OPS_VERSION 1
+#define MSB_SANDBOX_OPS_VERSION 2
 
 /* Wrap a backend's sandbox. Takes ownership of impl (released via ops->release
  * on failure too, except when ops or ops->release is NULL). Refuses with
- * MSB_E_VALUE a NULL slot (the message names it), a version other than
+ * MSB_E_VALUE a NULL slot (the message names it), a version other than 1 or
  * MSB_SANDBOX_OPS_VERSION, or a NULL backend_name. `backend_name` is copied;
  * *ops is copied too, and the address `ops` is kept as the handle's identity
  * for msb_sandbox_impl(): pass the address of a static vtable. */

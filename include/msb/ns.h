@@ -30,6 +30,25 @@
 
 MSB_BEGIN_DECLS
 
+/*
+ * Progress of an OCI image's first unpack (image `oci:...`): reported on the
+ * acquiring thread while the layers not yet in the image cache are unpacked,
+ * at each layer's start and end and about every MiB of its blob in between,
+ * then once with `done`. Nothing is reported when every layer is cached. The
+ * pointer and its strings are valid only during the call.
+ */
+typedef struct msb_ns_progress {
+	const char *image;    /* the image, as the backend spells it */
+	unsigned layer;	      /* 1-based: the layer being unpacked now */
+	unsigned layers;      /* the layers this acquire unpacks */
+	uint64_t layer_bytes; /* bytes of the layer's blob read so far */
+	uint64_t layer_size;  /* the blob's size (the manifest's) */
+	uint64_t bytes;	      /* the same over every layer this acquire unpacks */
+	uint64_t total;
+	bool done; /* the last report: every layer is in place */
+} msb_ns_progress;
+typedef void (*msb_ns_progress_fn)(void *userdata, const msb_ns_progress *p);
+
 /* memory_bytes, pids_max, cpu_millis and writable_bytes are each sandbox's
  * default and the most a spec may ask for (the spec's `resources`; more is
  * refused at acquire with MSB_E_VALUE). docs/ns.md "Limits". */
@@ -52,22 +71,36 @@ typedef struct msb_ns_options {
 	 * header_timeout_ms, connect_timeout_ms, max_tunnels. NULL = defaults
 	 * (no private destination allowed). Copied. */
 	const char *egress_config;
-	/* Version 2. The warm pool (docs/pool.md): how many sandboxes of each
+	/* Version 2: image unpack progress (msb_ns_progress); NULL = none.
+	 * Version 1 options (without these fields) are still accepted. */
+	msb_ns_progress_fn progress;
+	void *progress_userdata;
+	/* Version 3. The warm pool (docs/pool.md): how many sandboxes of each
 	 * template this backend keeps ready ahead of any acquire, refilled in
 	 * the background after each claim. 0 (the default) = no pool kept by
 	 * this backend; acquire still claims from one another process filled.
 	 * At most MSB_NS_POOL_MAX. */
 	unsigned pool_size;
 } msb_ns_options;
-#define MSB_NS_OPTIONS_VERSION 2
+#define MSB_NS_OPTIONS_VERSION 3
 #define MSB_NS_OPTIONS_INIT                                                                        \
 	{                                                                                          \
-		MSB_NS_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL, 0       \
+		MSB_NS_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL,   \
+			NULL, 0                                                                    \
 	}
 #define MSB_NS_POOL_MAX 64u
 
 /* Make the backend. Nothing is started until acquire. */
 MSB_EXTERN int msb_ns_backend_new(const msb_ns_options *opts, msb_backend **out, msb_error **err);
+
+/*
+ * Report image unpack progress to `fn` (NULL: stop) on a backend made from
+ * backend JSON, where no options struct reaches the caller. MSB_E_VALUE
+ * when `b` is not an ns backend. Call it before the backend is used from
+ * more than one thread.
+ */
+MSB_EXTERN int msb_ns_backend_set_progress(msb_backend *b, msb_ns_progress_fn fn, void *userdata,
+					   msb_error **err);
 
 /* One sandbox as recorded in the state directory (msb ls). Exactly one of
  * `alive` and `dead` is true, or neither (stale: never started, or taken
@@ -80,11 +113,14 @@ typedef struct msb_ns_entry {
 	char *kind;
 	char *call_id; /* NULL when conversation-scoped */
 	char *instance_id;
-	int64_t shim_pid; /* 0 when the shim is gone (a zombie is gone) */
-	bool alive;	  /* running: its shim is alive and its agent not known dead */
-	bool dead;	  /* its agent or its shim died unasked: acquire refuses the key
-			     (SandboxUnclean) until it is disposed of */
-	char *reason;	  /* when dead: what happened, one line; else NULL */
+	int64_t shim_pid;   /* 0 when the shim is gone (a zombie is gone) */
+	bool alive;	    /* running: its shim is alive and its agent not known dead */
+	bool dead;	    /* its agent or its shim died unasked: acquire refuses the key
+			       (SandboxUnclean) until it is disposed of */
+	char *reason;	    /* when dead: what happened, one line; else NULL */
+	char *image;	    /* the image it was made from ("host", "dir:...", "oci:..."); NULL
+			     * when its labels predate the field */
+	int64_t created_ns; /* when it was made: CLOCK_REALTIME nanoseconds; 0 = unknown */
 } msb_ns_entry;
 
 /* Every sandbox under the state root, read from labels on disk. */

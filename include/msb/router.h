@@ -97,6 +97,49 @@ MSB_EXTERN int msb_router_ensure_can_serve(const msb_router *r, const msb_spec *
 MSB_EXTERN int msb_router_resolve(const msb_router *r, const msb_spec *spec, msb_backend **out,
 				  msb_isolation_scope *effective_scope, msb_error **err);
 
+/*
+ * Why this backend (issue 16): the route msb_router_resolve takes, told per
+ * registered backend - which one selection picked and why, and why each
+ * other one was passed over. Under FIXED only the resolved backend (the
+ * `selected` one, else the first registered) is tried; every other one is
+ * "not tried". Under PER_SPEC each is tried in registration order until one
+ * passes; the ones after it are "not tried". The host's denials stop the
+ * route before any backend.
+ */
+typedef struct msb_route_step {
+	char *backend; /* the registered backend's name */
+	bool serves;   /* the spec goes to this backend */
+	bool tried;    /* the checks ran against it */
+	int code;      /* tried and refused: the refusal's code; else 0 */
+	char *reason;  /* one line: "passes every check", the refusal's message, or why it
+			* was not tried */
+} msb_route_step;
+
+typedef struct msb_route_explanation {
+	msb_selection selection;
+	int code;	       /* 0 when a backend serves; else the refusal's code, the one
+				* msb_router_resolve returns (MSB_E_NO_BACKEND when disabled) */
+	char *summary;	       /* one line: what selection picked and why */
+	msb_route_step *steps; /* one per registered backend, in registration order */
+	size_t n_steps;
+} msb_route_explanation;
+
+/*
+ * Fill *out (clear it with msb_route_explanation_clear). A refusal is not an
+ * error here: it is out->code with the reasons. Fails only for a missing
+ * argument (MSB_E_VALUE) or memory. Pure: calls no backend; thread-safe.
+ */
+MSB_EXTERN int msb_router_explain(const msb_router *r, const msb_spec *spec,
+				  msb_route_explanation *out, msb_error **err);
+MSB_EXTERN void msb_route_explanation_clear(msb_route_explanation *e);
+/*
+ * As one JSON object (malloc()ed text): {"selection", "backend" (the serving
+ * one, or null), "error" (the refusal's name, or null), "summary", "steps":
+ * [{"backend", "serves", "tried", "error", "reason"}]}.
+ */
+MSB_EXTERN int msb_route_explanation_to_json(const msb_route_explanation *e, char **out,
+					     msb_error **err);
+
 typedef struct msb_acquire_options {
 	unsigned version;
 	const char *call;   /* the tool call this acquire belongs to; NULL outside one */

@@ -10,9 +10,10 @@
  * The msb_sandbox_* functions validate their arguments (timeouts finite and
  * positive, paths non-NULL) before the backend sees them.
  *
- * Working directories: NULL or "." is the storage base; a relative path is a
- * child of it; an absolute path is accepted only inside the base (legacy
- * addressing, 10.8).
+ * Working directories of the file plane: NULL or "." is the storage base; a
+ * relative path is a child of it; an absolute path is accepted only inside
+ * the base (legacy addressing, 10.8). exec is not confined: its working
+ * directory may be any directory of the guest (msb_exec_request).
  *
  * Thread-safety: a sandbox handle may be used from several threads at once
  * when its backend says so (every backend shipped here does).
@@ -39,7 +40,87 @@ MSB_EXTERN bool msb_cancel_requested(const msb_cancel *c);
 MSB_EXTERN int msb_cancel_fd(const msb_cancel *c);
 MSB_EXTERN void msb_cancel_free(msb_cancel *c);
 
+/* ---- terminals ------------------------------------------------------------ */
+
+/*
+ * A terminal's size that the caller can change while a command runs on it
+ * (msb_exec_io.tty). Rows and columns are each 1..MSB_TTY_MAX_DIM.
+ */
+typedef struct msb_tty msb_tty;
+#define MSB_TTY_MAX_DIM 4096u
+
+/* MSB_E_VALUE when rows or cols is outside 1..MSB_TTY_MAX_DIM. */
+MSB_EXTERN int msb_tty_new(unsigned rows, unsigned cols, msb_tty **out, msb_error **err);
+/* Set a new size (clamped into 1..MSB_TTY_MAX_DIM); the command's terminal
+ * follows and its foreground process group gets SIGWINCH. Async-signal-safe
+ * (a SIGWINCH handler may call it) and thread-safe. NULL ok. */
+MSB_EXTERN void msb_tty_resize(msb_tty *t, unsigned rows, unsigned cols);
+/* The current size. */
+MSB_EXTERN void msb_tty_size(const msb_tty *t, unsigned *rows, unsigned *cols);
+/* For backends: a descriptor that becomes readable after a resize, and the
+ * call that drains it and answers the size (true when it was resized since
+ * the last call). */
+MSB_EXTERN int msb_tty_fd(const msb_tty *t);
+MSB_EXTERN bool msb_tty_take_resize(msb_tty *t, unsigned *rows, unsigned *cols);
+MSB_EXTERN void msb_tty_free(msb_tty *t);
+
 /* ---- exec ---------------------------------------------------------------- */
+
+/*
+ * Output handed to the caller as it arrives (msb_exec_io.output): stream 1
+ * (stdout) or 2 (stderr), len >= 1 bytes, valid for the call. Called on the
+ * exec's thread; while it runs no more output is read, so a slow consumer
+ * slows the workload (flow control) rather than filling memory. A negative
+ * return abandons the exec: it fails with that code (MSB_E_*), and the
+ * command is killed.
+ */
+typedef int (*msb_exec_output_fn)(void *userdata, int stream, const uint8_t *bytes, size_t len);
+
+/*
+ * Streaming and terminals (msb_exec_request.io; version-guarded). Each member
+ * is optional; a backend that cannot serve one refuses the exec with
+ * MSB_E_NOT_IMPLEMENTED, naming itself and what it cannot do - never by
+ * ignoring it.
+ *
+ *  - stdin_fd >= 0: the command's stdin is read from this descriptor while
+ *    it runs, as the workload consumes it (never read whole first), and its
+ *    end of file is passed on. Any pollable descriptor: pipe, socket,
+ *    terminal, regular file; it is not closed, and its O_NONBLOCK flag is
+ *    not changed. Exclusive with stdin_data.
+ *  - output: stdout and stderr go to it instead of the result, whose
+ *    buffers are then empty. Nothing is held for the caller, so the
+ *    unbounded exec's hold cap (64 MiB on ns) does not apply; a bounded
+ *    exec's max_output_bytes does.
+ *  - tty: the command runs on a pseudo-terminal of this size, allocated
+ *    inside the sandbox, as its session's controlling terminal; stdout and
+ *    stderr are both the terminal (all output is stream 1, with the
+ *    terminal's line discipline: "\n" becomes "\r\n"); the end of stdin
+ *    is typed as the terminal's end-of-file character (^D), and no stdin at
+ *    all reads as that. Resizes of `tty` reach the terminal while the
+ *    command runs.
+ */
+typedef struct msb_exec_io {
+	unsigned version;
+	int stdin_fd;
+	msb_exec_output_fn output;
+	void *userdata;
+	msb_tty *tty;
+} msb_exec_io;
+#define MSB_EXEC_IO_VERSION 1
+#define MSB_EXEC_IO_INIT                                                                           \
+	{                                                                                          \
+		MSB_EXEC_IO_VERSION, -1, NULL, NULL, NULL                                          \
+	}
+
+/* What a sandbox's exec serves of msb_exec_io (msb_sandbox_exec_io). */
+#define MSB_EXEC_CAN_STDIN_FD 0x1u /* msb_exec_io.stdin_fd */
+#define MSB_EXEC_CAN_OUTPUT 0x2u   /* msb_exec_io.output */
+#define MSB_EXEC_CAN_TTY 0x4u	   /* msb_exec_io.tty */
+
+/* Bounds on an exec's environment (msb_exec_env_check). */
+#define MSB_EXEC_ENV_MAX 1024u		    /* entries */
+#define MSB_EXEC_ENV_MAX_NAME 256u	    /* bytes of one name */
+#define MSB_EXEC_ENV_MAX_BYTES (48u * 1024) /* bytes of all entries together */
 
 typedef struct msb_exec_request {
 	unsigned version;
@@ -47,19 +128,41 @@ typedef struct msb_exec_request {
 	 * shell-split) and shell (a command line for the guest shell). */
 	const char *const *argv;
 	const char *shell;
-	const char *working_directory; /* NULL = "." (the storage base) */
-	const char *const *env;	       /* extra "KEY=VALUE", NULL-terminated, may be NULL */
-	const uint8_t *stdin_data;     /* may be NULL */
+	/* NULL = "." (the storage base). Any existing directory of the guest:
+	 * absolute as it is, relative to the storage base. One that cannot be
+	 * entered is not an error of the call: the command does not run, the
+	 * exit code is 126 and stderr says why (docs/cli-exec.md). */
+	const char *working_directory;
+	/* Extra "NAME=VALUE" entries, NULL-terminated, may be NULL; checked by
+	 * msb_exec_env_check (reserved names refused). */
+	const char *const *env;
+	const uint8_t *stdin_data; /* may be NULL */
 	size_t stdin_len;
 	double timeout;		   /* seconds; finite and > 0 */
 	uint64_t max_output_bytes; /* exec_bounded only: combined stdout+stderr budget */
 	msb_cancel *cancel;	   /* may be NULL */
+	/* version 2 */
+	const msb_exec_io *io; /* NULL: stdin from stdin_data, output in the result */
 } msb_exec_request;
-#define MSB_EXEC_REQUEST_VERSION 1
+#define MSB_EXEC_REQUEST_VERSION 2
 #define MSB_EXEC_REQUEST_INIT                                                                      \
 	{                                                                                          \
-		MSB_EXEC_REQUEST_VERSION, NULL, NULL, NULL, NULL, NULL, 0, 30.0, 0, NULL           \
+		MSB_EXEC_REQUEST_VERSION, NULL, NULL, NULL, NULL, NULL, 0, 30.0, 0, NULL, NULL     \
 	}
+
+/*
+ * Check an exec's environment as every exec does before a backend sees it:
+ * at most MSB_EXEC_ENV_MAX entries and MSB_EXEC_ENV_MAX_BYTES in all; each
+ * "NAME=VALUE" with a non-empty NAME of at most MSB_EXEC_ENV_MAX_NAME bytes
+ * (NAME holds no '='; a C string holds no NUL). Reserved names are refused
+ * with the reason: the egress proxy's HTTP_PROXY, HTTPS_PROXY, http_proxy,
+ * https_proxy, NO_PROXY and no_proxy (the sandbox sets them, docs/egress.md),
+ * and the host-tool launcher's PYTHONNOUSERSITE; PYTHONPATH is accepted only
+ * when the launcher would keep every entry of it (absolute, canonical, no
+ * empty entry: docs/hosttools.md), so that nothing is dropped silently.
+ * MSB_E_VALUE naming the entry. NULL env is fine.
+ */
+MSB_EXTERN int msb_exec_env_check(const char *const *env, msb_error **err);
 
 typedef struct msb_exec_result {
 	uint8_t *stdout_bytes; /* exact program bytes, NUL-terminated for convenience */
@@ -148,6 +251,10 @@ MSB_EXTERN int msb_sandbox_reset(msb_sandbox *sb, double timeout, msb_error **er
 MSB_EXTERN const char *msb_sandbox_instance_id(const msb_sandbox *sb);
 /* The serving backend's name. */
 MSB_EXTERN const char *msb_sandbox_backend_name(const msb_sandbox *sb);
+/* What exec and exec_bounded serve of msb_exec_io on this sandbox
+ * (MSB_EXEC_CAN_* bits; 0 for NULL): a caller can fall back (take output
+ * whole, pass stdin as bytes) rather than be refused. */
+MSB_EXTERN unsigned msb_sandbox_exec_io(const msb_sandbox *sb);
 
 /* SandboxFingerprint (18.12, 18.13): changed paths since creation and running
  * program identities. */
@@ -161,7 +268,7 @@ MSB_EXTERN int msb_sandbox_fingerprint(msb_sandbox *sb, bool *supported, msb_fin
 				       msb_error **err);
 
 /* Drop this handle. Does not dispose the sandbox (use the router). NULL ok. */
-MSB_EXTERN void msb_sandbox_release(msb_sandbox *sb);
+MSB_EXTERN void msb_sandbox_free(msb_sandbox *sb);
 
 MSB_END_DECLS
 

@@ -11,10 +11,8 @@
 #include "util/util.h"
 
 static const msb_backend_type *const builtin[] = {
-	&msb_declared__type,
-	&msb_fake__type,
-	&msb_ns__type,
-	NULL,
+	&msb_declared__type, &msb_fake__type, &msb_ns__type, &msb_oci__type,
+	&msb_docker__type,   &msb_wslc__type, &msb_vm__type, NULL,
 };
 
 const msb_backend_type *const *msb_backend_types(size_t *n)
@@ -48,6 +46,21 @@ void msb_backend_probe_clear(msb_backend_probe *p)
 	free(p->reason);
 	probes_free(p->details, p->n_details);
 	memset(p, 0, sizeof(*p));
+}
+
+void msb_backends__add_failure(msb_disposal_failure ***list, size_t *n, msb_disposal_code code,
+			       const char *detail)
+{
+	msb_disposal_failure *f = NULL;
+	if (!list || msb_disposal_failure_new(code, detail, &f, NULL) < 0)
+		return;
+	msb_disposal_failure **v = msb__reallocarray(*list, *n + 1, sizeof(*v));
+	if (!v) {
+		msb_disposal_failure_free(f);
+		return;
+	}
+	v[(*n)++] = f;
+	*list = v;
 }
 
 int msb_backends__verdict(msb_backend_probe *out, bool ok, const char *reason, msb_error **err)

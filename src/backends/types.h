@@ -12,6 +12,15 @@
 extern const msb_backend_type msb_declared__type; /* declared/declared.c */
 extern const msb_backend_type msb_fake__type;	  /* fake/fake_json.c */
 extern const msb_backend_type msb_ns__type;	  /* ns/ns_json.c */
+extern const msb_backend_type msb_docker__type;	  /* engine/engine_json.c */
+extern const msb_backend_type msb_wslc__type;	  /* engine/engine_json.c */
+extern const msb_backend_type msb_oci__type;	  /* oci/oci_json.c */
+extern const msb_backend_type msb_vm__type;	  /* vm/vm_json.c */
+
+/* Append a disposal failure (code, a copy of detail) to a growing list; a
+ * NULL list, or no memory, drops it (a sweep reports what it can). */
+void msb_backends__add_failure(msb_disposal_failure ***list, size_t *n, msb_disposal_code code,
+			       const char *detail);
 
 /* A doctor's verdict with no details: out->ok and a copy of `reason`. */
 int msb_backends__verdict(msb_backend_probe *out, bool ok, const char *reason, msb_error **err);

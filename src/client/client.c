@@ -137,26 +137,31 @@ static int flush(msb_client *c)
 	return rc == -ECONNRESET ? -EPIPE : rc;
 }
 
-int msb_client__io(msb_client *c, int64_t deadline, int cancel_fd, bool *cancelled)
+int msb_client__io(msb_client *c, int64_t deadline, msb_client_watch *w, size_t nw)
 {
 	if (c->fd < 0)
 		return -EPIPE;
+	if (nw > MSB_CLIENT_MAX_WATCH)
+		return -EINVAL;
 	int rc = flush(c);
 	if (rc < 0)
 		return rc;
+	for (size_t i = 0; i < nw; i++)
+		w[i].revents = 0;
 	for (;;) {
 		int64_t now = msb__now_ns();
 		if (now >= deadline)
 			return 0;
 		int64_t ms = (deadline - now + 999999) / 1000000;
 		int timeout = deadline == INT64_MAX ? -1 : ms > INT_MAX ? INT_MAX : (int)ms;
-		struct pollfd p[2] = {
-			{.fd = c->fd, .events = POLLIN},
-			{.fd = cancel_fd, .events = POLLIN},
-		};
+		struct pollfd p[1 + MSB_CLIENT_MAX_WATCH];
+		p[0] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+		for (size_t i = 0; i < nw; i++)
+			p[1 + i] = (struct pollfd){.fd = w[i].events ? w[i].fd : -1,
+						   .events = w[i].events};
 		if (msb_client__queued(c) > 0)
 			p[0].events |= POLLOUT;
-		int n = poll(p, cancel_fd >= 0 ? 2 : 1, timeout);
+		int n = poll(p, 1 + nw, timeout);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -165,9 +170,11 @@ int msb_client__io(msb_client *c, int64_t deadline, int cancel_fd, bool *cancell
 		if (n == 0)
 			continue; /* re-check the clock */
 		bool progress = false;
-		if (cancel_fd >= 0 && (p[1].revents & POLLIN)) {
-			*cancelled = true;
-			progress = true;
+		for (size_t i = 0; i < nw; i++) {
+			if (p[1 + i].fd >= 0 && p[1 + i].revents) {
+				w[i].revents = p[1 + i].revents;
+				progress = true;
+			}
 		}
 		if (p[0].revents & POLLOUT) {
 			if ((rc = flush(c)) < 0)
@@ -203,8 +210,7 @@ static int next_frame(msb_client *c, int64_t deadline, msb_proto_frame *f)
 		int rc = msb_proto_reader_next(c->rd, f);
 		if (rc != 0)
 			return rc < 0 ? -EPROTO : 1;
-		bool dummy = false;
-		rc = msb_client__io(c, deadline, -1, &dummy);
+		rc = msb_client__io(c, deadline, NULL, 0);
 		if (rc <= 0)
 			return rc;
 	}
@@ -569,6 +575,27 @@ static char **split_argv(const msb_proto_str *s)
 	return v;
 }
 
+/* Charge one entry's command line to a snapshot's budget, or refuse. */
+static int ps_budget(msb_client *c, const msb_proto_str *argv, size_t *bytes, size_t *args,
+		     msb_error **err)
+{
+	size_t n = argv->len ? 1 : 0;
+	for (size_t i = 0; i < argv->len; i++)
+		n += argv->ptr[i] == 0 && i + 1 < argv->len;
+	*bytes += argv->len;
+	*args += n;
+	if (*bytes <= MSB_CLIENT_PS_MAX_ARGV_BYTES && *args <= MSB_CLIENT_PS_MAX_ARGS)
+		return 0;
+	msb_client__drop(c);
+	if (*args > MSB_CLIENT_PS_MAX_ARGS)
+		return msb_error_set(err, MSB_E_RUNTIME,
+				     "process snapshot exceeds %u command-line arguments",
+				     MSB_CLIENT_PS_MAX_ARGS);
+	return msb_error_set(err, MSB_E_RUNTIME,
+			     "process snapshot exceeds %zu bytes of command lines",
+			     MSB_CLIENT_PS_MAX_ARGV_BYTES);
+}
+
 static int ps_locked(msb_client *c, double timeout, msb_client_proc **procs, size_t *nprocs,
 		     msb_error **err)
 {
@@ -589,7 +616,7 @@ static int ps_locked(msb_client *c, double timeout, msb_client_proc **procs, siz
 		return rc;
 
 	msb_client_proc *v = NULL;
-	size_t n = 0;
+	size_t n = 0, argv_bytes = 0, argv_args = 0;
 	bool more = true;
 	while (more) {
 		msb_proto_frame f;
@@ -649,6 +676,8 @@ static int ps_locked(msb_client *c, double timeout, msb_client_proc **procs, siz
 		v = nv;
 		msb_proto_ps_entry e;
 		while (msb_proto_ps_next(&r, &e)) {
+			if ((rc = ps_budget(c, &e.argv, &argv_bytes, &argv_args, err)) < 0)
+				goto fail;
 			msb_client_proc *p = &v[n];
 			memset(p, 0, sizeof(*p));
 			p->pid = e.pid;

@@ -51,8 +51,11 @@ uint16_t msb_client__version(const msb_client *c);
  *    that many stdout+stderr bytes and this side never grants nor buffers
  *    more; output beyond it is dropped and out->truncated set (the agent
  *    closes the pipes, so the workload meets SIGPIPE; see protocol.md);
- *  - unbounded output is capped at MSB_CLIENT_MAX_OUTPUT as a safety net:
- *    past it the exec is abandoned with MSB_E_RUNTIME;
+ *  - unbounded output is capped at MSB_CLIENT_MAX_OUTPUT, the host's budget
+ *    for what one exec's guest may make it hold (docs/security.md, "Budgets
+ *    on guest bytes"): past it the exec is abandoned (the connection is
+ *    dropped, so the agent kills the command) with MSB_E_RUNTIME, "exec
+ *    output exceeds N bytes";
  *  - req->timeout elapsed: the agent kills the command's process group and
  *    every process descending from it, this side waits up to
  *    MSB_CLIENT_KILL_GRACE for its report, and the call fails with
@@ -77,9 +80,15 @@ int msb_client__exec(msb_client *c, const msb_exec_request *req, msb_exec_result
 int msb_client__exec_until(msb_client *c, const msb_exec_request *req, int64_t deadline,
 			   msb_exec_result *out, msb_error **err);
 
-#define MSB_CLIENT_MAX_OUTPUT ((uint64_t)1 << 30) /* 1 GiB, unbounded exec */
-#define MSB_CLIENT_PARTIAL_MAX ((size_t)1 << 20)  /* timeout payload */
-#define MSB_CLIENT_KILL_GRACE 3.0		  /* seconds */
+/* The same with MSB_PROTO_EXEC_FILE: req->argv is a file-plane request the
+ * agent serves itself (agent/files.c, docs/internals/vm.md); the result is
+ * the request's exit status and output. */
+int msb_client__exec_file(msb_client *c, const msb_exec_request *req, msb_exec_result *out,
+			  msb_error **err);
+
+#define MSB_CLIENT_MAX_OUTPUT ((uint64_t)64 << 20) /* 64 MiB, unbounded exec */
+#define MSB_CLIENT_PARTIAL_MAX ((size_t)1 << 20)   /* timeout payload */
+#define MSB_CLIENT_KILL_GRACE 3.0		   /* seconds */
 
 /* One process of a snapshot. */
 typedef struct msb_client_proc {
@@ -91,9 +100,17 @@ typedef struct msb_client_proc {
 	char **argv; /* msb_strv; empty for kernel threads and zombies */
 } msb_client_proc;
 
-/* The process table inside the sandbox, at most MSB_PROTO_MAX_PS_ENTRIES
- * processes with at most MSB_PROTO_MAX_PS_ARGV command line bytes each.
- * *procs is an array of *n entries; free with msb_client__procs_free(). */
+/* The host's budget for one process snapshot (docs/security.md, "Budgets on
+ * guest bytes"), besides MSB_PROTO_MAX_PS_ENTRIES processes of at most
+ * MSB_PROTO_MAX_PS_ARGV command-line bytes each (the request's bounds; more
+ * is a protocol violation): command-line bytes and arguments in all. */
+#define MSB_CLIENT_PS_MAX_ARGV_BYTES ((size_t)4 << 20)
+#define MSB_CLIENT_PS_MAX_ARGS 65536u
+
+/* The process table inside the sandbox, within the bounds above; past the
+ * budget MSB_E_RUNTIME, "process snapshot exceeds ...", and the connection
+ * is dropped. *procs is an array of *n entries; free with
+ * msb_client__procs_free(). */
 int msb_client__ps(msb_client *c, double timeout, msb_client_proc **procs, size_t *n,
 		   msb_error **err);
 void msb_client__procs_free(msb_client_proc *procs, size_t n);

@@ -61,13 +61,22 @@ size_t msb_client__queued(const msb_client *c);
  * encoder refused. */
 int msb_client__queue_small(msb_client *c, const uint8_t *frame, int len, msb_error **err);
 
+/* A descriptor the I/O wait also watches: events 0 = not now; revents is
+ * set on return. */
+typedef struct msb_client_watch {
+	int fd;
+	short events;
+	short revents;
+} msb_client_watch;
+#define MSB_CLIENT_MAX_WATCH 4
+
 /*
  * Send what is queued and wait for bytes until `deadline` (ns, monotonic).
- * Also watches cancel_fd (>= 0) and sets *cancelled when it is readable.
- * Returns 1 after progress, 0 at the deadline, or -errno (-EPIPE: the peer
- * closed the connection).
+ * Also watches w[0..nw) (nw <= MSB_CLIENT_MAX_WATCH) and returns as soon as
+ * one of them has events. Returns 1 after progress, 0 at the deadline, or
+ * -errno (-EPIPE: the peer closed the connection).
  */
-int msb_client__io(msb_client *c, int64_t deadline, int cancel_fd, bool *cancelled);
+int msb_client__io(msb_client *c, int64_t deadline, msb_client_watch *w, size_t nw);
 
 /* Fail with MSB_E_PROTOCOL and close the connection. Returns the code. */
 int msb_client__violation(msb_client *c, msb_error **err, const char *fmt, ...)

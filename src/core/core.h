@@ -53,6 +53,26 @@ int msb_vocab__transfer_limits_from_json(json_t *obj, const char *where, msb_tra
 					 msb_error **err);
 json_t *msb_vocab__transfer_limits_to_json(const msb_transfer_limits *t);
 
+/* ---- the JSON loaders behind router_json.c --------------------------------- */
+
+/*
+ * A refusal judged when the router resolves the backend rather than when it
+ * is loaded (checklist 5.16, 23.10): a router loaded from JSON registers a
+ * backend whose description carries a legacy top-level declaration key or
+ * unusable declarations, and refuses it only if it is resolved (FIXED) or
+ * registered for routing (PER_SPEC). Sets a copy of `message`. (backend.c)
+ */
+int msb_backend__set_deferred_refusal(msb_backend *b, int code, const char *message,
+				      msb_error **err);
+/* Declarations from a JSON object already parsed (strict); `where` names it
+ * in messages. The result is one allocation (free()). (declarations.c) */
+int msb_declarations__from_object(json_t *obj, const char *where, msb_declarations **out,
+				  msb_error **err);
+/* Router options from an already-parsed object. `extra_key` (may be NULL)
+ * is one more key the caller reads itself ("backends"). (router_json.c) */
+int msb_router__options_from_object(json_t *obj, const char *where, const char *extra_key,
+				    msb_router_options *out, char **selected_out, msb_error **err);
+
 /* ---- vocab (vocab.c) ------------------------------------------------------- */
 /* Parse a JSON/CLI list of names into a set; `what` names the field. */
 int msb_vocab__capset_parse(const char *const *names, size_t n, const char *what, msb_capset *out,

@@ -216,16 +216,19 @@ static int scan_head(const char *buf, size_t len, size_t *head_len, msb_egress_r
 	return MSB_EGRESS_HEAD_NEED_MORE;
 }
 
-int msb_egress__parse_head(const char *buf, size_t len, msb_egress_request *req)
-{
-	memset(req, 0, sizeof(*req));
-	size_t head_len = 0;
-	int r = scan_head(buf, len, &head_len, req);
-	if (r != MSB_EGRESS_HEAD_OK)
-		return r;
-	req->head_len = head_len;
+/* request-line = method SP request-target SP HTTP-version */
+struct request_line {
+	const char *eol; /* its CR */
+	size_t mlen;
+	const char *target;
+	size_t tlen;
+	const char *version;
+	size_t vlen;
+};
 
-	/* request-line = method SP request-target SP HTTP-version */
+static int parse_request_line(const char *buf, size_t head_len, struct request_line *rl,
+			      msb_egress_request *req)
+{
 	const char *line = buf;
 	const char *eol = memchr(buf, '\r', head_len);
 	const char *sp1 = memchr(line, ' ', (size_t)(eol - line));
@@ -258,57 +261,149 @@ int msb_egress__parse_head(const char *buf, size_t len, msb_egress_request *req)
 	for (size_t i = 0; i < tlen; i++)
 		if ((unsigned char)target[i] <= 0x20 || (unsigned char)target[i] >= 0x7f)
 			return refuse(req, MSB_EGRESS_HEAD_BAD, "bad-target");
+	*rl = (struct request_line){eol, mlen, target, tlen, version, vlen};
+	return MSB_EGRESS_HEAD_OK;
+}
 
+/* The target's authority (host and port into req) and, for a request to
+ * forward, its path: CONNECT's authority-form, else the absolute-form a
+ * proxy is sent (origin-form and other schemes are not for a proxy). */
+static int parse_target(const struct request_line *rl, msb_egress_request *req,
+			const char **authority, size_t *alen, const char **path, size_t *path_len)
+{
+	const char *target = rl->target;
+	size_t tlen = rl->tlen;
 	bool has_port = false;
-	const char *path = "/";
-	size_t path_len = 1;
-	const char *authority;
-	size_t alen;
+	*path = "/";
+	*path_len = 1;
 	req->connect = strcmp(req->method, "CONNECT") == 0;
 	if (req->connect) {
-		authority = target;
-		alen = tlen;
-		if (!parse_authority(authority, alen, req->host, &req->host_is_ip, &req->port,
+		*authority = target;
+		*alen = tlen;
+		if (!parse_authority(*authority, *alen, req->host, &req->host_is_ip, &req->port,
 				     &has_port) ||
 		    !has_port)
 			return refuse(req, MSB_EGRESS_HEAD_BAD, "bad-connect-target");
-	} else {
-		if (target[0] == '/' || target[0] == '*')
-			return refuse(req, MSB_EGRESS_HEAD_NOT_PROXY, "origin-form");
-		if (tlen < 8 || strncasecmp(target, "http://", 7) != 0)
-			return refuse(req, MSB_EGRESS_HEAD_NOT_PROXY, "not-http");
-		authority = target + 7;
-		const char *aend = authority;
-		while (aend < target + tlen && *aend != '/' && *aend != '?' && *aend != '#')
-			aend++;
-		alen = (size_t)(aend - authority);
-		req->port = 80;
-		if (!parse_authority(authority, alen, req->host, &req->host_is_ip, &req->port,
-				     &has_port))
-			return refuse(req, MSB_EGRESS_HEAD_BAD, "bad-url");
-		if (aend < target + tlen) {
-			if (*aend == '#')
-				return refuse(req, MSB_EGRESS_HEAD_BAD, "bad-url");
-			path = aend;
-			path_len = (size_t)(target + tlen - aend);
-			if (*aend == '?') {
-				/* "http://h?q" means "/?q": built below. */
-			}
-		}
+		return MSB_EGRESS_HEAD_OK;
 	}
+	if (target[0] == '/' || target[0] == '*')
+		return refuse(req, MSB_EGRESS_HEAD_NOT_PROXY, "origin-form");
+	if (tlen < 8 || strncasecmp(target, "http://", 7) != 0)
+		return refuse(req, MSB_EGRESS_HEAD_NOT_PROXY, "not-http");
+	*authority = target + 7;
+	const char *aend = *authority;
+	while (aend < target + tlen && *aend != '/' && *aend != '?' && *aend != '#')
+		aend++;
+	*alen = (size_t)(aend - *authority);
+	req->port = 80;
+	if (!parse_authority(*authority, *alen, req->host, &req->host_is_ip, &req->port, &has_port))
+		return refuse(req, MSB_EGRESS_HEAD_BAD, "bad-url");
+	if (aend < target + tlen) {
+		if (*aend == '#')
+			return refuse(req, MSB_EGRESS_HEAD_BAD, "bad-url");
+		/* "http://h?q" means "/?q": the caller adds the slash. */
+		*path = aend;
+		*path_len = (size_t)(target + tlen - aend);
+	}
+	return MSB_EGRESS_HEAD_OK;
+}
+
+struct header_seen {
+	bool content_length;
+	bool transfer_encoding;
+	bool host;
+};
+
+/* One header line [p, le): checked, noted in `seen` and req, and copied to
+ * `up` unless it is hop-by-hop or the request is a CONNECT. */
+static int parse_header(const char *p, const char *le, struct header_seen *seen, msb_buf *up,
+			msb_egress_request *req)
+{
+	if (*p == ' ' || *p == '\t')
+		return refuse(req, MSB_EGRESS_HEAD_BAD, "obs-fold");
+	const char *colon = memchr(p, ':', (size_t)(le - p));
+	if (!colon || colon == p)
+		return refuse(req, MSB_EGRESS_HEAD_BAD, "bad-header");
+	for (const char *q = p; q < colon; q++)
+		if (!is_tchar((unsigned char)*q))
+			return refuse(req, MSB_EGRESS_HEAD_BAD, "bad-header-name");
+	const char *v = colon + 1;
+	const char *ve = le;
+	while (v < ve && (*v == ' ' || *v == '\t'))
+		v++;
+	while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+		ve--;
+	for (const char *q = v; q < ve; q++) {
+		unsigned char c = (unsigned char)*q;
+		if ((c < 0x20 && c != '\t') || c == 0x7f)
+			return refuse(req, MSB_EGRESS_HEAD_BAD, "bad-header-value");
+	}
+	size_t nlen = (size_t)(colon - p);
+	size_t vl = (size_t)(ve - v);
+	if (name_is(p, nlen, "content-length")) {
+		if (seen->content_length)
+			return refuse(req, MSB_EGRESS_HEAD_BAD, "duplicate-content-length");
+		seen->content_length = true;
+		if (vl == 0 || vl > 18)
+			return refuse(req, MSB_EGRESS_HEAD_BAD, "bad-content-length");
+		uint64_t cl = 0;
+		for (size_t i = 0; i < vl; i++) {
+			if (!isdigit((unsigned char)v[i]))
+				return refuse(req, MSB_EGRESS_HEAD_BAD, "bad-content-length");
+			cl = cl * 10 + (uint64_t)(v[i] - '0');
+		}
+		req->content_length = cl;
+	} else if (name_is(p, nlen, "transfer-encoding")) {
+		seen->transfer_encoding = true;
+	} else if (name_is(p, nlen, "host")) {
+		if (seen->host)
+			return refuse(req, MSB_EGRESS_HEAD_BAD, "duplicate-host");
+		seen->host = true;
+		char h[MSB_EGRESS_HOST_MAX + 1];
+		bool h_ip = false, h_has_port = false;
+		uint16_t h_port = req->connect ? req->port : 80;
+		if (!parse_authority(v, vl, h, &h_ip, &h_port, &h_has_port) ||
+		    strcmp(h, req->host) != 0 || h_port != req->port)
+			return refuse(req, MSB_EGRESS_HEAD_BAD, "host-mismatch");
+	}
+	if (!req->connect && !hop_by_hop(p, nlen)) {
+		if (msb__buf_append(up, p, (size_t)(le - p)) < 0 || msb__buf_puts(up, "\r\n") < 0)
+			return refuse(req, MSB_EGRESS_HEAD_TOO_LARGE, "out-of-memory");
+	}
+	return MSB_EGRESS_HEAD_OK;
+}
+
+int msb_egress__parse_head(const char *buf, size_t len, msb_egress_request *req)
+{
+	memset(req, 0, sizeof(*req));
+	size_t head_len = 0;
+	int r = scan_head(buf, len, &head_len, req);
+	if (r != MSB_EGRESS_HEAD_OK)
+		return r;
+	req->head_len = head_len;
+
+	struct request_line rl;
+	r = parse_request_line(buf, head_len, &rl, req);
+	if (r != MSB_EGRESS_HEAD_OK)
+		return r;
+	const char *authority = NULL, *path = NULL;
+	size_t alen = 0, path_len = 0;
+	r = parse_target(&rl, req, &authority, &alen, &path, &path_len);
+	if (r != MSB_EGRESS_HEAD_OK)
+		return r;
 
 	msb_buf up = MSB_BUF_INIT;
 	if (!req->connect) {
-		if (msb__buf_append(&up, req->method, mlen) < 0 || msb__buf_puts(&up, " ") < 0 ||
+		if (msb__buf_append(&up, req->method, rl.mlen) < 0 || msb__buf_puts(&up, " ") < 0 ||
 		    (path[0] == '?' && msb__buf_puts(&up, "/") < 0) ||
 		    msb__buf_append(&up, path, path_len) < 0 || msb__buf_puts(&up, " ") < 0 ||
-		    msb__buf_append(&up, version, vlen) < 0 || msb__buf_puts(&up, "\r\n") < 0)
+		    msb__buf_append(&up, rl.version, rl.vlen) < 0 || msb__buf_puts(&up, "\r\n") < 0)
 			goto nomem;
 	}
 
-	bool seen_cl = false, seen_te = false, seen_host = false;
+	struct header_seen seen = {false, false, false};
 	size_t n_headers = 0;
-	const char *p = eol + 2;
+	const char *p = rl.eol + 2;
 	const char *end = buf + head_len - 2;
 	while (p < end) {
 		const char *le = memchr(p, '\r', (size_t)(end - p) + 1);
@@ -316,84 +411,18 @@ int msb_egress__parse_head(const char *buf, size_t len, msb_egress_request *req)
 			msb__buf_free(&up);
 			return refuse(req, MSB_EGRESS_HEAD_TOO_LARGE, "too-many-headers");
 		}
-		if (*p == ' ' || *p == '\t') {
+		r = parse_header(p, le, &seen, &up, req);
+		if (r != MSB_EGRESS_HEAD_OK) {
 			msb__buf_free(&up);
-			return refuse(req, MSB_EGRESS_HEAD_BAD, "obs-fold");
-		}
-		const char *colon = memchr(p, ':', (size_t)(le - p));
-		if (!colon || colon == p) {
-			msb__buf_free(&up);
-			return refuse(req, MSB_EGRESS_HEAD_BAD, "bad-header");
-		}
-		for (const char *q = p; q < colon; q++)
-			if (!is_tchar((unsigned char)*q)) {
-				msb__buf_free(&up);
-				return refuse(req, MSB_EGRESS_HEAD_BAD, "bad-header-name");
-			}
-		const char *v = colon + 1;
-		const char *ve = le;
-		while (v < ve && (*v == ' ' || *v == '\t'))
-			v++;
-		while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
-			ve--;
-		for (const char *q = v; q < ve; q++) {
-			unsigned char c = (unsigned char)*q;
-			if ((c < 0x20 && c != '\t') || c == 0x7f) {
-				msb__buf_free(&up);
-				return refuse(req, MSB_EGRESS_HEAD_BAD, "bad-header-value");
-			}
-		}
-		size_t nlen = (size_t)(colon - p);
-		size_t vl = (size_t)(ve - v);
-		if (name_is(p, nlen, "content-length")) {
-			if (seen_cl) {
-				msb__buf_free(&up);
-				return refuse(req, MSB_EGRESS_HEAD_BAD, "duplicate-content-length");
-			}
-			seen_cl = true;
-			if (vl == 0 || vl > 18) {
-				msb__buf_free(&up);
-				return refuse(req, MSB_EGRESS_HEAD_BAD, "bad-content-length");
-			}
-			uint64_t cl = 0;
-			for (size_t i = 0; i < vl; i++) {
-				if (!isdigit((unsigned char)v[i])) {
-					msb__buf_free(&up);
-					return refuse(req, MSB_EGRESS_HEAD_BAD,
-						      "bad-content-length");
-				}
-				cl = cl * 10 + (uint64_t)(v[i] - '0');
-			}
-			req->content_length = cl;
-		} else if (name_is(p, nlen, "transfer-encoding")) {
-			seen_te = true;
-		} else if (name_is(p, nlen, "host")) {
-			if (seen_host) {
-				msb__buf_free(&up);
-				return refuse(req, MSB_EGRESS_HEAD_BAD, "duplicate-host");
-			}
-			seen_host = true;
-			char h[MSB_EGRESS_HOST_MAX + 1];
-			bool h_ip = false, h_has_port = false;
-			uint16_t h_port = req->connect ? req->port : 80;
-			if (!parse_authority(v, vl, h, &h_ip, &h_port, &h_has_port) ||
-			    strcmp(h, req->host) != 0 || h_port != req->port) {
-				msb__buf_free(&up);
-				return refuse(req, MSB_EGRESS_HEAD_BAD, "host-mismatch");
-			}
-		}
-		if (!req->connect && !hop_by_hop(p, nlen)) {
-			if (msb__buf_append(&up, p, (size_t)(le - p)) < 0 ||
-			    msb__buf_puts(&up, "\r\n") < 0)
-				goto nomem;
+			return r;
 		}
 		p = le + 2;
 	}
-	if (seen_te && seen_cl) {
+	if (seen.transfer_encoding && seen.content_length) {
 		msb__buf_free(&up);
 		return refuse(req, MSB_EGRESS_HEAD_BAD, "content-length-with-transfer-encoding");
 	}
-	if (seen_te) {
+	if (seen.transfer_encoding) {
 		msb__buf_free(&up);
 		return refuse(req, MSB_EGRESS_HEAD_UNSUPPORTED, "transfer-encoding");
 	}

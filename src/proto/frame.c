@@ -60,6 +60,8 @@ const char *msb_proto_type_name(uint16_t type)
 		return "EXIT";
 	case MSB_PROTO_CANCEL:
 		return "CANCEL";
+	case MSB_PROTO_WINSIZE:
+		return "WINSIZE";
 	case MSB_PROTO_PS_REQUEST:
 		return "PS_REQUEST";
 	case MSB_PROTO_PS_REPLY:
@@ -88,6 +90,7 @@ bool msb_proto_host_may_send(uint16_t type)
 	case MSB_PROTO_EOF:
 	case MSB_PROTO_CREDIT:
 	case MSB_PROTO_CANCEL:
+	case MSB_PROTO_WINSIZE:
 	case MSB_PROTO_PS_REQUEST:
 	case MSB_PROTO_EGRESS_LISTEN:
 		return true;
@@ -140,6 +143,7 @@ int msb_proto_header_check(uint16_t type, uint16_t flags, uint32_t channel)
 	case MSB_PROTO_CREDIT:
 	case MSB_PROTO_EXIT:
 	case MSB_PROTO_CANCEL:
+	case MSB_PROTO_WINSIZE:
 	case MSB_PROTO_PS_REQUEST:
 	case MSB_PROTO_PS_REPLY:
 	case MSB_PROTO_EGRESS_LISTEN:

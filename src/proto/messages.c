@@ -233,7 +233,15 @@ static int check_exec_fields(uint32_t flags, uint32_t credit, uint64_t timeout_m
 		return MSB_PROTO_E_LIMIT;
 	if (((flags & MSB_PROTO_EXEC_BOUNDED) != 0) != (budget != 0))
 		return MSB_PROTO_E_MALFORMED;
+	if ((flags & MSB_PROTO_EXEC_FILE) && (flags & (MSB_PROTO_EXEC_SHELL | MSB_PROTO_EXEC_TTY)))
+		return MSB_PROTO_E_MALFORMED;
 	return MSB_PROTO_OK;
+}
+
+static bool winsize_ok(const msb_proto_winsize *w)
+{
+	return w->rows >= 1 && w->rows <= MSB_PROTO_MAX_TTY_DIM && w->cols >= 1 &&
+	       w->cols <= MSB_PROTO_MAX_TTY_DIM;
 }
 
 /* One argv/env string: length cap, no NUL, argv[0] and env KEY non-empty. */
@@ -280,6 +288,11 @@ int msb_proto_enc_exec_open(uint8_t *out, size_t cap, uint32_t channel,
 	size_t cwdlen = strlen(cwd);
 	if (cwdlen > MSB_PROTO_MAX_PATH)
 		return MSB_PROTO_E_LIMIT;
+	bool tty = (spec->flags & MSB_PROTO_EXEC_TTY) != 0;
+	if (tty && !winsize_ok(&spec->winsize))
+		return MSB_PROTO_E_LIMIT;
+	if (!tty && (spec->winsize.rows || spec->winsize.cols))
+		return MSB_PROTO_E_MALFORMED;
 	if ((rc = frame_begin(out, cap, &w)) < 0)
 		return rc;
 
@@ -300,6 +313,10 @@ int msb_proto_enc_exec_open(uint8_t *out, size_t cap, uint32_t channel,
 			return rc;
 		msb_wr_u32(&w, (uint32_t)n);
 		msb_wr_bytes(&w, s, n);
+	}
+	if (tty) {
+		msb_wr_u16(&w, spec->winsize.rows);
+		msb_wr_u16(&w, spec->winsize.cols);
 	}
 	if (w.full)
 		return (size_t)(w.end - out) >= MSB_PROTO_FRAME_MAX ? MSB_PROTO_E_LIMIT
@@ -364,6 +381,15 @@ int msb_proto_dec_exec_open(const msb_proto_frame *f, msb_proto_exec_open *out)
 		return rc;
 	if ((rc = read_strlist(&r, envc, true, false, &m.env)) < 0)
 		return rc;
+	m.winsize.rows = m.winsize.cols = 0;
+	if (m.flags & MSB_PROTO_EXEC_TTY) {
+		m.winsize.rows = msb_rd_u16(&r);
+		m.winsize.cols = msb_rd_u16(&r);
+		if (r.bad)
+			return MSB_PROTO_E_MALFORMED;
+		if (!winsize_ok(&m.winsize))
+			return MSB_PROTO_E_LIMIT;
+	}
 	if ((rc = finish(&r)) < 0)
 		return rc;
 	*out = m;
@@ -465,6 +491,40 @@ int msb_proto_enc_cancel(uint8_t *out, size_t cap, uint32_t channel, uint8_t rea
 int msb_proto_dec_cancel(const msb_proto_frame *f, uint8_t *reason)
 {
 	return dec_u8(f, MSB_PROTO_CANCEL, MSB_PROTO_CANCEL_TIMEOUT, reason);
+}
+
+int msb_proto_enc_winsize(uint8_t *out, size_t cap, uint32_t channel, const msb_proto_winsize *ws)
+{
+	msb_wr w;
+	int rc;
+	if (!winsize_ok(ws))
+		return MSB_PROTO_E_LIMIT;
+	if ((rc = frame_begin(out, cap, &w)) < 0)
+		return rc;
+	msb_wr_u16(&w, ws->rows);
+	msb_wr_u16(&w, ws->cols);
+	msb_wr_u32(&w, 0);
+	return frame_end(out, &w, MSB_PROTO_WINSIZE, 0, channel);
+}
+
+int msb_proto_dec_winsize(const msb_proto_frame *f, msb_proto_winsize *out)
+{
+	msb_rd r;
+	int rc = expect(f, MSB_PROTO_WINSIZE, &r);
+	if (rc < 0)
+		return rc;
+	msb_proto_winsize ws;
+	ws.rows = msb_rd_u16(&r);
+	ws.cols = msb_rd_u16(&r);
+	uint32_t reserved = msb_rd_u32(&r);
+	if ((rc = finish(&r)) < 0)
+		return rc;
+	if (reserved != 0)
+		return MSB_PROTO_E_MALFORMED;
+	if (!winsize_ok(&ws))
+		return MSB_PROTO_E_LIMIT;
+	*out = ws;
+	return MSB_PROTO_OK;
 }
 
 int msb_proto_enc_credit(uint8_t *out, size_t cap, uint32_t channel, uint32_t bytes)
@@ -765,6 +825,8 @@ int msb_proto_decode(const msb_proto_frame *f, msb_proto_msg *out)
 		return msb_proto_dec_exit(f, &out->u.exit);
 	case MSB_PROTO_CANCEL:
 		return msb_proto_dec_cancel(f, &out->u.cancel_reason);
+	case MSB_PROTO_WINSIZE:
+		return msb_proto_dec_winsize(f, &out->u.winsize);
 	case MSB_PROTO_PS_REQUEST:
 		return msb_proto_dec_ps_request(f, &out->u.ps_request);
 	case MSB_PROTO_PS_REPLY:

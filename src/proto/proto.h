@@ -54,7 +54,9 @@ const char *msb_proto_strerror(int status);
 
 #define MSB_PROTO_MAGIC 0x3142534dU /* "MSB1" on the wire */
 #define MSB_PROTO_VERSION_MIN 1
-#define MSB_PROTO_VERSION_MAX 1
+/* Version 2 added terminals: EXEC_OPEN's TTY flag and WINSIZE. */
+#define MSB_PROTO_VERSION_MAX 2
+#define MSB_PROTO_VERSION_TTY 2
 
 #define MSB_PROTO_HEADER_SIZE 12u
 #define MSB_PROTO_MAX_PAYLOAD 65536u /* absolute cap on one frame's payload */
@@ -72,6 +74,7 @@ const char *msb_proto_strerror(int status);
 #define MSB_PROTO_MAX_COMM 16u		 /* /proc/PID/comm bytes */
 #define MSB_PROTO_MAX_WINDOW (16u << 20) /* outstanding credit, per channel and direction */
 #define MSB_PROTO_MAX_TIMEOUT_MS (7ull * 24 * 3600 * 1000)
+#define MSB_PROTO_MAX_TTY_DIM 4096u /* terminal rows and columns, each 1..this */
 
 /* ---- frame types --------------------------------------------------------- */
 
@@ -90,6 +93,7 @@ enum msb_proto_type {
 	MSB_PROTO_CREDIT = 19,
 	MSB_PROTO_EXIT = 20,
 	MSB_PROTO_CANCEL = 21,
+	MSB_PROTO_WINSIZE = 22, /* version 2: host, on a TTY exec */
 	/* process snapshot channels */
 	MSB_PROTO_PS_REQUEST = 32,
 	MSB_PROTO_PS_REPLY = 33,
@@ -250,16 +254,30 @@ typedef struct msb_proto_identity {
 #define MSB_PROTO_EXEC_SHELL 0x1u   /* argv has one entry: a /bin/sh -c command line */
 #define MSB_PROTO_EXEC_STDIN 0x2u   /* DATA on stream 0 follows; else stdin is /dev/null */
 #define MSB_PROTO_EXEC_BOUNDED 0x4u /* output_budget (> 0) applies */
-#define MSB_PROTO_EXEC_FLAGS_ALL 0x7u
+/* Version 2: the command runs on a pseudo-terminal the agent allocates; its
+ * output is stream 1 only, and the payload ends with the window size. */
+#define MSB_PROTO_EXEC_TTY 0x8u
+/* argv is a file-plane request the agent serves itself, confined like a
+ * workload (agent/files.c; the `vm` backend, whose host cannot see the
+ * guest's files). Never with SHELL or TTY. */
+#define MSB_PROTO_EXEC_FILE 0x10u
+#define MSB_PROTO_EXEC_FLAGS_ALL 0x1fu
+
+/* A terminal's size (EXEC_OPEN with TTY, WINSIZE): each 1..MAX_TTY_DIM. */
+typedef struct msb_proto_winsize {
+	uint16_t rows;
+	uint16_t cols;
+} msb_proto_winsize;
 
 typedef struct msb_proto_exec_open {
 	uint32_t flags;
-	uint32_t initial_credit; /* agent -> host DATA bytes granted up front */
-	uint64_t timeout_ms;	 /* 1 .. MSB_PROTO_MAX_TIMEOUT_MS */
-	uint64_t output_budget;	 /* combined stdout+stderr bytes; 0 unless BOUNDED */
-	msb_proto_str cwd;	 /* relative to the storage base; empty = the base */
-	msb_proto_strlist argv;	 /* >= 1 entries; argv[0] non-empty unless SHELL */
-	msb_proto_strlist env;	 /* "KEY=VALUE", KEY non-empty */
+	uint32_t initial_credit;   /* agent -> host DATA bytes granted up front */
+	uint64_t timeout_ms;	   /* 1 .. MSB_PROTO_MAX_TIMEOUT_MS */
+	uint64_t output_budget;	   /* combined stdout+stderr bytes; 0 unless BOUNDED */
+	msb_proto_str cwd;	   /* relative to the storage base; empty = the base */
+	msb_proto_strlist argv;	   /* >= 1 entries; argv[0] non-empty unless SHELL */
+	msb_proto_strlist env;	   /* "KEY=VALUE", KEY non-empty */
+	msb_proto_winsize winsize; /* TTY only; else zero */
 } msb_proto_exec_open;
 
 /* Encoder input: NUL-terminated C strings. */
@@ -268,9 +286,10 @@ typedef struct msb_proto_exec_spec {
 	uint32_t initial_credit;
 	uint64_t timeout_ms;
 	uint64_t output_budget;
-	const char *cwd;	 /* NULL = "" */
-	const char *const *argv; /* NULL-terminated */
-	const char *const *env;	 /* NULL-terminated; NULL = none */
+	const char *cwd;	   /* NULL = "" */
+	const char *const *argv;   /* NULL-terminated */
+	const char *const *env;	   /* NULL-terminated; NULL = none */
+	msb_proto_winsize winsize; /* TTY only */
 } msb_proto_exec_spec;
 
 /* ---- streams, credit, exit, cancel --------------------------------------- */
@@ -404,6 +423,8 @@ int msb_proto_enc_exit(uint8_t *out, size_t cap, uint32_t channel, const msb_pro
 int msb_proto_enc_cancel(uint8_t *out, size_t cap, uint32_t channel, uint8_t reason);
 int msb_proto_enc_ps_request(uint8_t *out, size_t cap, uint32_t channel,
 			     const msb_proto_ps_request *r);
+/* WINSIZE: u16 rows, u16 cols, u32 reserved 0. */
+int msb_proto_enc_winsize(uint8_t *out, size_t cap, uint32_t channel, const msb_proto_winsize *w);
 
 /* ---- decoders ------------------------------------------------------------ */
 
@@ -419,6 +440,7 @@ int msb_proto_dec_eof(const msb_proto_frame *f, uint8_t *stream);
 int msb_proto_dec_credit(const msb_proto_frame *f, uint32_t *bytes);
 int msb_proto_dec_exit(const msb_proto_frame *f, msb_proto_exit *out);
 int msb_proto_dec_cancel(const msb_proto_frame *f, uint8_t *reason);
+int msb_proto_dec_winsize(const msb_proto_frame *f, msb_proto_winsize *out);
 int msb_proto_dec_ps_request(const msb_proto_frame *f, msb_proto_ps_request *out);
 int msb_proto_dec_ps_reply(const msb_proto_frame *f, msb_proto_ps_reply *out);
 
@@ -438,6 +460,7 @@ typedef struct msb_proto_msg {
 		uint32_t credit;
 		msb_proto_exit exit;
 		uint8_t cancel_reason;
+		msb_proto_winsize winsize;
 		msb_proto_ps_request ps_request;
 		msb_proto_ps_reply ps_reply;
 		msb_proto_egress_listen egress_listen;

@@ -403,6 +403,19 @@ static int errno_code(int errnum)
 	}
 }
 
+const char *msb__strerror(int errnum, char *buf, size_t size)
+{
+	if (errnum < 0)
+		errnum = -errnum;
+	if (errnum == EMFILE)
+		return "out of file descriptors (this process's RLIMIT_NOFILE is reached: Too many "
+		       "open files)";
+	if (errnum == ENFILE)
+		return "out of file descriptors (the system's file table is full: Too many open "
+		       "files in system)";
+	return strerror_r(errnum, buf, size);
+}
+
 int msb__error_errno(msb_error **err, int errnum, const char *fmt, ...)
 {
 	if (errnum < 0)
@@ -417,7 +430,7 @@ int msb__error_errno(msb_error **err, int errnum, const char *fmt, ...)
 	if (!prefix)
 		return msb__error_nomem(err);
 	char buf[128];
-	const char *s = strerror_r(errnum, buf, sizeof(buf));
+	const char *s = msb__strerror(errnum, buf, sizeof(buf));
 	msb_error_set(err, code, "%s: %s", prefix, s);
 	free(prefix);
 	return code;

@@ -14,7 +14,7 @@ const char *const msb__fault_points[] = {
 	"acquire.locked",	  /* get-or-create holds the key's lock */
 	"acquire.labels_written", /* labels on disk, no shim yet */
 	"acquire.shim_started",	  /* the shim is running, not yet reported ready */
-	"acquire.ready",	  /* the agent answered; the handle is not returned yet */
+	"acquire.ready",	  /* the shim reported ready; no handle returned yet */
 	"exec.sent",		  /* the exec request is on the wire */
 	"exec.output",		  /* the first output of the workload arrived */
 	"write_file.partial",	  /* part of a file's bytes are written */

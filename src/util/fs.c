@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <dirent.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "fs.h"
@@ -340,4 +342,33 @@ int msb__tmpfile_link(int fd, int dirfd, const char *name, bool replace, const c
 		return r;
 	}
 	return 0;
+}
+
+int msb__fds_headroom(unsigned need, const char *what, msb_error **err)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 0;
+	/* Counting needs one descriptor itself: none left is the answer too.
+	 * guest-names: ok - /proc/self/fd is the host process's own */
+	int fd = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 && (errno == EMFILE || errno == ENFILE))
+		return msb__error_errno(err, errno, "%s", what);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return 0; /* no /proc: nothing to tell in advance */
+	}
+	uint64_t open_now = 0;
+	for (struct dirent *de; (de = readdir(d));)
+		open_now += de->d_name[0] != '.';
+	closedir(d);
+	open_now = open_now > 0 ? open_now - 1 : 0; /* the one counting */
+	if (open_now + need <= (uint64_t)rl.rlim_cur)
+		return 0;
+	return msb_error_set(err, MSB_E_OS,
+			     "%s: out of file descriptors: %" PRIu64 " of this process's limit of "
+			     "%" PRIu64 " (RLIMIT_NOFILE) are open, and it needs %u free",
+			     what, open_now, (uint64_t)rl.rlim_cur, need);
 }

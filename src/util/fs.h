@@ -36,4 +36,10 @@ int msb__tmpfile_link(int fd, int dirfd, const char *name, bool replace, const c
 /* Read a small file (<= max bytes) into a NUL-terminated buffer. -errno. */
 int msb__read_file_at(int dirfd, const char *name, size_t max, char **out, size_t *len);
 
+/* The budget on this process's own descriptors: 0 when at least `need` more
+ * can be opened under RLIMIT_NOFILE, else MSB_E_OS, "<what>: out of file
+ * descriptors: N of this process's limit of M are open, and it needs K
+ * free" (so an EMFILE deep inside is not reported as something else). */
+int msb__fds_headroom(unsigned need, const char *what, msb_error **err);
+
 #endif

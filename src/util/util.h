@@ -124,6 +124,9 @@ int msb__error_propagate(msb_error **dst, msb_error *src);
 /* Set from -errno with a prefix: "prefix: strerror". Maps ENOENT etc. */
 int msb__error_errno(msb_error **err, int errnum, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* strerror, except that EMFILE and ENFILE say what they are: "out of file
+ * descriptors (...)". Into buf; returns the text (buf or a constant). */
+const char *msb__strerror(int errnum, char *buf, size_t size);
 
 /* ---- logging ------------------------------------------------------------- */
 

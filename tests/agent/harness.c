@@ -138,16 +138,29 @@ void agent_stop(struct agent_proc *ap)
 		pid_t target = agent_pid(ap);
 		kill(target > 0 ? target : ap->pid, SIGTERM);
 		double until = now_s() + 5;
-		int status;
-		while (waitpid(ap->pid, &status, WNOHANG) == 0) {
+		int status = 0;
+		pid_t w;
+		while ((w = waitpid(ap->pid, &status, WNOHANG)) == 0) {
 			if (now_s() > until) {
 				kill(ap->pid, SIGKILL);
 				waitpid(ap->pid, &status, 0);
+				w = -1;
 				break;
 			}
 			usleep(2000);
 		}
 		ap->pid = 0;
+		/* The agent leaves on SIGTERM with status 0. Anything else - a
+		 * sanitizer's report in a sanitizer build, a crash - crashes the
+		 * test that ran it rather than pass unseen. */
+		if (w > 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+			fprintf(stderr, "harness: msb-agent ended with %s %d\n",
+				WIFSIGNALED(status) ? "signal" : "status",
+				WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+			if (ap->dir[0])
+				rm_rf(ap->dir);
+			abort();
+		}
 	}
 	if (ap->dir[0])
 		rm_rf(ap->dir);

@@ -25,7 +25,8 @@ int agent_start(struct agent_proc *ap);
 /* The same as PID 1 of new pid and mount namespaces (util-linux unshare,
  * root only); ap->pid is then unshare's pid. -ENOTSUP when not possible. */
 int agent_start_pid1(struct agent_proc *ap);
-/* SIGTERM, wait, remove the directory. */
+/* SIGTERM, wait, remove the directory. An agent that ends otherwise than
+ * with status 0 aborts the test (a sanitizer's report, a crash). */
 void agent_stop(struct agent_proc *ap);
 /* A raw stream connection to the agent's socket (-1 on failure). */
 int agent_dial(const struct agent_proc *ap);

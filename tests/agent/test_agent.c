@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -217,36 +218,63 @@ Test(agent, working_directory_is_honoured)
 	msb_exec_result_clear(&res);
 }
 
-Test(agent, working_directory_escape_is_refused)
+/*
+ * Issue 16: exec is not confined (the seed's semantics): any existing guest
+ * directory is accepted, absolute or relative to the storage base, links
+ * followed; one that cannot be entered is exit 126 with the reason on
+ * stderr, like an engine's `exec -w` - not a refusal of the call. (The file
+ * plane keeps its confinement: ns_files/working_directories.)
+ */
+Test(agent, working_directory_is_any_guest_directory)
 {
 	mkdir_p(ap.work, "sub");
-	char link[512], file[512];
+	char link[512], file[512], real_etc[4096], real_parent[4096], want[4200];
 	snprintf(link, sizeof(link), "%s/out", ap.work);
 	cr_assert_eq(symlink("/etc", link), 0);
 	snprintf(file, sizeof(file), "%s/plain", ap.work);
 	FILE *f = fopen(file, "w");
 	cr_assert(f);
 	fclose(f);
+	cr_assert(realpath("/etc", real_etc));
+	cr_assert(realpath(ap.dir, real_parent));
 
-	static const char *const escapes[] = {"..", "sub/../..", "../work", "/etc", "out", NULL};
-	for (size_t i = 0; escapes[i]; i++) {
+	static const struct {
+		const char *wd;
+		int want; /* 0 /, 1 /etc, 2 the base's parent */
+	} ok[] = {{"/", 0}, {"/etc", 1}, {"out", 1}, {"..", 2}, {"sub/../..", 2}, {"../../", -1}};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		msb_exec_result res;
 		msb_error *err = NULL;
-		int rc = exec_in(escapes[i], &res, &err);
-		cr_assert_eq(rc, MSB_E_VALUE, "`%s`: %d %s", escapes[i], rc,
-			     err ? msb_error_message(err) : "");
-		cr_assert(strstr(msb_error_message(err), "escapes the storage base"));
-		msb_error_free(err);
+		int rc = exec_in(ok[i].wd, &res, &err);
+		cr_assert_eq(rc, 0, "`%s`: %s", ok[i].wd, err ? msb_error_message(err) : "");
+		cr_assert_eq(res.exit_code, 0, "`%s`: %s", ok[i].wd, res.stderr_bytes);
+		if (ok[i].want >= 0) {
+			snprintf(want, sizeof(want), "%s\n",
+				 ok[i].want == 0   ? "/"
+				 : ok[i].want == 1 ? real_etc
+						   : real_parent);
+			cr_assert_str_eq((const char *)res.stdout_bytes, want, "`%s`", ok[i].wd);
+		}
+		msb_exec_result_clear(&res);
 	}
-	msb_exec_result res;
-	msb_error *err = NULL;
-	cr_assert_eq(exec_in("missing", &res, &err), MSB_E_NOT_FOUND);
-	msb_error_free(err);
-	err = NULL;
-	cr_assert_eq(exec_in("plain", &res, &err), MSB_E_NOT_DIRECTORY);
-	msb_error_free(err);
-	/* the channel was refused, the connection serves on */
-	res = sh_ok("echo still", 10);
+	static const struct {
+		const char *wd, *why;
+	} bad[] = {{"missing", "No such file or directory"},
+		   {"/no/such/dir", "No such file or directory"},
+		   {"plain", "Not a directory"}};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		msb_exec_result res;
+		msb_error *err = NULL;
+		cr_assert_eq(exec_in(bad[i].wd, &res, &err), 0, "`%s`: %s", bad[i].wd,
+			     err ? msb_error_message(err) : "");
+		cr_assert_eq(res.exit_code, 126, "`%s`", bad[i].wd);
+		cr_assert_eq(res.stdout_len, 0);
+		const char *e = (const char *)res.stderr_bytes;
+		cr_assert(strstr(e, "working directory") && strstr(e, bad[i].why), "%s", e);
+		msb_exec_result_clear(&res);
+	}
+	/* the connection serves on */
+	msb_exec_result res = sh_ok("echo still", 10);
 	cr_assert_str_eq((const char *)res.stdout_bytes, "still\n");
 	msb_exec_result_clear(&res);
 }
@@ -318,6 +346,59 @@ Test(agent, large_output_arrives_exactly)
 	assert_bytes(res.stdout_bytes, res.stdout_len, want, len);
 	free(want);
 	msb_exec_result_clear(&res);
+}
+
+/* The budget of an unbounded exec (docs/security.md, issue 15 finding 4):
+ * stdout and stderr together up to MSB_CLIENT_MAX_OUTPUT are delivered; one
+ * byte more is refused typed, and the host never held much more than it. */
+Test(agent, unbounded_exec_output_budget)
+{
+	char line[128];
+	snprintf(line, sizeof(line), "head -c %llu /dev/zero",
+		 (unsigned long long)MSB_CLIENT_MAX_OUTPUT);
+	msb_exec_result res = sh_ok(line, 60);
+	cr_assert_eq(res.stdout_len, MSB_CLIENT_MAX_OUTPUT);
+	msb_exec_result_clear(&res);
+
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	uint64_t before = (uint64_t)ru.ru_maxrss * 1024;
+	snprintf(line, sizeof(line), "printf x >&2; head -c %llu /dev/zero; sleep 30",
+		 (unsigned long long)MSB_CLIENT_MAX_OUTPUT);
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	msb_error *err = NULL;
+	req.shell = line;
+	req.timeout = 60;
+	cr_assert_eq(run_req(cl, &req, &res, &err), MSB_E_RUNTIME, "%s",
+		     err ? msb_error_message(err) : "delivered");
+	cr_assert(strstr(msb_error_message(err), "exec output exceeds 67108864 bytes"), "%s",
+		  msb_error_message(err));
+	msb_error_free(err);
+	getrusage(RUSAGE_SELF, &ru);
+	uint64_t grew = (uint64_t)ru.ru_maxrss * 1024 - before;
+	cr_assert_lt(grew, 2 * MSB_CLIENT_MAX_OUTPUT, "peak RSS grew by %llu bytes",
+		     (unsigned long long)grew);
+	/* The refusal dropped the connection; the next exec has a new one. */
+	res = sh_ok("echo next", 10);
+	cr_assert_str_eq((const char *)res.stdout_bytes, "next\n");
+	msb_exec_result_clear(&res);
+}
+
+/* A timed-out exec's partial output is a payload of its own budget. */
+Test(agent, timeout_partial_output_budget)
+{
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	msb_exec_result res;
+	msb_error *err = NULL;
+	req.shell = "head -c 3145728 /dev/zero; sleep 30";
+	req.timeout = 3;
+	cr_assert_eq(run_req(cl, &req, &res, &err), MSB_E_TIMEOUT);
+	int sig = 0;
+	const uint8_t *out = NULL;
+	size_t len = 0;
+	cr_assert(msb_error_timeout(err, &sig, &out, &len));
+	cr_assert_eq(len, MSB_CLIENT_PARTIAL_MAX, "%zu bytes of partial output", len);
+	msb_error_free(err);
 }
 
 /* ---- exec_bounded (9.8) --------------------------------------------------- */
@@ -551,6 +632,71 @@ Test(agent, slow_reader_does_not_block_others)
 	cr_assert_str_eq(p.out, "fast\n");
 	close(fd); /* the agent kills the flood */
 	cr_assert(agent_alive(&ap));
+}
+
+/* Read fd until a frame of `type` arrives; false at EOF or on a bad frame. */
+static bool read_frame(int fd, uint16_t type)
+{
+	static msb_proto_reader rd;
+	msb_proto_reader_init(&rd, MSB_PROTO_MAX_PAYLOAD);
+	for (;;) {
+		msb_proto_frame f;
+		int rc;
+		while ((rc = msb_proto_reader_next(&rd, &f)) == 1)
+			if (f.type == type)
+				return true;
+		if (rc < 0)
+			return false;
+		uint8_t *dst;
+		size_t room = msb_proto_reader_space(&rd, &dst);
+		ssize_t n = recv(fd, dst, room, 0);
+		if (n <= 0)
+			return false;
+		msb_proto_reader_commit(&rd, (size_t)n);
+	}
+}
+
+Test(agent, a_host_that_stops_reading_ends_its_execs)
+{
+	/* The agent's send of a workload's output fails (the host is gone, or
+	 * stopped reading): the connection ends at once and its workload with
+	 * it. Before, the failed send left the connection out of the poll set
+	 * until the exec's own deadline - a killed `msb exec` left its workload
+	 * running that long (the fault suite's exec.sent-client-KILL). */
+	int fd = agent_dial(&ap);
+	cr_assert_geq(fd, 0);
+	static uint8_t buf[MSB_PROTO_FRAME_MAX];
+	msb_proto_hello h;
+	msb_proto_hello_default(&h, MSB_PROTO_ROLE_HOST);
+	int n = msb_proto_enc_hello(buf, sizeof(buf), &h);
+	cr_assert_eq(write(fd, buf, (size_t)n), n);
+	cr_assert(read_frame(fd, MSB_PROTO_HELLO));
+	static const char *const argv[] = {
+		"sh", "-c", "echo $$ > pid.tmp && mv pid.tmp pid; sleep 0.3; echo x; exec sleep 30",
+		NULL};
+	msb_proto_exec_spec spec = {.initial_credit = 65536, .timeout_ms = 30000, .argv = argv};
+	n = msb_proto_enc_exec_open(buf, sizeof(buf), 1, &spec);
+	cr_assert_eq(write(fd, buf, (size_t)n), n);
+	char path[160];
+	snprintf(path, sizeof(path), "%s/pid", ap.work);
+	pid_t pid = 0;
+	for (double t0 = now_s(); pid <= 0 && now_s() - t0 < 10; usleep(10 * 1000)) {
+		FILE *f = fopen(path, "r");
+		if (f) {
+			if (fscanf(f, "%d", &pid) != 1)
+				pid = 0;
+			fclose(f);
+		}
+	}
+	cr_assert_gt(pid, 1, "the workload did not start");
+	/* The host stops reading before the workload's first output. */
+	cr_assert_eq(shutdown(fd, SHUT_RD), 0);
+	cr_assert(pid_gone(pid, 5.0), "the workload (pid %d) outlived its connection", (int)pid);
+	close(fd);
+	cr_assert(agent_alive(&ap));
+	msb_exec_result res = sh_ok("echo ok", 10);
+	cr_assert_str_eq((const char *)res.stdout_bytes, "ok\n");
+	msb_exec_result_clear(&res);
 }
 
 Test(agent, crashed_workload_leaves_the_agent_serving)

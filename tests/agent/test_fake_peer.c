@@ -27,7 +27,14 @@ enum scenario {
 	HANG_UP,
 	PS_FLOOD,
 	FAKE_CANCEL,
+	PS_SPLINTERS,
+	PS_LONG_ARGV,
 };
+
+static bool is_ps(enum scenario sc)
+{
+	return sc == PS_FLOOD || sc == PS_SPLINTERS || sc == PS_LONG_ARGV;
+}
 
 struct fake {
 	int fd;
@@ -62,6 +69,26 @@ static uint32_t await(int fd, msb_proto_reader *rd, uint16_t type)
 	}
 }
 
+/* Entries within the request's bounds whose command lines break the host's
+ * snapshot budget: 2048 one-byte arguments each, or 4096 bytes each. */
+static void ps_within_bounds(int fd, uint8_t *buf, size_t size, uint32_t ch, bool splinters)
+{
+	static uint8_t argv[MSB_PROTO_MAX_PS_ARGV];
+	for (size_t i = 0; i < sizeof(argv); i++)
+		argv[i] = splinters && i % 2 ? 0 : 'a';
+	msb_proto_ps_entry e = {.pid = 2,
+				.state = 'S',
+				.comm = {(const uint8_t *)"x", 1},
+				.argv = {argv, sizeof(argv) - 1}};
+	for (unsigned sent = 0; sent < MSB_PROTO_MAX_PS_ENTRIES;) {
+		msb_proto_ps_writer w;
+		msb_proto_ps_writer_init(&w, buf, size, ch);
+		while (sent < MSB_PROTO_MAX_PS_ENTRIES && msb_proto_ps_writer_add(&w, &e) == 0)
+			sent++;
+		put(fd, buf, msb_proto_ps_writer_finish(&w, sent < MSB_PROTO_MAX_PS_ENTRIES));
+	}
+}
+
 static void *fake_agent(void *arg)
 {
 	struct fake *fk = arg;
@@ -87,12 +114,22 @@ static void *fake_agent(void *arg)
 		h.role = MSB_PROTO_ROLE_HOST;
 		put(fd, buf, msb_proto_enc_hello(buf, sizeof(buf), &h));
 		goto out;
+	case OVER_CREDIT:
+	case OTHER_CHANNEL:
+	case BAD_EXIT_FLAGS:
+	case OVERSIZE_HEADER:
+	case OVER_BUDGET:
+	case FALSE_TRUNCATION:
+	case HANG_UP:
+	case PS_FLOOD:
+	case FAKE_CANCEL:
+	case PS_SPLINTERS:
+	case PS_LONG_ARGV:
 	default:
 		put(fd, buf, msb_proto_enc_hello(buf, sizeof(buf), &h));
 		break;
 	}
-	uint32_t ch =
-		await(fd, rd, fk->sc == PS_FLOOD ? MSB_PROTO_PS_REQUEST : MSB_PROTO_EXEC_OPEN);
+	uint32_t ch = await(fd, rd, is_ps(fk->sc) ? MSB_PROTO_PS_REQUEST : MSB_PROTO_EXEC_OPEN);
 	if (ch == 0)
 		goto out;
 	msb_proto_exit x = {MSB_PROTO_EXITED, 0, 0};
@@ -146,6 +183,13 @@ static void *fake_agent(void *arg)
 		}
 		break;
 	}
+	case PS_SPLINTERS:
+	case PS_LONG_ARGV:
+		ps_within_bounds(fd, buf, sizeof(buf), ch, fk->sc == PS_SPLINTERS);
+		break;
+	case GARBAGE_HELLO:
+	case WRONG_VERSION:
+	case HOST_ROLE:
 	default:
 		break;
 	}
@@ -167,7 +211,7 @@ static int play(enum scenario sc, msb_error **err, uint64_t budget)
 	msb_client *c = NULL;
 	int rc = msb_client__connect_fd(sv[0], 5, &c, err);
 	if (rc == 0) {
-		if (sc == PS_FLOOD) {
+		if (is_ps(sc)) {
 			msb_client_proc *procs = NULL;
 			size_t n = 0;
 			rc = msb_client__ps(c, 5, &procs, &n, err);
@@ -260,4 +304,26 @@ Test(fake_peer, hang_up_mid_exec)
 Test(fake_peer, snapshot_over_the_cap)
 {
 	expect_protocol(PS_FLOOD, 0);
+}
+
+/* Within the protocol's bounds, past the host's budget (docs/security.md):
+ * refused typed, never held. */
+static void expect_budget(enum scenario sc, const char *phrase)
+{
+	msb_error *err = NULL;
+	int rc = play(sc, &err, 0);
+	cr_assert_eq(rc, MSB_E_RUNTIME, "scenario %d: rc %d (%s)", (int)sc, rc,
+		     err ? msb_error_message(err) : "no error");
+	cr_assert(strstr(msb_error_message(err), phrase), "%s", msb_error_message(err));
+	msb_error_free(err);
+}
+
+Test(fake_peer, snapshot_of_argument_splinters)
+{
+	expect_budget(PS_SPLINTERS, "process snapshot exceeds 65536 command-line arguments");
+}
+
+Test(fake_peer, snapshot_of_long_command_lines)
+{
+	expect_budget(PS_LONG_ARGV, "process snapshot exceeds 4194304 bytes of command lines");
 }

@@ -27,8 +27,14 @@ Test(proto, exec_open_round_trip)
 {
 	static const char *const argv[] = {"sh", "-c", "printf '%s' \"$1\"", "p", "", NULL};
 	static const char *const env[] = {"A=1", "B=", NULL};
-	msb_proto_exec_spec s = {
-		MSB_PROTO_EXEC_STDIN | MSB_PROTO_EXEC_BOUNDED, 4096, 1500, 777, "x/y", argv, env};
+	msb_proto_exec_spec s = {MSB_PROTO_EXEC_STDIN | MSB_PROTO_EXEC_BOUNDED,
+				 4096,
+				 1500,
+				 777,
+				 "x/y",
+				 argv,
+				 env,
+				 {0, 0}};
 	msb_proto_frame f = one_frame(&rd, buf, msb_proto_enc_exec_open(buf, sizeof(buf), 5, &s));
 	msb_proto_exec_open m;
 	cr_assert_eq(msb_proto_dec_exec_open(&f, &m), 0);
@@ -54,7 +60,7 @@ Test(proto, exec_open_caps)
 	static const char *big[MSB_PROTO_MAX_ARGS + 2];
 	for (size_t i = 0; i < MSB_PROTO_MAX_ARGS + 1; i++)
 		big[i] = "x";
-	msb_proto_exec_spec s = {0, 0, 1000, 0, NULL, big, NULL};
+	msb_proto_exec_spec s = {0, 0, 1000, 0, NULL, big, NULL, {0, 0}};
 	cr_assert_eq(msb_proto_enc_exec_open(buf, sizeof(buf), 1, &s), MSB_PROTO_E_LIMIT);
 	static const char *const shell2[] = {"a", "b", NULL};
 	s.argv = shell2;
@@ -81,6 +87,61 @@ Test(proto, exec_open_caps)
 	/* channel 0 is the connection's */
 	s.argv = shell2;
 	cr_assert_eq(msb_proto_enc_exec_open(buf, sizeof(buf), 0, &s), MSB_PROTO_E_CHANNEL);
+}
+
+/* Version 2 (issue 16): a terminal exec carries its size at the end of
+ * EXEC_OPEN, and WINSIZE changes it; both bounded 1..MAX_TTY_DIM. */
+Test(proto, exec_open_tty_and_winsize)
+{
+	static const char *const argv[] = {"bash", NULL};
+	msb_proto_exec_spec s = {
+		.flags = MSB_PROTO_EXEC_TTY | MSB_PROTO_EXEC_STDIN,
+		.initial_credit = 4096,
+		.timeout_ms = 1000,
+		.argv = argv,
+		.winsize = {40, 132},
+	};
+	int n = msb_proto_enc_exec_open(buf, sizeof(buf), 7, &s);
+	msb_proto_frame f = one_frame(&rd, buf, n);
+	msb_proto_exec_open m;
+	cr_assert_eq(msb_proto_dec_exec_open(&f, &m), 0);
+	cr_assert_eq(m.flags, MSB_PROTO_EXEC_TTY | MSB_PROTO_EXEC_STDIN);
+	cr_assert_eq(m.winsize.rows, 40);
+	cr_assert_eq(m.winsize.cols, 132);
+	/* without TTY the size is not on the wire, and may not be given */
+	s.flags = 0;
+	cr_assert_eq(msb_proto_enc_exec_open(buf, sizeof(buf), 7, &s), MSB_PROTO_E_MALFORMED);
+	s.winsize = (msb_proto_winsize){0, 0};
+	cr_assert_eq(msb_proto_enc_exec_open(buf, sizeof(buf), 7, &s), n - 4);
+	/* a terminal of zero rows, or past the cap */
+	s.flags = MSB_PROTO_EXEC_TTY;
+	cr_assert_eq(msb_proto_enc_exec_open(buf, sizeof(buf), 7, &s), MSB_PROTO_E_LIMIT);
+	s.winsize = (msb_proto_winsize){24, MSB_PROTO_MAX_TTY_DIM + 1};
+	cr_assert_eq(msb_proto_enc_exec_open(buf, sizeof(buf), 7, &s), MSB_PROTO_E_LIMIT);
+	/* TTY announced, size missing: malformed */
+	s.winsize = (msb_proto_winsize){24, 80};
+	n = msb_proto_enc_exec_open(buf, sizeof(buf), 7, &s);
+	msb_proto_put_header(buf, (uint32_t)(n - 4) - MSB_PROTO_HEADER_SIZE, MSB_PROTO_EXEC_OPEN, 0,
+			     7);
+	f = one_frame(&rd, buf, n - 4);
+	cr_assert_eq(msb_proto_dec_exec_open(&f, &m), MSB_PROTO_E_MALFORMED);
+
+	msb_proto_winsize ws = {50, 200}, got;
+	n = msb_proto_enc_winsize(buf, sizeof(buf), 7, &ws);
+	cr_assert_eq(n, MSB_PROTO_HEADER_SIZE + 8);
+	f = one_frame(&rd, buf, n);
+	cr_assert_eq(msb_proto_dec_winsize(&f, &got), 0);
+	cr_assert_eq(got.rows, 50);
+	cr_assert_eq(got.cols, 200);
+	cr_assert(msb_proto_host_may_send(MSB_PROTO_WINSIZE));
+	cr_assert(!msb_proto_agent_may_send(MSB_PROTO_WINSIZE));
+	buf[MSB_PROTO_HEADER_SIZE + 7] = 1; /* reserved */
+	f = one_frame(&rd, buf, n);
+	cr_assert_eq(msb_proto_dec_winsize(&f, &got), MSB_PROTO_E_MALFORMED);
+	ws.cols = 0;
+	cr_assert_eq(msb_proto_enc_winsize(buf, sizeof(buf), 7, &ws), MSB_PROTO_E_LIMIT);
+	ws.cols = 80;
+	cr_assert_eq(msb_proto_enc_winsize(buf, sizeof(buf), 0, &ws), MSB_PROTO_E_CHANNEL);
 }
 
 Test(proto, reader_refuses_oversize_before_buffering)

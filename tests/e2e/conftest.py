@@ -14,8 +14,15 @@ class Msb:
         self.path = path
 
     def __call__(self, *args, input=None, timeout=60, env=None):
-        return subprocess.run([self.path, *args], input=input, capture_output=True,
-                              timeout=timeout, env=env)
+        # No configuration file unless the test gives one: the host's own
+        # ~/.config/msb or /etc/msb must not decide a test (docs/cli.md).
+        if env is None:
+            env = dict(os.environ, MSB_CONFIG="")
+        # `run` and `exec` attach a stdin that is not a terminal: give them
+        # an empty one unless the test has input, whatever the runner holds.
+        stdin = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
+        return subprocess.run([self.path, *args], capture_output=True, timeout=timeout,
+                              env=env, **stdin)
 
     def json(self, *args, **kw):
         p = self(*args, **kw)

@@ -92,3 +92,60 @@ def test_bad_json_and_missing_file(msb, write_json, examples):
     assert p.returncode == 5 and b"cannot open" in p.stderr
     p = msb("check")
     assert p.returncode == 2 and b"--spec is required" in p.stderr
+
+
+TWO = [{"type": "declared", "name": "docker", "isolation": "container",
+        "declarations": {"egress_modes": ["closed"]}},
+       {"type": "declared", "name": "firecracker", "isolation": "microvm",
+        "declarations": {"egress_modes": ["allowlist", "closed"]}}]
+
+
+def test_check_says_which_backend_fixed_picked_and_why_others_were_passed_over(msb, write_json):
+    # Issue 16: the pick and its reason, and a line for every backend passed over.
+    router = write_json("router.json", {"min_isolation": "container", "backends": TWO})
+    spec = write_json("spec.json", {"kind": "k"})
+    p = msb("check", "--spec", spec, "--router", router)
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.decode()
+    assert "why: fixed selection picked 'docker' (the first registered backend)" in out, out
+    assert "docker           serves: passes every check" in out, out
+    assert ("firecracker      passed over: not tried: fixed selection asks only 'docker'"
+            in out), out
+    # Refused by the pick: FIXED never tries firecracker, which would serve.
+    spec = write_json("spec2.json", {"kind": "k", "egress": "allowlist", "egress_allow": ["h"]})
+    p, out = msb.json("check", "--json", "--spec", spec, "--router", router)
+    assert p.returncode == 3 and out["error"] == "SandboxEgressNotEnforced"
+    route = out["route"]
+    assert route["selection"] == "fixed" and route["backend"] is None
+    assert [s["tried"] for s in route["steps"]] == [True, False]
+    assert "no other backend is tried" in route["summary"]
+    # `selected` is the named reason.
+    router = write_json("router2.json", {"selected": "firecracker", "backends": TWO})
+    p, out = msb.json("check", "--json", "--spec", spec, "--router", router)
+    assert p.returncode == 0, p.stdout
+    assert out["route"]["summary"].startswith(
+        "fixed selection picked 'firecracker' (named by `selected`)")
+
+
+def test_policy_wording_in_the_seed_s_phrases(msb, write_json):
+    # Issue 16: a malformed floor string, a spec above the backend's rung, a
+    # backend that states no guest shape - each in the seed's words too.
+    spec = write_json("spec.json", {"kind": "k"})
+    router = write_json("r1.json", {"min_isolation": "hypervisor", "backends": TWO})
+    p, out = msb.json("check", "--json", "--spec", spec, "--router", router)
+    assert p.returncode == 2 and "not a valid Isolation" in out["message"], out
+    router = write_json("r2.json", {"min_isolation": "container", "backends": TWO})
+    spec = write_json("s2.json", {"kind": "k", "min_isolation": "vm"})
+    p, out = msb.json("check", "--json", "--spec", spec, "--router", router)
+    assert p.returncode == 3 and "the workload requires at least 'vm'" in out["message"], out
+    spec = write_json("s3.json", {"kind": "k", "requires_os_family": "posix"})
+    p, out = msb.json("check", "--json", "--spec", spec, "--router", router)
+    assert p.returncode == 3 and out["error"] == "SandboxOsFamilyNotSupported"
+    assert "offers no guest whose shape it states" in out["message"], out
+    # An explicit null in declarations is refused like malformed limits (4.12).
+    router = write_json("r3.json", {"min_isolation": "container", "backends": [
+        {"type": "declared", "name": "d", "isolation": "container",
+         "declarations": {"egress_modes": ["closed"], "limits": None}}]})
+    p, out = msb.json("check", "--json", "--spec", write_json("s4.json", {"kind": "k"}),
+                      "--router", router)
+    assert p.returncode == 3 and out["error"] == "SandboxTransferLimitsNotPermitted", out

@@ -108,7 +108,7 @@ def test_usage_errors(msb):
     p = msb("conformance", "nosuch")
     # The type is looked up in the backend-type table, before any output.
     assert p.returncode == 2 and not p.stdout, p.stdout
-    assert b"`nosuch` is not a backend type: expected one of `declared`, `fake`, `ns`" in p.stderr
+    assert b"`nosuch` is not a backend type: expected one of `declared`, `fake`, `ns`, `oci`" in p.stderr
     assert msb("conformance", "fake", "--suite", "network").returncode == 2
     p = msb("conformance", "fake", "--allowed-url", "http://a.test/")
     assert p.returncode == 2 and b"go together" in p.stderr

@@ -17,7 +17,7 @@ from leaks import checked_state_root
 
 PROBE = os.path.join(BUILD, "conformance", "escape", "msb-escape-probe")
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the ns escape suite runs as root")
-CONTAINED = {"fill-memory", "fork-bomb", "fill-writable-layer", "fill-dev-shm"}
+CONTAINED = {"fill-memory", "fork-bomb", "fill-writable-layer", "fill-dev-shm", "listing-bomb"}
 
 
 def probe_names():
@@ -51,13 +51,19 @@ def test_ns_blocks_every_attempt(msb, state):
     for check in ("host:canary-unread", "host:neighbour-unread", "host:canary-uncreated",
                   "host:hostname-unchanged", "host:clock-unchanged",
                   "host:process-unsignalled", "host:sandbox-still-serves",
-                  "host:link-swap-sentinel", "host:disposal-sentinel"):
+                  "host:link-swap-sentinel", "host:disposal-sentinel", "host:listing-bomb"):
         assert rows[check]["ok"], rows[check]
     # The link swaps ran against every host operation (issue 15).
     swap = rows["link-swap-storage-base"]["detail"]
     assert "the host-tools socket 0 times" not in swap, swap
     assert "the removed tree 0" not in swap, swap
     assert " 0 native starts" not in rows["host:link-swap-sentinel"]["detail"]
+    # The guest planted ~26 MB of long names; the host refused both readings
+    # typed, within its budgets (issue 15 finding 4, docs/security.md).
+    assert rows["listing-bomb"]["detail"].startswith("planted 100000 entries")
+    bomb = rows["host:listing-bomb"]["detail"]
+    assert "cannot attest: more than 16777216 bytes of changed paths" in bomb, bomb
+    assert "has more than" in bomb.split("list_dir:")[1], bomb
     assert os.listdir(os.path.join(state, "ns")) == []
 
 
@@ -96,8 +102,8 @@ def test_the_probes_report_escapes_where_there_is_no_boundary(tmp_path):
     assert "selftest-token" in rows["read-host-canary"]["detail"]
     if os.geteuid() == 0:
         # Root inside maps to root outside: /proc/1 (the host's init, the
-        # host's /proc) is within reach. On its own: chroot-out, which
-        # escapes here, leaves the full run in another root.
+        # host's /proc) is within reach. On its own, to read PID 1's entry
+        # alone.
         p = subprocess.run(
             ["unshare", "--user", "--map-root-user", "--pid", "--fork", PROBE,
              "--canary", str(canary), "--canary-write", str(tmp_path / "w"),
@@ -124,8 +130,9 @@ def test_pid1_is_out_of_reach_15_2(msb, state):
 
 @root_only
 def test_the_host_judges_the_report_not_the_guest(msb, state, tmp_path):
-    """A doctored probe claims one escape, omits a probe, invents another:
-    each is a failure, and the exit status says so."""
+    """A doctored probe claims one escape, omits a probe, invents another,
+    and claims a listing bomb it never planted: each is a failure, and the
+    exit status says so."""
     lines, swap = [], None
     for name in probe_names():
         if name == "sethostname":
@@ -151,5 +158,6 @@ def test_the_host_judges_the_report_not_the_guest(msb, state, tmp_path):
     assert p.returncode == 9, p.stderr
     doc = json.loads(p.stdout)
     failed = {r["probe"]: r for r in doc["probes"] if not r["ok"]}
-    assert set(failed) == {"bpf", "sethostname", "bogus-probe"}, failed
+    assert set(failed) == {"bpf", "sethostname", "bogus-probe", "host:listing-bomb"}, failed
+    assert failed["host:listing-bomb"]["outcome"] == "error"
     assert failed["sethostname"]["outcome"] == "missing"

@@ -187,6 +187,8 @@ def test_over_ns(client, state):
     res = sb.exec(["sh", "-c", "printf 'a\\000b'; exit 4"])
     assert res.stdout == b"a\x00b" and res.exit_code == 4
     assert sb.exec(shell="cat", stdin=b"xyz").stdout == b"xyz"
+    # a terminal inside (issue 16): one stream, its size as asked
+    assert sb.exec(shell="stty size >&2", tty=True, rows=21, cols=61).stdout == b"21 61\r\n"
     assert sb.exec_bounded(10, shell="head -c 1000 /dev/zero").truncated
     with pytest.raises(msb.TimeoutError) as e:
         sb.exec(shell="echo part; sleep 30", timeout=0.5)

@@ -357,7 +357,7 @@ def test_router_construction_refusals(serve):
     assert e["data"]["name"] == "SandboxBackendNotPermitted"  # default floor microvm
     e = s.error("router.new", {"config": {"min_isolation": "process"}})
     assert e["data"]["name"] == "ValueError" and "process" in e["message"]  # 1.4
-    e = s.error("router.new", {"config": {"backends": [{"type": "docker"}]}})
+    e = s.error("router.new", {"config": {"backends": [{"type": "nosuch"}]}})
     assert e["data"]["name"] == "ValueError" and "not a backend type" in e["message"]
     e = s.error("router.new", {"config": {"backends": [{"type": "ns", "nope": 1}]}})
     assert e["data"]["name"] == "ValueError" and "nope" in e["message"]
@@ -832,6 +832,48 @@ def test_reset_and_fingerprint_over_ns_18_12(ns):
     assert s.call("sandbox.stat", sandbox=s.sandbox, path="scratch.txt")["present"] is False
     fp = s.call("sandbox.fingerprint", sandbox=s.sandbox)
     assert not any(p.endswith("scratch.txt") for p in fp["changed_paths"])
+
+
+def vm_hwm(pid):
+    """Peak resident set of a process, in bytes (VmHWM)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+# Under argv[1]: a chain of argv[2] directories of argv[4] letters, and in the
+# last one argv[3] files named with argv[5] characters (relative names).
+PLANT = """import os, sys
+where, depth, files, dlen, flen = sys.argv[1], *map(int, sys.argv[2:6])
+os.chdir(where)
+for _ in range(depth):
+    os.mkdir('d' * dlen)
+    os.chdir('d' * dlen)
+for i in range(files):
+    os.close(os.open(str(i).rjust(flen, 'f'), os.O_CREAT | os.O_WRONLY, 0o644))
+"""
+
+
+@needs_root
+def test_fingerprint_bomb_is_a_typed_error_not_a_huge_line(ns):
+    """Issue 15 finding 4: long guest paths made serve write a 570 MB line.
+    ~20 MB of paths in 5,000 entries: refused under the 16 MiB byte budget,
+    in a line of a few hundred bytes, with serve's peak barely moved."""
+    s = ns
+    r = s.call("sandbox.exec", sandbox=s.sandbox, timeout=300,
+               argv=["python3", "-c", PLANT, "/tmp", "15", "5000", "250", "200"])
+    assert r["exit_code"] == 0, unb64(r["stderr"])
+    before = vm_hwm(s.p.pid)
+    resp = s.response(s.send("sandbox.fingerprint", {"sandbox": s.sandbox}))
+    grew = vm_hwm(s.p.pid) - before
+    assert "error" in resp, f"a {len(json.dumps(resp))}-byte result"
+    data = resp["error"]["data"]
+    assert data["name"] == "RuntimeError" and "runtime" in data["categories"]
+    assert "cannot attest: more than 16777216 bytes of changed paths" in data["message"]
+    assert len(json.dumps(resp)) < 4096
+    assert grew < 32 << 20, f"serve's peak grew by {grew} bytes"
 
 
 # ---- collect_outputs (checklist 12) -------------------------------------------------------------

@@ -165,15 +165,15 @@ Test(egress_parse, limits)
 
 /* ---- policy ---------------------------------------------------------------- */
 
-static char *methods_get[] = {"GET", "HEAD", NULL};
+static char *methods_get[] = {(char *)"GET", (char *)"HEAD", NULL};
 
 static msb_egress_policy policy(void)
 {
 	static msb_egress_rule rules[4];
-	rules[0] = (msb_egress_rule){"api.example.com", methods_get};
-	rules[1] = (msb_egress_rule){"*.files.example", NULL};
-	rules[2] = (msb_egress_rule){"Open.Example.", NULL};
-	rules[3] = (msb_egress_rule){"192.0.2.7", NULL};
+	rules[0] = (msb_egress_rule){(char *)"api.example.com", methods_get};
+	rules[1] = (msb_egress_rule){(char *)"*.files.example", NULL};
+	rules[2] = (msb_egress_rule){(char *)"Open.Example.", NULL};
+	rules[3] = (msb_egress_rule){(char *)"192.0.2.7", NULL};
 	msb_egress_policy p = {.rules = rules, .n_rules = 4};
 	return p;
 }

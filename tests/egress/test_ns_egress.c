@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <msb/msb.h>
@@ -186,4 +187,39 @@ Test(ns_egress, records_become_events_once_17_9)
 	cr_assert_eq(s.n, 2);
 	close(dfd);
 	msb__rm_rf_at(AT_FDCWD, dir);
+}
+
+/* The host reads at most the log's budget (MSB_EGRESS_LOG_MAX, plus one
+ * record of slack) in one go, whatever the file holds: a log of the budget is
+ * reported whole, a larger one - which no shim writes - is consumed unread. */
+Test(ns_egress, the_host_reads_the_log_within_its_budget)
+{
+	static const char rec[] =
+		"{\"time_ns\":1,\"decision\":\"DENY\",\"host\":\"b.example\",\"port\":80,"
+		"\"method\":\"POST\",\"reason\":\"method-not-allowed\",\"bytes_up\":0,"
+		"\"bytes_down\":0}\n";
+	size_t fit = (MSB_EGRESS_LOG_MAX + MSB_EGRESS_RECORD_MAX) / (sizeof(rec) - 1);
+	for (int over = 0; over <= 1; over++) {
+		char dir[] = "/tmp/msb-ns-egress-cap-XXXXXX";
+		cr_assert_not_null(mkdtemp(dir));
+		int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		size_t n = fit + (size_t)over;
+		char *log = malloc(n * (sizeof(rec) - 1) + 1);
+		for (size_t i = 0; i < n; i++)
+			memcpy(log + i * (sizeof(rec) - 1), rec, sizeof(rec) - 1);
+		cr_assert_eq(msb__write_file_atomic_at(dfd, MSB_EGRESS_LOG_NAME, log,
+						       n * (sizeof(rec) - 1), 0600),
+			     0);
+		free(log);
+		struct seen s = {0};
+		msb_egress_reporter rep = {report, &s};
+		msb_key key = {"scope-1", "t", "a", NULL};
+		msb_ns__egress_drain(dfd, &key, &rep);
+		cr_assert_eq((size_t)s.n, over ? 0 : n, "%d records of %zu", s.n, n);
+		struct stat st;
+		cr_assert_eq(fstatat(dfd, MSB_EGRESS_LOG_NAME, &st, 0), 0);
+		cr_assert_eq(st.st_size, 0, "consumed");
+		close(dfd);
+		msb__rm_rf_at(AT_FDCWD, dir);
+	}
 }

@@ -36,17 +36,18 @@ static const char *const *const method_params[] = {p_init, p_none, p_none, p_non
 static const char *const params[] = {
 	"name",	   "arguments",	 "protocolVersion",   "capabilities", "clientInfo", "_meta",
 	"command", "timeout",	 "working_directory", "path",	      "content",    "encoding",
-	"outputs", "media_type", "required",	      NULL,
+	"outputs", "media_type", "required",	      "env",	      "tty",	    "rows",
+	"cols",	   NULL,
 };
 
 static const char *const strings[] = {
-	"execute",  "write_file",   "read_file",  "list_files", "collect_outputs",
-	"dispose",  "no_such_tool", "a.txt",	  "a.txt/",	"d/a.txt/.",
-	"d/",	    "../x",	    "/",	  ".",		"",
-	"hi",	    "aGk=",	    "!!",	  "utf-8",	"base64",
-	"latin-1",  "2025-06-18",   "2024-11-05", "1999-01-01", "echo hi",
-	"printf x", "cat a.txt",    "exit 3",	  "true",	"mkdir -p d",
-	NULL,
+	"execute",    "write_file",   "read_file",  "list_files", "collect_outputs",
+	"dispose",    "no_such_tool", "a.txt",	    "a.txt/",	  "d/a.txt/.",
+	"d/",	      "../x",	      "/",	    ".",	  "",
+	"hi",	      "aGk=",	      "!!",	    "utf-8",	  "base64",
+	"latin-1",    "2025-06-18",   "2024-11-05", "1999-01-01", "echo hi",
+	"printf x",   "cat a.txt",    "exit 3",	    "true",	  "mkdir -p d",
+	"HTTP_PROXY", "PYTHONPATH",   "stty size",  NULL,
 };
 
 static const char init[] = "{\"jsonrpc\":\"2.0\",\"id\":-1,\"method\":\"initialize\",\"params\":"

@@ -68,7 +68,7 @@ static int unpack_layer(const char *top, const uint8_t *p, size_t n, msb_oci_com
 	msb__sha256_hex(p, n, hex);
 	msb_oci_owner owner = {.shift = false};
 	msb_error *err = NULL;
-	msb_ns__oci_unpack(blob, n, hex, comp, &owner, dirfd, "fuzz layer", &err);
+	msb_ns__oci_unpack(blob, n, hex, comp, &owner, dirfd, "fuzz layer", NULL, &err);
 	msb_error_free(err);
 	close(blob);
 	close(dirfd);
@@ -94,7 +94,7 @@ static int resolve_index(const char *top, const uint8_t *p, size_t n)
 	char **layers = NULL;
 	size_t count = 0;
 	msb_error *err = NULL;
-	if (msb_ns__oci_prepare(image, cache, &owner, &layers, &count, &err) == 0) {
+	if (msb_ns__oci_prepare(image, cache, &owner, NULL, &layers, &count, &err) == 0) {
 		for (size_t i = 0; i < count; i++)
 			free(layers[i]);
 		free(layers);

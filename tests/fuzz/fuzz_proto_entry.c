@@ -116,6 +116,7 @@ static void roundtrip(const msb_proto_frame *f, const msb_proto_msg *m)
 			.cwd = cwd,
 			.argv = (const char *const *)argv,
 			.env = (const char *const *)env,
+			.winsize = x->winsize,
 		};
 		n = msb_proto_enc_exec_open(out, sizeof(out), f->channel, &spec);
 		free(cwd);
@@ -138,6 +139,9 @@ static void roundtrip(const msb_proto_frame *f, const msb_proto_msg *m)
 		break;
 	case MSB_PROTO_CANCEL:
 		n = msb_proto_enc_cancel(out, sizeof(out), f->channel, m->u.cancel_reason);
+		break;
+	case MSB_PROTO_WINSIZE:
+		n = msb_proto_enc_winsize(out, sizeof(out), f->channel, &m->u.winsize);
 		break;
 	case MSB_PROTO_PS_REQUEST:
 		n = msb_proto_enc_ps_request(out, sizeof(out), f->channel, &m->u.ps_request);

@@ -204,6 +204,29 @@ int main(int argc, char **argv)
 	add(&o, msb_proto_enc_identity_ok(tail(&o), room(&o), 0x0123456789abcdefull));
 	save(dir, "valid-identity", &o);
 
+	/* version 2: a terminal exec, typed input, a resize, end of input */
+	o.len = 0;
+	hello(&o, MSB_PROTO_ROLE_HOST);
+	{
+		static const char *const sh[] = {"bash", NULL};
+		msb_proto_exec_spec s = {
+			.flags = MSB_PROTO_EXEC_TTY | MSB_PROTO_EXEC_STDIN,
+			.initial_credit = 262144,
+			.timeout_ms = 604800000ull,
+			.cwd = "/",
+			.argv = sh,
+			.env = env_ab,
+			.winsize = {24, 80},
+		};
+		add(&o, msb_proto_enc_exec_open(tail(&o), room(&o), 15, &s));
+		add(&o,
+		    msb_proto_enc_data(tail(&o), room(&o), 15, MSB_PROTO_STDIN, "stty size\r", 10));
+		msb_proto_winsize ws = {50, 132};
+		add(&o, msb_proto_enc_winsize(tail(&o), room(&o), 15, &ws));
+		add(&o, msb_proto_enc_eof(tail(&o), room(&o), 15, MSB_PROTO_STDIN));
+	}
+	save(dir, "valid-exec-tty-winsize", &o);
+
 	/* ---- invalid: one broken field each ---- */
 	o.len = 0;
 	add(&o, msb_proto_enc_data(tail(&o), room(&o), 1, MSB_PROTO_STDOUT, "x", 1));
@@ -278,6 +301,39 @@ int main(int argc, char **argv)
 	add(&o, msb_proto_enc_error(tail(&o), room(&o), 0, MSB_PROTO_ERR_PROTOCOL, "bad"));
 	o.buf[o.len - 1] = 0x07; /* not printable */
 	save(dir, "invalid-error-control-char", &o);
+
+	/* a terminal exec without its window size */
+	o.len = 0;
+	{
+		static const char *const sh[] = {"bash", NULL};
+		msb_proto_exec_spec s = {
+			.flags = MSB_PROTO_EXEC_TTY,
+			.initial_credit = 4096,
+			.timeout_ms = 1000,
+			.argv = sh,
+			.winsize = {24, 80},
+		};
+		add(&o, msb_proto_enc_exec_open(tail(&o), room(&o), 1, &s));
+		o.len -= 4;
+		put32(o.buf, (uint32_t)(o.len - MSB_PROTO_HEADER_SIZE));
+	}
+	save(dir, "invalid-exec-tty-no-winsize", &o);
+
+	o.len = 0;
+	{
+		msb_proto_winsize ws = {24, 80};
+		add(&o, msb_proto_enc_winsize(tail(&o), room(&o), 1, &ws));
+		o.buf[MSB_PROTO_HEADER_SIZE] = 0; /* rows 0 */
+	}
+	save(dir, "invalid-winsize-zero-rows", &o);
+
+	o.len = 0;
+	{
+		msb_proto_winsize ws = {24, 80};
+		add(&o, msb_proto_enc_winsize(tail(&o), room(&o), 1, &ws));
+		o.buf[o.len - 1] = 1; /* reserved */
+	}
+	save(dir, "invalid-winsize-reserved", &o);
 
 	return 0;
 }

@@ -82,7 +82,7 @@ static int probe(const char *kind, const char *shell, msb_conformance_report **r
 	msb_sandbox_fingerprint_subject(sb, &subj);
 	struct call c = {sb, shell};
 	int r = msb_assert_nothing_left_behind(&subj, run_call, &c, rep, err);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	return r;
 }
 

@@ -103,7 +103,7 @@ static void setup(void)
 /* Nothing left behind: the scope's sandbox disposed, no state directory. */
 static void teardown(void)
 {
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	sb = NULL;
 	bool clean = true;
 	if (backend) {
@@ -318,7 +318,7 @@ Test(ns_files, declares_the_pull_surface_and_ceilings)
 	cr_assert_eq(msb_sandbox_stat_file(via, ".", NULL, &present, &e, &err), 0);
 	cr_assert(present && e.kind == MSB_ENTRY_DIRECTORY);
 	msb_entry_clear(&e);
-	msb_sandbox_release(via);
+	msb_sandbox_free(via);
 	msb_spec_unref(s);
 
 	big.max_bytes_per_file = 512ull << 20;

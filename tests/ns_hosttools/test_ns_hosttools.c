@@ -44,7 +44,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	if (backend) {
 		msb_scope_purge p = {0};
 		msb_backend_dispose_scope(backend, "tenant", "hosttools", &p, NULL);

@@ -537,7 +537,7 @@ Test(ns_images, oci_layout_round_trip)
 	cr_assert_eq(len, 7);
 	cr_assert(memcmp(data, "result\n", 7) == 0);
 	free(data);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 
 	/* Layers went into the cache once, read-only to the guest's other ids. */
 	char cache[160];
@@ -561,6 +561,97 @@ Test(ns_images, oci_layout_round_trip)
 	err = NULL;
 	r = msb_ns_backend_new(&o, &b, &err);
 	expect_refusal(r, err, MSB_E_VALUE, "absolute", "relative layout path");
+	msb_error_free(err);
+}
+
+/* What a progress callback saw. */
+struct seen {
+	unsigned calls, max_layer, layers, done;
+	uint64_t last_bytes, total;
+	bool monotonic;
+};
+
+static void on_progress(void *ud, const msb_ns_progress *p)
+{
+	struct seen *s = ud;
+	if (s->calls && p->bytes < s->last_bytes)
+		s->monotonic = false;
+	s->calls++;
+	s->last_bytes = p->bytes;
+	s->total = p->total;
+	s->layers = p->layers;
+	if (p->layer > s->max_layer)
+		s->max_layer = p->layer;
+	if (p->done)
+		s->done++;
+	cr_assert(p->image && strncmp(p->image, "oci:", 4) == 0);
+	cr_assert_leq(p->layer_bytes, p->layer_size);
+}
+
+/* Issue 16: an OCI image's first unpack reports layers and bytes through the
+ * options' callback (version 2) or msb_ns_backend_set_progress; a cached
+ * image reports nothing; version 1 options are still accepted. */
+Test(ns_images, unpack_progress_first_time_only)
+{
+	char layout[160], image[200];
+	snprintf(layout, sizeof(layout), "%s/busybox", tmp);
+	run_script(layout, NULL);
+	snprintf(image, sizeof(image), "oci:%s", layout);
+
+	struct seen s = {.monotonic = true};
+	msb_ns_options o = MSB_NS_OPTIONS_INIT;
+	o.state_root = root;
+	o.image = image;
+	o.progress = on_progress;
+	o.progress_userdata = &s;
+	msb_error *err = NULL;
+	cr_assert_eq(msb_ns_backend_new(&o, &backend, &err), 0, "%s", msb_error_message(err));
+	msb_sandbox_free(acquire_ok("/agent"));
+	cr_assert_eq(s.layers, 2);
+	cr_assert_eq(s.max_layer, 2);
+	cr_assert_eq(s.done, 1, "one final report");
+	cr_assert(s.monotonic, "bytes only grow");
+	cr_assert(s.total > 0 && s.last_bytes == s.total, "done at %llu of %llu",
+		  (unsigned long long)s.last_bytes, (unsigned long long)s.total);
+	cr_assert_geq(s.calls, 5, "start and end of each layer, then done");
+
+	/* Cached now: a second backend on the same cache has nothing to say. */
+	msb_backend *second = NULL;
+	struct seen again = {.monotonic = true};
+	o.progress_userdata = &again;
+	cr_assert_eq(msb_ns_backend_new(&o, &second, &err), 0);
+	msb_backend *keep = backend;
+	backend = second;
+	msb_sandbox_free(acquire_ok("/agent2"));
+	cr_assert_eq(again.calls, 0, "a cached image reports nothing");
+	msb_scope_purge purge = {0};
+	cr_assert_eq(msb_backend_dispose_scope(second, SCOPE, THREAD, &purge, NULL), 0);
+	msb_backend_unref(second);
+	backend = keep;
+
+	/* Set on a backend made from backend JSON; refused on another backend. */
+	cr_assert_eq(msb_ns_backend_set_progress(backend, NULL, NULL, &err), 0);
+	msb_backend *fake = NULL;
+	cr_assert_eq(msb_backend_from_json("{\"type\": \"fake\"}", 16, &fake, NULL), 0);
+	cr_assert_eq(msb_ns_backend_set_progress(fake, on_progress, &s, &err), MSB_E_VALUE);
+	msb_error_free(err);
+	msb_backend_unref(fake);
+
+	/* Version 1 of the options (no progress fields) is still read. */
+	struct {
+		unsigned version;
+		const char *name, *state_root, *shim_path, *agent_path, *image;
+		uint64_t memory_bytes, pids_max, cpu_millis, writable_bytes;
+		double start_timeout;
+		const char *egress_config;
+	} v1 = {1, NULL, root, NULL, NULL, "host", 0, 0, 0, 0, 0, NULL};
+	msb_backend *old = NULL;
+	err = NULL;
+	cr_assert_eq(msb_ns_backend_new((const msb_ns_options *)&v1, &old, &err), 0, "%s",
+		     msb_error_message(err));
+	msb_backend_unref(old);
+	o.version = MSB_NS_OPTIONS_VERSION + 1;
+	cr_assert_eq(msb_ns_backend_new(&o, &old, &err), MSB_E_VALUE);
 	msb_error_free(err);
 }
 
@@ -610,7 +701,7 @@ Test(ns_images, whiteouts_honoured)
 	/* The guest can still delete and recreate over whiteouts. */
 	sh(sb, "echo new > /etc/issue && rm /opt/keep");
 	cr_assert_str_eq(sh(sb, "cat /etc/issue; test -e /opt/keep || echo gone"), "new\ngone\n");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 /* ---- hostile layouts ------------------------------------------------------------- */
@@ -798,7 +889,7 @@ static void *race(void *arg)
 		snprintf(rc->msg, sizeof(rc->msg), "%s", msb_error_message(err));
 	msb_error_free(err);
 	msb_exec_result_clear(&res);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	return NULL;
 }
 
@@ -879,7 +970,7 @@ Test(ns_images, fingerprint_of_a_fresh_sandbox_is_empty)
 		cr_assert_eq(strv_len(fp.changed_paths) + strv_len(fp.running_programs), 0,
 			     "%s: %s", images[i], joined(fp.changed_paths));
 		msb_fingerprint_clear(&fp);
-		msb_sandbox_release(sb);
+		msb_sandbox_free(sb);
 	}
 }
 
@@ -915,7 +1006,7 @@ Test(ns_images, fingerprint_shows_writes_and_deletions)
 			  !has(fp.changed_paths, "/maf-sandbox/work/out"),
 		  "changed: %s", joined(fp.changed_paths));
 	msb_fingerprint_clear(&fp);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 /* 18.13: running programs carry pid, start time and argv, so that a
@@ -945,7 +1036,7 @@ Test(ns_images, fingerprint_shows_programs_and_replacements)
 	fingerprint(sb, &fp);
 	cr_assert_eq(strv_len(fp.running_programs), 0, "programs: %s", joined(fp.running_programs));
 	msb_fingerprint_clear(&fp);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 /* 18.15: writable storage the fingerprint cannot see is refused, never
@@ -983,7 +1074,7 @@ Test(ns_images, fingerprint_refuses_an_unseen_writable_mount)
 	expect_refusal(r, err, MSB_E_RUNTIME, "cannot attest", "tmpfs on /tmp");
 	cr_assert(strstr(msb_error_message(err), "`/tmp`"), "%s", msb_error_message(err));
 	msb_error_free(err);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 /* ---- reset (9.28, 9.29, 4.23) ----------------------------------------------------- */
@@ -1020,7 +1111,7 @@ Test(ns_images, reset_returns_a_dirty_sandbox_to_pristine)
 			 "msb test image\n0\nnone\n");
 	msb_sandbox *again = acquire_ok("/agent");
 	cr_assert_str_eq(msb_sandbox_instance_id(again), id);
-	msb_sandbox_release(again);
+	msb_sandbox_free(again);
 
 	/* Reset twice in a row, and on a clean sandbox: still pristine. */
 	cr_assert_eq(msb_sandbox_reset(sb, 30, &err), 0, "%s", msb_error_message(err));
@@ -1029,7 +1120,7 @@ Test(ns_images, reset_returns_a_dirty_sandbox_to_pristine)
 	cr_assert_eq(strv_len(fp.changed_paths) + strv_len(fp.running_programs), 0);
 	msb_fingerprint_clear(&fp);
 	cr_assert_eq(count_sandboxes(), 1);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 /* 9.28: reset is bounded by its timeout; the restart it started still
@@ -1061,7 +1152,7 @@ Test(ns_images, reset_is_bounded_by_its_timeout)
 	}
 	cr_assert(clean, "the restart completed");
 	cr_assert_str_eq(sh(sb, "echo serving"), "serving\n");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 /* Reset of the `host` image too: its root is an overlay like the others. */
@@ -1078,7 +1169,7 @@ Test(ns_images, reset_of_the_host_image)
 	cr_assert_eq(strv_len(fp.changed_paths) + strv_len(fp.running_programs), 0, "%s",
 		     joined(fp.changed_paths));
 	msb_fingerprint_clear(&fp);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 /* ---- the writable layer's cap ------------------------------------------------------ */
@@ -1094,5 +1185,5 @@ Test(ns_images, writable_layer_full_is_enospc_inside)
 	cr_assert(strstr(errout, "No space left on device"), "stderr: %s", errout);
 	/* The sandbox keeps serving; space comes back once the file goes. */
 	cr_assert_str_eq(sh(sb, "rm /tmp/big && echo ok > /tmp/small && cat /tmp/small"), "ok\n");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }

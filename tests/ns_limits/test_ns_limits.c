@@ -338,7 +338,7 @@ Test(limits, fork_bomb_stopped_by_pids)
 	cr_assert_str_neq(before, after, "pids.events counted the refusals");
 
 	assert_serves(sb);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_router_free(r);
 	assert_purged();
 }
@@ -366,7 +366,7 @@ Test(limits, big_allocation_oom_killed)
 	msb_exec_result_clear(&res);
 
 	assert_serves(sb);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_router_free(r);
 	assert_purged();
 }
@@ -398,7 +398,7 @@ Test(limits, full_writable_layer_no_space)
 	cr_assert_not(res.no_space);
 	msb_exec_result_clear(&res);
 	assert_serves(sb);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_router_free(r);
 	assert_purged();
 }
@@ -429,7 +429,7 @@ Test(limits, tmpfs_fills_cannot_take_the_memory_limit)
 	sh_ok(sb, "echo ok", 30, &res);
 	cr_assert_str_eq((char *)res.stdout_bytes, "ok\n");
 	msb_exec_result_clear(&res);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_router_free(r);
 	assert_purged();
 }
@@ -456,7 +456,7 @@ Test(limits, workloads_are_the_oom_killers_first_choice)
 	snprintf(path, sizeof(path), "/proc/%ld/oom_score_adj", strtol(text, NULL, 10));
 	cr_assert(read_text(path, text, sizeof(text)));
 	cr_assert(strtol(text, NULL, 10) <= 0, "the agent's score stays low: %s", text);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_router_free(r);
 	assert_purged();
 }
@@ -471,7 +471,7 @@ Test(limits, spec_limits_and_defaults_read_back)
 	assert_limits_read_back(512ull << 20, 512, 1000);
 	cr_assert_eq(layer_bytes(), 256ull << 20);
 	assert_serves(sb);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	assert_purged();
 
 	/* Every limit from the spec. */
@@ -482,7 +482,7 @@ Test(limits, spec_limits_and_defaults_read_back)
 	assert_limits_read_back(128ull << 20, 100, 250);
 	cr_assert_eq(layer_bytes(), 16ull << 20);
 	assert_serves(sb);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_router_free(r);
 	assert_purged();
 }
@@ -520,7 +520,7 @@ Test(limits, above_the_backend_refused_at_acquire)
 	r = router_with(&o);
 	msb_sandbox *sb = acquire_ok(r, "big", (struct limits){.memory = 1ull << 30});
 	assert_cg("memory.limit_in_bytes", "memory.max", "1073741824");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_router_free(r);
 	assert_purged();
 }
@@ -545,8 +545,8 @@ Test(limits, warm_sandbox_with_other_limits_refused)
 	msb_error_free(e);
 	assert_cg("pids.max", "pids.max", "64");
 	assert_serves(a);
-	msb_sandbox_release(a);
-	msb_sandbox_release(b);
+	msb_sandbox_free(a);
+	msb_sandbox_free(b);
 
 	msb_key key = {"lim", tid("warm"), "agent", NULL};
 	bool gone = false;
@@ -554,7 +554,7 @@ Test(limits, warm_sandbox_with_other_limits_refused)
 	cr_assert(gone);
 	c = acquire_ok(r, "warm", (struct limits){.pids = 32});
 	assert_cg("pids.max", "pids.max", "32");
-	msb_sandbox_release(c);
+	msb_sandbox_free(c);
 	msb_router_free(r);
 	assert_purged();
 }
@@ -578,7 +578,7 @@ Test(limits, timeout_error_names_the_limit)
 		  "%s", msb_error_message(e));
 	msb_error_free(e);
 	assert_serves(sb);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_router_free(r);
 	assert_purged();
 }

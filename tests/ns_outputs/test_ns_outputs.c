@@ -65,7 +65,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	sb = NULL;
 	bool clean = true;
 	if (backend) {
@@ -271,7 +271,7 @@ Test(ns_outputs, a_10000_file_flood_stops_at_max_files)
 	fprintf(stderr, "ns_outputs: 10000-file flood refused after %d stats in %.1f ms\n",
 		spy.stats, took);
 	msb_error_free(e);
-	msb_sandbox_release(spied);
+	msb_sandbox_free(spied);
 	msb_output_sink_free(sink);
 	msb_spec_unref(spec);
 	free(outs);
@@ -306,7 +306,7 @@ Test(ns_outputs, a_file_grown_between_stat_and_read_is_refused)
 	cr_assert_eq(rmdir(sink_root), 0, "something landed");
 	cr_assert_eq(mkdir(sink_root, 0700), 0);
 	cr_assert_str_eq(sh("wc -c < grow.txt"), "32\n");
-	msb_sandbox_release(spied);
+	msb_sandbox_free(spied);
 	msb_output_sink_free(sink);
 	msb_spec_unref(spec);
 }

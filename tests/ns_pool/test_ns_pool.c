@@ -269,11 +269,11 @@ Test(pool, claimed_is_indistinguishable_from_fresh)
 	/* The same handle semantics: warm reuse of the key finds it. */
 	msb_sandbox *again = acquire(b, "pool-b", spec);
 	cr_assert_str_eq(msb_sandbox_instance_id(again), msb_sandbox_instance_id(sb));
-	msb_sandbox_release(again);
+	msb_sandbox_free(again);
 
 	free(want);
-	msb_sandbox_release(sb);
-	msb_sandbox_release(fresh);
+	msb_sandbox_free(sb);
+	msb_sandbox_free(fresh);
 	dispose(b, "pool-a");
 	dispose(b, "pool-b");
 	msb_spec_unref(spec);
@@ -320,7 +320,7 @@ Test(pool, concurrent_claims_get_different_sandboxes)
 			msb_key key = {"tenant", threads[i], "pooltest", NULL};
 			msb_sandbox *sb = NULL;
 			int r = msb_backend_acquire(cb, &key, spec, &sb, NULL);
-			msb_sandbox_release(sb);
+			msb_sandbox_free(sb);
 			msb_backend_unref(cb);
 			_exit(r == 0 ? 0 : 1);
 		}
@@ -348,7 +348,7 @@ Test(pool, concurrent_claims_get_different_sandboxes)
 		char *h = run(sb, "hostname");
 		cr_assert_eq(strncmp(h, name, strlen(name)), 0, "%s vs %s", h, name);
 		free(h);
-		msb_sandbox_release(sb);
+		msb_sandbox_free(sb);
 		dispose(b, threads[i]);
 	}
 	cr_assert_eq(pooled(b, NULL, NULL), 0);
@@ -382,13 +382,13 @@ Test(pool, a_locked_pooled_sandbox_is_passed_over)
 	int64_t shim = 0;
 	entry_of("pool-a", name, sizeof(name), &shim, NULL, 0);
 	cr_assert_eq(shim, other_shim, "the locked pooled sandbox was taken (or none)");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 
 	close(fd);
 	sb = acquire(b, "pool-b", spec);
 	entry_of("pool-b", name, sizeof(name), &shim, NULL, 0);
 	cr_assert_eq(shim, held_shim, "once unlocked, it is claimed");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	dispose(b, "pool-a");
 	dispose(b, "pool-b");
 	msb_spec_unref(spec);
@@ -460,7 +460,7 @@ static void never_handed_out_after(const char *victim)
 	/* The stale one was discarded on the way, processes and all. */
 	cr_assert_eq(pooled(b, NULL, NULL), 0);
 	cr_assert(!alive(pool_shim), "the stale pooled sandbox's shim still runs");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	dispose(b, "pool-c");
 	msb_spec_unref(spec);
 	msb_backend_unref(b);
@@ -493,7 +493,7 @@ Test(pool, another_template_is_never_handed_out)
 	entry_of("pool-a", name, sizeof(name), &shim, NULL, 0);
 	cr_assert_neq(shim, pool_shim);
 	cr_assert_eq(pooled(b, "ready", NULL), 1);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	/* nor what a backend with other defaults gets for the same spec, */
 	msb_backend *other = backend(0, 384ull << 20);
 	msb_spec *plain = spec_of(0);
@@ -501,12 +501,12 @@ Test(pool, another_template_is_never_handed_out)
 	entry_of("pool-b", name, sizeof(name), &shim, NULL, 0);
 	cr_assert_neq(shim, pool_shim);
 	cr_assert_eq(pooled(b, "ready", NULL), 1);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	/* while the template it was made from does get it. */
 	sb = acquire(b, "pool-c", big);
 	entry_of("pool-c", name, sizeof(name), &shim, NULL, 0);
 	cr_assert_eq(shim, pool_shim);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	dispose(b, "pool-a");
 	dispose(b, "pool-b");
 	dispose(b, "pool-c");
@@ -525,7 +525,7 @@ Test(pool, refilled_after_a_claim)
 	/* A miss: made cold, and the pool starts filling behind it. */
 	msb_backend *b = backend(1, 0);
 	msb_sandbox *sb = acquire(b, "pool-a", spec);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_backend_unref(b); /* waits for the refill to have started its shim */
 	b = backend(1, 0);
 	cr_assert(wait_ready(b, 1), "the pool was not refilled");
@@ -537,7 +537,7 @@ Test(pool, refilled_after_a_claim)
 	int64_t shim = 0;
 	entry_of("pool-b", name, sizeof(name), &shim, NULL, 0);
 	cr_assert_eq(shim, pool_shim);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	cr_assert(wait_ready(b, 1), "the pool was not refilled after the claim");
 	cr_assert_eq(pooled(b, NULL, NULL), 1, "a refill overfilled the pool");
 	dispose(b, "pool-a");
@@ -583,7 +583,7 @@ Test(pool, drain_leaves_nothing)
 	cr_assert_eq(made, 2);
 	/* A claim, and its refill still starting while the drain comes. */
 	msb_sandbox *sb = acquire(b, "pool-a", spec);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	dispose(b, "pool-a");
 	msb_backend_unref(b); /* the refill's shim is on its way */
 	b = backend(0, 0);

@@ -210,8 +210,8 @@ Test(ns_lifecycle, a_disposed_handle_never_reaches_the_next_instance_9_29)
 	cr_assert_eq(msb_sandbox_write_file(n, "b-only", bb, 2, NULL, NULL), 0);
 	assert_gone(a, "it was disposed of");
 	assert_untouched(n);
-	msb_sandbox_release(a);
-	msb_sandbox_release(n);
+	msb_sandbox_free(a);
+	msb_sandbox_free(n);
 	msb_backend_unref(b);
 }
 
@@ -232,8 +232,8 @@ Test(ns_lifecycle, a_taken_down_handle_never_reaches_the_replacement)
 	cr_assert_eq(msb_sandbox_write_file(n, "b-only", bb, 2, NULL, NULL), 0);
 	assert_gone(a, "is gone");
 	assert_untouched(n);
-	msb_sandbox_release(a);
-	msb_sandbox_release(n);
+	msb_sandbox_free(a);
+	msb_sandbox_free(n);
 	msb_backend_unref(b);
 }
 
@@ -297,8 +297,8 @@ Test(ns_lifecycle, a_killed_agent_is_reported_and_its_files_kept_7_10)
 	dispose(b);
 	msb_sandbox *fresh = acquire_ok(b);
 	sh_ok(fresh, "ls", "");
-	msb_sandbox_release(fresh);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(fresh);
+	msb_sandbox_free(sb);
 	msb_backend_unref(b);
 }
 
@@ -338,8 +338,8 @@ Test(ns_lifecycle, a_zombie_shim_is_dead)
 	dispose(b);
 	msb_sandbox *fresh = acquire_ok(b);
 	sh_ok(fresh, "ls", "");
-	msb_sandbox_release(fresh);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(fresh);
+	msb_sandbox_free(sb);
 	msb_backend_unref(b);
 }
 
@@ -375,7 +375,7 @@ Test(ns_lifecycle, a_stopped_agent_costs_the_call_its_own_timeout_9_4)
 	cr_assert(took < 6.0, "a 2 s exec took %.2f s", took);
 	cr_assert_eq(kill(init, SIGCONT), 0);
 	sh_ok(fresh, "echo again", "again\n");
-	msb_sandbox_release(fresh);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(fresh);
+	msb_sandbox_free(sb);
 	msb_backend_unref(b);
 }

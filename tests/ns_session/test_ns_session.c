@@ -178,7 +178,7 @@ static bool path_exists_inside(msb_router *r, const char *thread, const char *pa
 	cr_assert_eq(msb_sandbox_exec(sb, &req, &res, NULL), 0);
 	bool exists = res.exit_code == 0;
 	msb_exec_result_clear(&res);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_spec_unref(spec);
 	return exists;
 }
@@ -344,7 +344,7 @@ Test(ns_session, unclean_call_disposes_and_refuses_the_key_until_disposal_lands_
 	cr_assert_eq(live_sandboxes(), 0);
 	cr_assert_eq(msb_router_acquire(r, &key, spec, NULL, &again, &err), 0, "%s",
 		     msb_error_message(err));
-	msb_sandbox_release(again);
+	msb_sandbox_free(again);
 	msb_tool_session_unref(s);
 	msb_spec_unref(spec);
 	msb_router_free(r);

@@ -14,6 +14,9 @@ struct local_counts {
 	/* When > 0, the n-th stat and every later one fail with MSB_E_TIMEOUT
 	 * (a backend bounding its own call). */
 	int stat_timeout_from;
+	/* When set, the transport's process scan (a bounded exec starting with
+	 * `echo "self $$"`) answers this stdout with exit 0 (budget tests). */
+	const char *snapshot_stdout;
 };
 
 /* A sandbox whose guest is this host, rooted at `base` (see local_sandbox.c). */

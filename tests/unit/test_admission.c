@@ -294,7 +294,7 @@ static void *acquire_thread(void *p)
 	struct acq_arg *a = p;
 	msb_sandbox *sb = NULL;
 	a->rc = msb_router_acquire(a->r, &K, a->spec, NULL, &sb, NULL);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	atomic_store(&a->done, true);
 	return NULL;
 }

@@ -305,7 +305,7 @@ Test(backend, direct_calls_reach_the_ops)
 	cr_assert_eq(msb_backend_acquire(b, &key, spec, &sb, NULL), 0);
 	cr_assert_eq(r.acquires, 1);
 	cr_assert_str_eq(msb_sandbox_instance_id(sb), "inst-1");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 
 	msb_disposal_failure *f = (msb_disposal_failure *)1;
 	cr_assert_eq(msb_backend_dispose(b, &key, NULL, NULL, &f, NULL), 0);

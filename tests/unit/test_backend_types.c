@@ -43,9 +43,9 @@ Test(backend_types, one_row_per_built_in_backend)
 {
 	size_t n = 0;
 	const msb_backend_type *const *t = msb_backend_types(&n);
-	cr_assert_eq(n, 3);
+	const char *want[] = {"declared", "fake", "ns", "oci", "docker", "wslc", "vm"};
+	cr_assert_eq(n, sizeof(want) / sizeof(want[0]));
 	cr_assert_null(t[n], "the table is NULL-terminated");
-	const char *want[] = {"declared", "fake", "ns"};
 	for (size_t i = 0; i < n; i++) {
 		cr_assert_str_eq(t[i]->name, want[i]);
 		cr_assert_eq(t[i]->version, MSB_BACKEND_TYPE_VERSION);
@@ -55,8 +55,8 @@ Test(backend_types, one_row_per_built_in_backend)
 		cr_assert_not_null(t[i]->doctor);
 		cr_assert_eq(msb_backend_type_find(want[i]), t[i]);
 	}
-	cr_assert_null(msb_backend_type_find("vm"));
-	cr_assert_null(msb_backend_type_find("docker"));
+	cr_assert_null(msb_backend_type_find("kvm"));	 /* not a type: a rung of `vm` */
+	cr_assert_null(msb_backend_type_find("Docker")); /* names are exact */
 	cr_assert_null(msb_backend_type_find(NULL));
 	cr_assert_eq(msb_backend_types(NULL), t);
 }
@@ -73,8 +73,8 @@ Test(backend_types, type_refusals_list_the_table)
 	char phrase[320];
 	snprintf(phrase, sizeof(phrase), "backend.type is required: one of %s", names);
 	assert_json_refused("{\"name\": \"x\"}", MSB_E_VALUE, phrase);
-	snprintf(phrase, sizeof(phrase), "`vm` is not a backend type: expected one of %s", names);
-	assert_json_refused("{\"type\": \"vm\"}", MSB_E_VALUE, phrase);
+	snprintf(phrase, sizeof(phrase), "`kvm` is not a backend type: expected one of %s", names);
+	assert_json_refused("{\"type\": \"kvm\"}", MSB_E_VALUE, phrase);
 	assert_json_refused("{\"type\": 3}", MSB_E_TYPE, "type");
 }
 
@@ -110,13 +110,15 @@ Test(backend_types, doctor_lists_exactly_the_table, .timeout = 60)
 	}
 	/* The fake and the declared backend need nothing of the host. */
 	cr_assert(rep->backends[0].ok && rep->backends[1].ok);
-	/* The facilities come from the types that try some: ns's. */
-	bool userns = false;
+	/* The facilities come from the types that try some: ns's, and vm's
+	 * under its own name (vm.qemu, vm.kvm, ...). */
+	bool userns = false, vm = false;
 	for (size_t i = 0; i < rep->n_probes; i++) {
 		cr_assert_str_neq(rep->probes[i].name, "kvm");
 		userns |= strncmp(rep->probes[i].name, "userns.", 7) == 0;
+		vm |= strncmp(rep->probes[i].name, "vm.", 3) == 0;
 	}
-	cr_assert(userns);
+	cr_assert(userns && vm);
 	msb_doctor_report_free(rep);
 	msb_doctor_report_free(NULL);
 	msb_backend_probe_clear(NULL);
@@ -137,14 +139,14 @@ Test(backend_types, sandbox_impl_only_for_its_own_vtable)
 	cr_assert_null(msb_sandbox_impl(sb, &copy));
 	cr_assert_null(msb_sandbox_impl(NULL, &test_inert_ops));
 	cr_assert_null(msb_sandbox_impl(sb, NULL));
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 
 	/* The fake's handle is not the inert backend's. */
 	msb_fake_sandbox *fs = NULL;
 	cr_assert_eq(msb_fake_sandbox_new(NULL, &fs, NULL), 0);
 	cr_assert_eq(msb_fake_sandbox_handle(fs, &sb, NULL), 0);
 	cr_assert_null(msb_sandbox_impl(sb, &test_inert_ops));
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_fake_sandbox_unref(fs);
 }
 
@@ -225,14 +227,14 @@ Test(backend_types, fake_posix_guest_from_json)
 	msb_backend *b = from_json("{\"type\": \"fake\", \"posix_guest\": true}");
 	msb_sandbox *sb = acquire(b);
 	run(sb, printf_argv, 0, "[a b]");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_backend_unref(b);
 
 	/* Off (the default): exec answers from scripted outputs, runs nothing. */
 	b = from_json("{\"type\": \"fake\"}");
 	sb = acquire(b);
 	run(sb, printf_argv, 0, "");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_backend_unref(b);
 
 	assert_json_refused("{\"type\": \"fake\", \"posix_guest\": \"yes\"}", MSB_E_TYPE,
@@ -268,7 +270,7 @@ Test(backend_types, fake_seed_files_from_json)
 	cr_assert(supported);
 	cr_assert_eq(msb_strv_len(fp.changed_paths), 0, "seeds are the state at creation");
 	msb_fingerprint_clear(&fp);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_backend_unref(b);
 
 	/* Each backend made from JSON has a fresh sandbox of its own. */
@@ -276,7 +278,7 @@ Test(backend_types, fake_seed_files_from_json)
 	sb = acquire(b);
 	const char *absent[] = {"test", "-e", "/w/a.txt", NULL};
 	run(sb, absent, 1, "");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_backend_unref(b);
 }
 
@@ -322,14 +324,18 @@ Test(backend_types, ns_pool_size_from_json)
 			    "`pool_size` 65 is over the most, 64");
 	assert_json_refused("{\"type\": \"ns\", \"pool_size\": -1}", MSB_E_VALUE, "pool_size");
 	assert_json_refused("{\"type\": \"ns\", \"pool_size\": \"2\"}", MSB_E_TYPE, "pool_size");
-	/* C callers of options version 1 have no pool_size field: 0. */
+	/* C callers of options versions 1 and 2 have no pool_size field: 0
+	 * whatever lies past their struct. */
 	msb_ns_options o = MSB_NS_OPTIONS_INIT;
-	o.version = 1;
 	o.state_root = "/tmp/msb-types-root";
+	o.pool_size = MSB_NS_POOL_MAX + 1;
+	o.version = 1;
 	cr_assert_eq(msb_ns_backend_new(&o, &b, NULL), 0);
 	msb_backend_unref(b);
 	o.version = 2;
-	o.pool_size = MSB_NS_POOL_MAX + 1;
+	cr_assert_eq(msb_ns_backend_new(&o, &b, NULL), 0);
+	msb_backend_unref(b);
+	o.version = 3;
 	msb_error *err = NULL;
 	cr_assert_eq(msb_ns_backend_new(&o, &b, &err), MSB_E_VALUE);
 	cr_assert(strstr(msb_error_message(err), "pool_size"), "%s", msb_error_message(err));

@@ -180,12 +180,14 @@ Test(router_checks, effective_floor_6_5)
 	msb_backend *b = backend("docker", "container", "{\"egress_modes\": [\"closed\"]}", &rec);
 	msb_router_options o = floor_at(MSB_ISOLATION_CONTAINER);
 	msb_router *r = router(b, &o);
+	/* The spec's own rung is the floor: it "requires at least" it, in the
+	 * seed's words (issue 16). */
 	both_refuse(r, rec, "{\"kind\": \"bicep\", \"min_isolation\": \"microvm\"}",
 		    MSB_E_BACKEND_NOT_PERMITTED,
 		    "sandbox backend 'docker' declares isolation 'container', below the "
-		    "minimum-isolation floor 'microvm' the 'bicep' workload runs under (the ladder "
-		    "is none < runtime < os_process < container < hardened_container < microvm < "
-		    "vm)");
+		    "minimum-isolation floor 'microvm' the 'bicep' workload runs under: the "
+		    "workload requires at least 'microvm' (the ladder is none < runtime < "
+		    "os_process < container < hardened_container < microvm < vm)");
 	/* A spec may raise the floor, never lower it. */
 	serves(r, "{\"kind\": \"bicep\", \"min_isolation\": \"none\"}");
 	serves(r, "{\"kind\": \"bicep\", \"min_isolation\": \"container\"}");
@@ -310,7 +312,10 @@ Test(router_checks, os_family_6_8_4_6)
 	b = backend("silent", "vm", "{\"egress_modes\": [\"closed\"]}", &rec);
 	r = router(b, NULL);
 	both_refuse(r, rec, "{\"kind\": \"sh\", \"requires_os_family\": \"posix\"}",
-		    MSB_E_OS_FAMILY_NOT_SUPPORTED, "(it declares nothing)");
+		    MSB_E_OS_FAMILY_NOT_SUPPORTED,
+		    "sandbox backend 'silent' cannot hand out the 'posix' guest shape the 'sh' "
+		    "workload is written for: it offers no guest whose shape it states (it "
+		    "declares nothing)");
 	serves(r, "{\"kind\": \"any\"}");
 	/* 3.18: work_dir is never judged against the family. */
 	serves(r, "{\"kind\": \"any\", \"work_dir\": \"C:/agent/work\"}");

@@ -205,7 +205,7 @@ static const char *d_id(void *impl)
 static void d_release(void *impl)
 {
 	struct dbl *d = impl;
-	msb_sandbox_release(d->inner);
+	msb_sandbox_free(d->inner);
 	free(d);
 }
 
@@ -224,6 +224,7 @@ static const msb_sandbox_ops dbl_ops = {
 	d_fp,
 	d_id,
 	d_release,
+	0, /* exec_io: serves no streaming */
 };
 
 struct fx {
@@ -250,7 +251,7 @@ static struct fx fx_new(enum breakage b, msb_capset caps)
 
 static void fx_free(struct fx *f)
 {
-	msb_sandbox_release(f->sb);
+	msb_sandbox_free(f->sb);
 	msb_fake_sandbox_unref(f->fs);
 }
 
@@ -760,7 +761,7 @@ Test(conformance, a_file_left_behind_fails_naming_it_18_12)
 	cr_assert_eq(c.runs, 0);
 	cr_assert_null(r);
 	msb_error_free(err);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_fake_sandbox_unref(fs);
 }
 
@@ -780,7 +781,7 @@ Test(conformance, fake_cannot_see_bytes_restored_18_16)
 	cr_assert_eq(c.runs, 1);
 	cr_assert_eq(r->n_failed, 0);
 	msb_conformance_report_free(r);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_fake_sandbox_unref(fs);
 }
 

@@ -216,6 +216,41 @@ Test(declarations, limits_single_transfer_limits_refused_4_12)
 }
 
 /*
+ * 4.12 (issue 16): an explicit null is not a SandboxLimits value and is
+ * refused like any other malformed limits; an absent key keeps the default.
+ * The same for every declaration and for null inside the pair: null is never
+ * read as "unstated".
+ */
+Test(declarations, explicit_null_refused_absent_keeps_default_4_12)
+{
+	refused("{\"limits\": null}", MSB_E_TRANSFER_LIMITS_NOT_PERMITTED,
+		"declarations.limits must be a SandboxLimits pair {files_in, files_out}");
+	refused("{\"limits\": null}", MSB_E_TRANSFER_LIMITS_NOT_PERMITTED, "not null");
+	refused("{\"limits\": {\"files_in\": null}}", MSB_E_TRANSFER_LIMITS_NOT_PERMITTED,
+		"a pair whose files_in is null");
+	refused("{\"limits\": {\"files_out\": {\"max_files\": null}}}", MSB_E_TYPE,
+		"declarations.limits.files_out.max_files must be a non-negative integer, not null");
+	refused("{\"capabilities\": null}", MSB_E_TYPE, "declarations.capabilities must be a set");
+	refused("{\"egress_modes\": null}", MSB_E_TYPE, "egress_modes must be a set");
+	refused("{\"os_families\": null}", MSB_E_TYPE, "os_families must be a set");
+	refused("{\"isolation_scopes\": null}", MSB_E_TYPE, "not null");
+	refused("{\"egress_method_tokens\": null}", MSB_E_TYPE, "egress_method_tokens must be");
+	refused("{\"observes_egress\": null}", MSB_E_TYPE, "must be true or false, not null");
+
+	/* Absent: the default, each direction on its own. */
+	msb_declarations *d = parse_ok("{\"limits\": {\"files_out\": {\"max_files\": 3}}}");
+	cr_assert(limits_eq(&d->limits.files_in, &MSB_DEFAULT_TRANSFER_LIMITS));
+	cr_assert_eq(d->limits.files_out.max_files, 3);
+	cr_assert_eq(d->limits.files_out.max_total_bytes,
+		     MSB_DEFAULT_TRANSFER_LIMITS.max_total_bytes);
+	msb_declarations_free(d);
+	d = parse_ok("{}");
+	cr_assert(limits_eq(&d->limits.files_in, &MSB_DEFAULT_TRANSFER_LIMITS));
+	cr_assert(limits_eq(&d->limits.files_out, &MSB_DEFAULT_TRANSFER_LIMITS));
+	msb_declarations_free(d);
+}
+
+/*
  * DESIGN 4 ("unknown strings are refused") replaces checklist 1.25's "accepted,
  * never matches": a declared member that is not in the vocabulary is refused
  * naming it, because a never-matching declaration would look like a claim.

@@ -66,7 +66,7 @@ static struct fx fake_with(const msb_fake_seed *seeds, size_t n)
 
 static void fx_free(struct fx *f)
 {
-	msb_sandbox_release(f->sb);
+	msb_sandbox_free(f->sb);
 	msb_fake_sandbox_unref(f->fs);
 }
 
@@ -207,7 +207,7 @@ Test(fake, records_acquire_19_3)
 	cr_assert(msb_key_equal(msb_fake_backend_key(fb, 0), &k));
 	cr_assert_str_eq(msb_spec_kind(msb_fake_backend_spec(fb, 0)), "analysis");
 	cr_assert_null(msb_fake_backend_key(fb, 1));
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_spec_unref(spec);
 	msb_backend_unref(b);
 }
@@ -289,7 +289,7 @@ Test(fake, purging_refuses_acquire_7_15)
 	cr_assert_eq(msb_fake_backend_key_count(fb), 0);
 	msb_fake_backend_set_purging(fb, false);
 	cr_assert_eq(msb_backend_acquire(b, &k, spec, &sb, NULL), 0);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_spec_unref(spec);
 	msb_backend_unref(b);
 }
@@ -319,8 +319,8 @@ Test(fake, one_shared_sandbox_19_4)
 	cr_assert(stored(msb_fake_backend_sandbox(fb), BASE "/shared.txt"));
 	/* Refusals name the serving backend. */
 	REFUSED(msb_sandbox_reset(a, 1.0, errp), MSB_E_NOT_IMPLEMENTED, "fake-a");
-	msb_sandbox_release(a);
-	msb_sandbox_release(c);
+	msb_sandbox_free(a);
+	msb_sandbox_free(c);
 	msb_spec_unref(s1);
 	msb_spec_unref(s2);
 	msb_backend_unref(b);
@@ -343,14 +343,14 @@ Test(fake, acquire_ensures_base_10_1)
 	msb_sandbox *again = NULL;
 	cr_assert_eq(msb_backend_acquire(b, &k, spec, &again, NULL), 0);
 	cr_assert(stored(fs, BASE "/keep"), "10.2: the base's contents were touched");
-	msb_sandbox_release(again);
+	msb_sandbox_free(again);
 	/* The guest deletes the base; a warm acquire brings it back. */
 	cr_assert_eq(msb_sandbox_remove(sb, "work", "/maf-sandbox", true, NULL), 0);
 	cr_assert_not(stored(fs, BASE));
 	cr_assert_eq(msb_backend_acquire(b, &k, spec, &again, NULL), 0);
 	cr_assert(stored(fs, BASE));
-	msb_sandbox_release(again);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(again);
+	msb_sandbox_free(sb);
 	msb_spec_unref(spec);
 	msb_backend_unref(b);
 }
@@ -403,8 +403,8 @@ Test(fake, runtime_only_needs_no_base_10_5)
 	msb_sandbox *sb = NULL;
 	cr_assert_eq(msb_backend_acquire(b, &k, spec, &sb, NULL), 0);
 	cr_assert_not(stored(fs, BASE), "a RUN_CODE-only acquire made the base");
-	msb_sandbox_release(sb);
-	msb_sandbox_release(h);
+	msb_sandbox_free(sb);
+	msb_sandbox_free(h);
 	msb_spec_unref(spec);
 	msb_backend_unref(b);
 }
@@ -518,7 +518,7 @@ Test(fake, exec_scripting_19_6)
 	cr_assert_float_eq(msb_fake_sandbox_command_timeout(fs, 0), 7.5, 1e-9);
 	cr_assert_float_eq(msb_fake_sandbox_command_timeout(fs, 2), 30.0, 1e-9);
 	cr_assert(isnan(msb_fake_sandbox_command_timeout(fs, 3)));
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_fake_sandbox_unref(fs);
 }
 
@@ -538,7 +538,7 @@ Test(fake, exec_raises_19_6)
 	req.max_output_bytes = 10;
 	REFUSED(msb_sandbox_exec_bounded(sb, &req, &out, errp), MSB_E_TIMEOUT,
 		"scripted exec failure");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_fake_sandbox_unref(fs);
 }
 
@@ -559,7 +559,7 @@ Test(fake, run_code_is_recorded_apart_19_7)
 	char **cmds = msb_fake_sandbox_commands(fs);
 	cr_assert_eq(msb_strv_len(cmds), 0, "run_code leaked into commands");
 	msb_strv_free(cmds);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_fake_sandbox_unref(fs);
 }
 
@@ -588,7 +588,7 @@ Test(fake, exec_bounded_truncates_9_8)
 	cr_assert_eq(out.stdout_len, sizeof(big) - 1);
 	cr_assert_not(out.truncated);
 	msb_exec_result_clear(&out);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_fake_sandbox_unref(fs);
 }
 
@@ -1114,7 +1114,7 @@ Test(fake, instance_id_9_29)
 	msb_sandbox *again = NULL;
 	cr_assert_eq(msb_fake_sandbox_handle(a.fs, &again, NULL), 0);
 	cr_assert_str_eq(msb_sandbox_instance_id(a.sb), msb_sandbox_instance_id(again));
-	msb_sandbox_release(again);
+	msb_sandbox_free(again);
 	fx_free(&a);
 	fx_free(&b);
 
@@ -1125,7 +1125,7 @@ Test(fake, instance_id_9_29)
 	msb_sandbox *sb = NULL;
 	cr_assert_eq(msb_fake_sandbox_handle(fs, &sb, NULL), 0);
 	cr_assert_str_eq(msb_sandbox_instance_id(sb), "fixed-id");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_fake_sandbox_unref(fs);
 }
 

@@ -39,7 +39,7 @@ static int acquire_rc(msb_router *r, const msb_key *key, const char *kind, msb_e
 	msb_spec *spec = spec_kind(kind);
 	msb_sandbox *sb = NULL;
 	int rc = msb_router_acquire(r, key, spec, NULL, &sb, e);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_spec_unref(spec);
 	return rc;
 }

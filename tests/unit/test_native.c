@@ -11,6 +11,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -151,8 +153,8 @@ Test(native, malformed_frames_close_one_connection)
 	msb_native_server *srv = NULL;
 	cr_assert_eq(msb_native_server_start(tmp, "/g", run, NULL, NULL, &srv, NULL), 0);
 	int bad = msb_ht_connect(sock);
-	uint8_t huge[4] = {0xff, 0xff, 0xff, 0x7f}; /* 2 GiB: refused before allocation */
-	cr_assert_eq(write(bad, huge, 4), 4);
+	uint8_t empty[4] = {0, 0, 0, 0}; /* a request of no bytes is no frame */
+	cr_assert_eq(write(bad, empty, 4), 4);
 	char c;
 	cr_assert_eq(read(bad, &c, 1), 0, "closed by the server");
 	close(bad);
@@ -291,6 +293,110 @@ Test(native, a_link_swapped_in_during_start_is_never_followed, .timeout = 120)
 		     st.st_mode & 07777, attempts, started);
 	cr_assert_gt(started, 0, "no start bound the socket in %u attempts: the race never ran",
 		     attempts);
+	msb_host_tool_run_free(run);
+	msb_host_tool_registry_unref(r);
+}
+
+/* A request padded with leading spaces to `len` bytes (malloc()ed). */
+static char *padded(size_t len, const char *json)
+{
+	char *b = malloc(len + 1);
+	size_t j = strlen(json);
+	memset(b, ' ', len - j);
+	memcpy(b + len - j, json, j + 1);
+	return b;
+}
+
+#define ADD "{\"name\": \"add\", \"arguments\": {\"left\": 1, \"right\": 2}}"
+#define TOO_LARGE                                                                                  \
+	"{\"refusal\":\"Error: this host-tool request is over the 1048576-byte limit — send "    \
+	"smaller arguments\"}"
+
+/* One request past 1 MiB (docs/security.md, "Budgets on guest bytes"): read
+ * but never held, refused through the door (counted, observed), and the
+ * connection stays in step for the next request. */
+Test(native, a_request_past_its_budget_is_refused_in_step)
+{
+	msb_host_tool_registry *r = registry(16);
+	msb_host_tool_run *run = NULL;
+	cr_assert_eq(msb_host_tool_run_new(r, NULL, NULL, &run, NULL), 0);
+	msb_native_server *srv = NULL;
+	cr_assert_eq(msb_native_server_start(tmp, "/g", run, NULL, NULL, &srv, NULL), 0);
+	int fd = msb_ht_connect(sock);
+	char *big = padded((1u << 20) + 1, ADD);
+	char *a = call(fd, big);
+	cr_assert_str_eq(a, TOO_LARGE);
+	free(a);
+	free(big);
+	big = padded(1u << 20, ADD); /* at the budget: served */
+	a = call(fd, big);
+	cr_assert_str_eq(a, "{\"value\": 3}");
+	free(a);
+	free(big);
+	cr_assert_eq(msb_host_tool_run_calls(run), 2);
+	cr_assert_eq(events, 2);
+	close(fd);
+	msb_native_server_stop(srv);
+	msb_host_tool_run_free(run);
+	msb_host_tool_registry_unref(r);
+}
+
+/* Wait until the server has read everything sent on fd. */
+static void drained(int fd)
+{
+	for (int i = 0; i < 5000; i++) {
+		int q = -1;
+		cr_assert_eq(ioctl(fd, SIOCOUTQ, &q), 0);
+		if (q == 0)
+			return;
+		usleep(1000);
+	}
+	cr_assert_fail("the server did not read");
+}
+
+/* Unfinished requests held at once are budgeted too (8 MiB): eight of 1 MiB
+ * each, all but their last byte sent, and a ninth is refused; once one is
+ * finished the ninth is served. */
+Test(native, unfinished_requests_share_one_budget)
+{
+	msb_host_tool_registry *r = registry(16);
+	msb_host_tool_run *run = NULL;
+	cr_assert_eq(msb_host_tool_run_new(r, NULL, NULL, &run, NULL), 0);
+	msb_native_server *srv = NULL;
+	cr_assert_eq(msb_native_server_start(tmp, "/g", run, NULL, NULL, &srv, NULL), 0);
+	char *req = padded(1u << 20, ADD);
+	size_t len = 1u << 20;
+	uint8_t hdr[4] = {(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16),
+			  (uint8_t)(len >> 24)};
+	int held[8];
+	for (int i = 0; i < 8; i++) {
+		held[i] = msb_ht_connect(sock);
+		cr_assert_eq(msb_ht__io(held[i], hdr, 4, 1), 0);
+		cr_assert_eq(msb_ht__io(held[i], req, len - 1, 1), 0);
+		drained(held[i]);
+	}
+	int ninth = msb_ht_connect(sock);
+	char *a = call(ninth, ADD);
+	cr_assert_str_eq(a,
+			 "{\"refusal\":\"Error: the host already holds 8388608 bytes of unfinished "
+			 "host-tool requests — finish those first\"}");
+	free(a);
+	/* The first one finishes and is answered; then the ninth fits. */
+	cr_assert_eq(msb_ht__io(held[0], req + len - 1, 1, 1), 0);
+	uint8_t rh[4];
+	cr_assert_eq(msb_ht__io(held[0], rh, 4, 0), 0);
+	char body[32] = {0};
+	cr_assert_eq(rh[0], 12);
+	cr_assert_eq(msb_ht__io(held[0], body, 12, 0), 0);
+	cr_assert_str_eq(body, "{\"value\": 3}");
+	a = call(ninth, ADD);
+	cr_assert_str_eq(a, "{\"value\": 3}");
+	free(a);
+	free(req);
+	for (int i = 0; i < 8; i++)
+		close(held[i]);
+	close(ninth);
+	msb_native_server_stop(srv);
 	msb_host_tool_run_free(run);
 	msb_host_tool_registry_unref(r);
 }

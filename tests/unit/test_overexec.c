@@ -166,7 +166,7 @@ static void harness_free(struct harness *h)
 	msb_guest_run_layout_clear(&h->layout);
 	msb_host_tool_run_free(h->run);
 	msb_host_tool_registry_unref(h->reg);
-	msb_sandbox_release(h->sb);
+	msb_sandbox_free(h->sb);
 }
 
 static int go(struct harness *h, double timeout, msb_exec_result *res, msb_error **err,
@@ -491,6 +491,36 @@ Test(overexec, malformed_request_14_16)
 	harness_free(&h);
 }
 
+/* A request file past 1 MiB (docs/security.md, "Budgets on guest bytes") is
+ * not read whole: the refusal names the limit, and the call is counted. */
+Test(overexec, request_past_its_budget_is_refused)
+{
+	static const char prog[] =
+		"import os, time\n"
+		"c = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'host_tool_calls')\n"
+		"req = b'{\"name\": \"add\", \"arguments\": {\"left\": 1, \"right\": 2}}'\n"
+		"for n, size in ((1, 1048577), (2, 1048576)):\n"
+		"    p = os.path.join(c, '%04d.request.json' % n)\n"
+		"    open(p + '.part', 'wb').write(req.rjust(size))\n"
+		"    os.rename(p + '.part', p)\n"
+		"    r = os.path.join(c, '%04d.response.json' % n)\n"
+		"    while not os.path.exists(r): time.sleep(0.005)\n"
+		"    print(open(r).read())\n";
+	struct harness h;
+	harness(&h, "program.py", prog, 16, 0);
+	msb_exec_result res;
+	msb_error *err = NULL;
+	cr_assert_eq(go(&h, 20, &res, &err, NULL, NULL), 0, "%s",
+		     err ? msb_error_message(err) : "");
+	cr_assert_str_eq((char *)res.stdout_bytes,
+			 "{\"refusal\":\"Error: this host-tool request is over the 1048576-byte "
+			 "limit — send smaller arguments\"}\n"
+			 "{\"value\": 3}\n");
+	cr_assert_eq(msb_host_tool_run_calls(h.run), 2);
+	msb_exec_result_clear(&res);
+	harness_free(&h);
+}
+
 /* 14.35: a shell program writing the request by hand, no shim, no Python. */
 Test(overexec, shim_is_not_a_control_14_35)
 {
@@ -569,7 +599,7 @@ Test(overexec, receipts_and_start_gate_14_17)
 	fclose(f);
 	cr_assert_str_eq(got, "started\n");
 	msb_exec_result_clear(&r);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_guest_run_layout_clear(&l);
 }
 
@@ -610,9 +640,14 @@ static int on_cleanup(void *ud, const msb_ev_process_cleanup *ev)
 	last_targets = ev->targets_signalled;
 	return 0;
 }
+static int observed_incomplete;
+static size_t most_observed;
 static int on_observed(void *ud, const msb_ev_processes_observed *ev)
 {
 	observed++;
+	observed_incomplete += !ev->complete;
+	if (ev->n_processes > most_observed)
+		most_observed = ev->n_processes;
 	return 0;
 }
 static msb_observer proc_observer(void)
@@ -620,7 +655,8 @@ static msb_observer proc_observer(void)
 	msb_observer o = MSB_OBSERVER_INIT;
 	o.process_cleanup = on_cleanup;
 	o.processes_observed = on_observed;
-	cleanups = observed = 0;
+	cleanups = observed = observed_incomplete = 0;
+	most_observed = 0;
 	return o;
 }
 
@@ -712,6 +748,49 @@ Test(overexec, incomplete_snapshots_are_unclean_14_21)
 	cr_assert(last_unclean, "unavailable observations mark cleanup unclean");
 	msb_exec_result_clear(&res);
 	harness_free(&h);
+}
+
+/* A scan of `n` live processes outside the run (pids 3000000 and up), and
+ * one line that ends at its ')'. */
+static char *canned_snapshot(int n)
+{
+	msb_buf b = MSB_BUF_INIT;
+	msb__buf_puts(&b, "self 1\np 0 7 (cut)\n");
+	for (int i = 0; i < n; i++)
+		msb__buf_printf(&b, "p 0 %d (sleep) S 1 %d %d 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 %d\n",
+				3000000 + i, 3000000 + i, 3000000 + i, 100 + i);
+	msb__buf_puts(&b, "end\n");
+	return msb__buf_steal_str(&b);
+}
+
+/* The transport holds at most 4096 processes of a scan (docs/security.md,
+ * "Budgets on guest bytes"): one more makes the snapshot incomplete and the
+ * cleanup unclean (14.21), never a silently partial view. */
+Test(overexec, snapshot_past_the_process_budget_is_unclean_14_21)
+{
+	for (int n = 4096; n <= 4097; n++) {
+		_cleanup_free_ char *canned = canned_snapshot(n);
+		struct harness h;
+		harness(&h, "program.py", add_program, 16, 0);
+		h.counts.snapshot_stdout = canned;
+		msb_observer obs = proc_observer();
+		msb_exec_result res;
+		msb_error *err = NULL;
+		cr_assert_eq(go(&h, 20, &res, &err, &obs, NULL), 0, "%s",
+			     err ? msb_error_message(err) : "");
+		cr_assert_eq(res.exit_code, 7);
+		cr_assert_eq(cleanups, 1);
+		cr_assert_leq(most_observed, 4096);
+		if (n == 4096) {
+			cr_assert_eq(observed_incomplete, 0, "%d processes fit", n);
+			cr_assert_not(last_unclean, "%d processes fit", n);
+		} else {
+			cr_assert_gt(observed_incomplete, 0, "%d processes are past it", n);
+			cr_assert(last_unclean, "%d processes are past it", n);
+		}
+		msb_exec_result_clear(&res);
+		harness_free(&h);
+	}
 }
 
 Test(overexec, cleanup_on_success_14_22)
@@ -815,11 +894,14 @@ Test(overexec, absent_signal_14_26)
  * run is reported completed with that code, not as a timeout. */
 Test(overexec, marker_means_completed_14_27_14_36)
 {
-	static const char prog[] = "import os, time\n"
-				   "d = os.path.dirname(os.path.abspath(__file__))\n"
-				   "print('done', flush=True)\n"
-				   "open(os.path.join(d, 'program_exit_code'), 'w').write('3\\n')\n"
-				   "time.sleep(100)\n";
+	static const char prog[] =
+		"import os, time\n"
+		"d = os.path.dirname(os.path.abspath(__file__))\n"
+		"print('done', flush=True)\n"
+		"p = os.path.join(d, 'program_exit_code')\n"
+		"open(p + '.part', 'w').write('3\\n')\n"
+		"os.replace(p + '.part', p)\n" /* lands whole, as the launcher's */
+		"time.sleep(100)\n";
 	struct harness h;
 	harness(&h, "program.py", prog, 16, 0);
 	msb_observer obs = proc_observer();
@@ -910,7 +992,7 @@ Test(overexec, reclaim_run_14_31)
 	cr_assert(removed);
 	cr_assert_not(exists(dir));
 	msb_guest_run_layout_clear(&l);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 Test(overexec, pythonpath_rewrite_14_32)
@@ -990,7 +1072,7 @@ Test(overexec, relative_run_directory_14_34)
 	msb_guest_run_layout_clear(&l);
 	msb_host_tool_run_free(run);
 	msb_host_tool_registry_unref(reg);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 /* The call cap over the transport: a refusal the program reads, not an end. */

@@ -544,7 +544,7 @@ Test(router, per_spec_floor_judged_across_registration_5_10)
 	cr_assert_eq(msb_router_acquire(r, &key, s, NULL, &sb, NULL), 0);
 	cr_assert_str_eq(msb_sandbox_backend_name(sb), "m");
 	cr_assert_eq(rc->acquires, 0);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	cr_assert_eq(msb_router_backend_count(r), 2);
 	msb_spec_unref(s);
 	msb_router_free(r);
@@ -608,7 +608,7 @@ Test(router, per_spec_first_registered_that_passes_5_12)
 	cr_assert_eq(ra->acquires, 0, "a refused, never called");
 	cr_assert_eq(rb->acquires, 1);
 	cr_assert_str_eq(ev.backend, "b");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_spec_unref(plain);
 	msb_spec_unref(out);
 	msb_router_free(r);
@@ -734,8 +734,8 @@ Test(router, kinds_route_apart_dispose_asks_all_5_15)
 	cr_assert(all);
 	cr_assert_eq(ra->disposes, 1);
 	cr_assert_eq(rb->disposes, 1);
-	msb_sandbox_release(sa);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sa);
+	msb_sandbox_free(sb);
 	msb_spec_unref(ka);
 	msb_spec_unref(kb);
 	msb_router_free(r);
@@ -780,10 +780,10 @@ Test(router, acquire_served_records_event_7_1)
 	cr_assert_eq(warnings(), 0);
 
 	/* opts may be NULL: no call column. */
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	cr_assert_eq(msb_router_acquire(r, &key, s, NULL, &sb, NULL), 0);
 	cr_assert_str_eq(ev.call, "");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_spec_unref(s);
 	msb_router_free(r);
 	unref_all(bs, 1);
@@ -850,7 +850,7 @@ Test(router, call_scope_needs_call_id_2_7)
 	ck.call_id = "call-1";
 	cr_assert_eq(msb_router_acquire(r, &ck, s, NULL, &sb, NULL), 0);
 	cr_assert_eq(r0->acquires, 1);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	msb_spec_unref(s);
 	msb_router_free(r);
 	msb_backend_unref(b);
@@ -1056,7 +1056,7 @@ static void *work(void *arg)
 		msb_sandbox *sb = NULL;
 		if (msb_router_acquire(w->r, &key, w->plain, NULL, &sb, NULL) != 0)
 			return NULL;
-		msb_sandbox_release(sb);
+		msb_sandbox_free(sb);
 		w->served++;
 	}
 	return NULL;

@@ -257,8 +257,8 @@ Test(router_json, legacy_top_level_keys_refused_4_10)
 
 Test(router_json, backend_strict_keys_and_types)
 {
-	backend_refused("{\"type\": \"docker\", \"name\": \"d\", \"isolation\": \"container\"}",
-			MSB_E_VALUE, "`docker` is not a backend type");
+	backend_refused("{\"type\": \"nosuch\", \"name\": \"d\", \"isolation\": \"container\"}",
+			MSB_E_VALUE, "`nosuch` is not a backend type");
 	backend_refused("{\"name\": \"d\", \"isolation\": \"container\"}", MSB_E_VALUE,
 			"type is required");
 	backend_refused("{\"type\": \"declared\", \"name\": \"d\", \"isolation\": \"vm\", "
@@ -274,6 +274,27 @@ Test(router_json, backend_strict_keys_and_types)
 	backend_refused("{\"type\": \"declared\", \"name\": \"d\", \"isolation\": \"vm\", "
 			"\"declarations\": {\"limits\": {\"max_files\": 1}}}",
 			MSB_E_TRANSFER_LIMITS_NOT_PERMITTED, "{files_in, files_out}");
+}
+
+/* 4.12 (issue 16): `"declarations": null` is no BackendDeclarations value;
+ * left out, the type's default applies. Inside a router it is judged when the
+ * backend is resolved, like other unusable declarations (5.16). */
+Test(router_json, null_declarations_refused_absent_default)
+{
+	backend_refused("{\"type\": \"declared\", \"name\": \"d\", \"isolation\": \"vm\", "
+			"\"declarations\": null}",
+			MSB_E_TYPE,
+			"backend.declarations must be a BackendDeclarations object, not null");
+	backend_refused("{\"type\": \"fake\", \"declarations\": {\"limits\": null}}",
+			MSB_E_TRANSFER_LIMITS_NOT_PERMITTED, "backend.declarations.limits must be");
+	router_refused("{\"backends\": [{\"type\": \"declared\", \"name\": \"d\", "
+		       "\"isolation\": \"vm\", \"declarations\": {\"limits\": null}}]}",
+		       MSB_E_TRANSFER_LIMITS_NOT_PERMITTED, "declarations.limits must be");
+	msb_backend *b = backend_ok("{\"type\": \"declared\", \"name\": \"d\", "
+				    "\"isolation\": \"vm\"}");
+	const msb_declarations *d = msb_backend_declarations(b);
+	cr_assert_eq(d->limits.files_in.max_files, MSB_DEFAULT_TRANSFER_LIMITS.max_files);
+	msb_backend_unref(b);
 }
 
 /* ---- routers ------------------------------------------------------------------------- */
@@ -391,5 +412,139 @@ Test(router_json, opts_extra_supplies_the_log_5_11)
 	cr_assert(strstr(logs.msg, "'c' (container)"), "%s", logs.msg);
 	cr_assert_null(strstr(logs.msg, "'m'"));
 	cr_assert_eq(msb_router_options_get(r)->min_isolation, MSB_ISOLATION_MICROVM);
+	msb_router_free(r);
+}
+
+/* ---- why this backend (issue 16) ----------------------------------------------------- */
+
+static msb_spec *spec_of(const char *json)
+{
+	msb_spec *s = NULL;
+	msb_error *err = NULL;
+	cr_assert_eq(msb_spec_from_json(json, strlen(json), &s, &err), 0, "%s",
+		     msb_error_message(err));
+	return s;
+}
+
+static const char two_backends[] =
+	"\"backends\": [{\"type\": \"declared\", \"name\": \"docker\", \"isolation\": "
+	"\"container\", \"declarations\": {\"egress_modes\": [\"closed\"]}}, "
+	"{\"type\": \"declared\", \"name\": \"firecracker\", \"isolation\": \"microvm\", "
+	"\"declarations\": {\"egress_modes\": [\"allowlist\", \"closed\"]}}]}";
+
+/* FIXED: the resolved backend and why; the others are never tried, and say so. */
+Test(router_json, explain_fixed_names_the_pick_and_the_passed_over)
+{
+	char json[1024];
+	snprintf(json, sizeof(json), "{\"min_isolation\": \"container\", %s", two_backends);
+	msb_router *r = router_ok(json, NULL);
+	msb_spec *s = spec_of("{\"kind\": \"k\"}");
+	msb_route_explanation e;
+	cr_assert_eq(msb_router_explain(r, s, &e, NULL), 0);
+	cr_assert_eq(e.selection, MSB_SELECTION_FIXED);
+	cr_assert_eq(e.code, 0);
+	cr_assert_eq(e.n_steps, 2);
+	cr_assert_str_eq(e.summary, "fixed selection picked 'docker' (the first registered "
+				    "backend); it passes every check");
+	cr_assert(e.steps[0].serves && e.steps[0].tried);
+	cr_assert_str_eq(e.steps[0].reason, "passes every check");
+	cr_assert(!e.steps[1].serves && !e.steps[1].tried);
+	cr_assert_str_eq(e.steps[1].reason, "not tried: fixed selection asks only 'docker' (the "
+					    "first registered backend)");
+	msb_route_explanation_clear(&e);
+	msb_spec_unref(s);
+
+	/* Refused by the resolved backend: its refusal, and still nobody else. */
+	s = spec_of("{\"kind\": \"k\", \"egress\": \"allowlist\", \"egress_allow\": [\"h\"]}");
+	cr_assert_eq(msb_router_explain(r, s, &e, NULL), 0);
+	cr_assert_eq(e.code, MSB_E_EGRESS_NOT_ENFORCED);
+	cr_assert(strstr(e.summary, "which refuses the 'k' workload; no other backend is tried"),
+		  "%s", e.summary);
+	cr_assert(e.steps[0].tried && !e.steps[0].serves);
+	cr_assert_eq(e.steps[0].code, MSB_E_EGRESS_NOT_ENFORCED);
+	cr_assert(strstr(e.steps[0].reason, "cannot enforce the 'allowlist' egress"));
+	cr_assert(!e.steps[1].tried);
+	/* The same code resolve returns. */
+	msb_error *err = NULL;
+	cr_assert_eq(msb_router_resolve(r, s, NULL, NULL, &err), e.code);
+	msb_error_free(err);
+	char *text = NULL;
+	cr_assert_eq(msb_route_explanation_to_json(&e, &text, NULL), 0);
+	cr_assert(strstr(text, "\"error\":\"SandboxEgressNotEnforced\""), "%s", text);
+	cr_assert(strstr(text, "\"selection\":\"fixed\""), "%s", text);
+	cr_assert(strstr(text, "\"backend\":null"), "%s", text);
+	free(text);
+	msb_route_explanation_clear(&e);
+	msb_spec_unref(s);
+	msb_router_free(r);
+
+	/* `selected` is the reason when it names the backend. */
+	snprintf(json, sizeof(json), "{\"selected\": \"firecracker\", %s", two_backends);
+	r = router_ok(json, NULL);
+	s = spec_of("{\"kind\": \"k\"}");
+	cr_assert_eq(msb_router_explain(r, s, &e, NULL), 0);
+	cr_assert_str_eq(e.summary, "fixed selection picked 'firecracker' (named by `selected`); "
+				    "it passes every check");
+	cr_assert(strstr(e.steps[0].reason, "asks only 'firecracker' (named by `selected`)"));
+	msb_route_explanation_clear(&e);
+	msb_spec_unref(s);
+	msb_router_free(r);
+}
+
+/* PER_SPEC: each refusal on the way, the pick, and the ones after it untried;
+ * the host's denials stop the route before any backend. */
+Test(router_json, explain_per_spec_and_denials)
+{
+	char json[1024];
+	snprintf(json, sizeof(json),
+		 "{\"min_isolation\": \"container\", \"selection\": \"per_spec\", "
+		 "\"denied_identities\": [\"user\"], %s",
+		 two_backends);
+	msb_router *r = router_ok(json, NULL);
+	msb_spec *s = spec_of("{\"kind\": \"k\", \"egress\": \"allowlist\", \"egress_allow\": "
+			      "[\"h\"]}");
+	msb_route_explanation e;
+	cr_assert_eq(msb_router_explain(r, s, &e, NULL), 0);
+	cr_assert_eq(e.code, 0);
+	cr_assert_str_eq(e.summary, "per_spec selection picked 'firecracker', the first "
+				    "registered backend that passes every check");
+	cr_assert(e.steps[0].tried && !e.steps[0].serves);
+	cr_assert(strstr(e.steps[0].reason, "sandbox backend 'docker' cannot enforce"));
+	cr_assert(e.steps[1].serves);
+	msb_route_explanation_clear(&e);
+	msb_spec_unref(s);
+
+	s = spec_of("{\"kind\": \"k\"}");
+	cr_assert_eq(msb_router_explain(r, s, &e, NULL), 0);
+	cr_assert(e.steps[0].serves);
+	cr_assert_str_eq(e.steps[1].reason, "not tried: 'docker', registered earlier, serves");
+	msb_route_explanation_clear(&e);
+	msb_spec_unref(s);
+
+	s = spec_of("{\"kind\": \"k\", \"isolation_scope\": \"call\"}");
+	cr_assert_eq(msb_router_explain(r, s, &e, NULL), 0);
+	cr_assert_eq(e.code, MSB_E_SCOPE_NOT_ENFORCED);
+	cr_assert(strstr(e.summary, "found no registered backend that serves the 'k' workload"));
+	cr_assert(e.steps[0].tried && e.steps[1].tried);
+	msb_route_explanation_clear(&e);
+	msb_spec_unref(s);
+
+	s = spec_of("{\"kind\": \"k\", \"identities\": [\"user\"]}");
+	cr_assert_eq(msb_router_explain(r, s, &e, NULL), 0);
+	cr_assert_eq(e.code, MSB_E_IDENTITY_DENIED);
+	cr_assert(strstr(e.summary, "the host's denials refuse it before any backend is asked"));
+	cr_assert(!e.steps[0].tried && !e.steps[1].tried);
+	msb_route_explanation_clear(&e);
+	msb_spec_unref(s);
+	msb_router_free(r);
+
+	/* Disabled: no backend is configured. */
+	r = router_ok("{}", NULL);
+	s = spec_of("{\"kind\": \"k\"}");
+	cr_assert_eq(msb_router_explain(r, s, &e, NULL), 0);
+	cr_assert_eq(e.code, MSB_E_NO_BACKEND);
+	cr_assert_eq(e.n_steps, 0);
+	msb_route_explanation_clear(&e);
+	msb_spec_unref(s);
 	msb_router_free(r);
 }

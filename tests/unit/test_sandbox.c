@@ -240,15 +240,15 @@ Test(sandbox, new_copies_name_and_releases_once)
 	cr_assert_str_eq(msb_sandbox_backend_name(sb), "recorder");
 	cr_assert_str_eq(msb_sandbox_instance_id(sb), "inst-1");
 	cr_assert_eq(r.released, 0);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	cr_assert_eq(r.released, 1);
-	msb_sandbox_release(NULL);
+	msb_sandbox_free(NULL);
 
 	/* instance_id is never NULL even if the backend answers NULL. */
 	struct rec r2 = {0};
 	sb = make(&r2);
 	cr_assert_str_eq(msb_sandbox_instance_id(sb), "");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 /* ---- validation before dispatch (24.36) --------------------------------------- */
@@ -274,7 +274,7 @@ Test(sandbox, exec_refuses_bad_timeouts)
 			"must be finite and positive");
 	}
 	cr_assert_eq(r.calls, 0, "a refused call reached the backend");
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 Test(sandbox, exec_needs_exactly_one_command_shape)
@@ -311,7 +311,7 @@ Test(sandbox, exec_needs_exactly_one_command_shape)
 	cr_assert_eq(msb_sandbox_exec(sb, &req, &out, NULL), 0);
 	cr_assert_eq(r.calls, 1);
 	msb_exec_result_clear(&out);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 /* 9.8: exec_bounded requires a positive budget. */
@@ -330,7 +330,7 @@ Test(sandbox, exec_bounded_needs_a_budget)
 	cr_assert_eq(msb_sandbox_exec_bounded(sb, &req, &out, NULL), 0);
 	cr_assert_eq(r.calls, 1);
 	msb_exec_result_clear(&out);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 Test(sandbox, file_plane_refuses_null_arguments)
@@ -366,7 +366,7 @@ Test(sandbox, file_plane_refuses_null_arguments)
 		"supported pointer is NULL");
 	REFUSED(msb_sandbox_run_code(sb, NULL, 1.0, NULL, NULL, errp), MSB_E_VALUE, "code is NULL");
 	cr_assert_eq(r.calls, 0);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 /* (issue 15 finding 9) A trailing slash names a directory: a file is never
@@ -398,7 +398,7 @@ Test(sandbox, file_plane_refuses_a_directory_name_for_a_file)
 		data = NULL;
 	}
 	cr_assert_eq(r.calls, 7);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 /* Outputs first, written only on success (STYLE: errors and ownership). */
@@ -437,7 +437,7 @@ Test(sandbox, outputs_untouched_on_failure)
 	cr_assert_eq(msb_sandbox_fingerprint(sb, &supported, &fp, NULL), MSB_E_OS);
 	cr_assert_null(fp.changed_paths);
 	cr_assert_eq(r.calls, 5);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 
 	/* And on success they are written. */
 	struct rec ok = {0};
@@ -453,7 +453,7 @@ Test(sandbox, outputs_untouched_on_failure)
 	cr_assert_str_eq(fp.changed_paths[0], "/partial");
 	msb_fingerprint_clear(&fp);
 	cr_assert_null(fp.changed_paths);
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 }
 
 Test(sandbox, clear_helpers_accept_null)

@@ -223,8 +223,8 @@ static void setup(void)
 
 static void teardown(void)
 {
-	msb_sandbox_release(sb);
-	msb_sandbox_release(spy.inner);
+	msb_sandbox_free(sb);
+	msb_sandbox_free(spy.inner);
 	msb_fake_sandbox_unref(fake);
 }
 

@@ -68,6 +68,11 @@ Test(vocab, unknown_rung_refused_1_3)
 	assert_refused(msb_isolation_parse(" vm", &v, &e_), MSB_E_VALUE, "not a rung");
 	assert_refused(msb_isolation_parse(NULL, &v, &e_), MSB_E_VALUE, "not a rung");
 	cr_assert_eq(v, MSB_ISOLATION_VM, "a refused parse leaves the output alone");
+	/* The seed's phrase too, so a reader who knows it recognises the refusal
+	 * (issue 16). */
+	assert_refused(msb_isolation_parse("hypervisor", &v, &e_), MSB_E_VALUE,
+		       "`hypervisor` is not a rung, not a valid Isolation: the ladder is");
+	assert_refused(msb_isolation_parse(NULL, &v, &e_), MSB_E_VALUE, "not a valid Isolation");
 	cr_assert_eq(msb_isolation_parse("os_process", &v, NULL), 0);
 	cr_assert_eq(v, MSB_ISOLATION_OS_PROCESS);
 }
@@ -78,7 +83,8 @@ Test(vocab, process_is_never_a_rung_1_4)
 {
 	msb_isolation v = MSB_ISOLATION_NONE;
 	assert_refused(msb_isolation_parse("process", &v, &e_), MSB_E_VALUE,
-		       "`process` is not a rung: the ladder is none < runtime < os_process");
+		       "`process` is not a rung, not a valid Isolation: the ladder is none < "
+		       "runtime < os_process");
 	cr_assert_eq(v, MSB_ISOLATION_NONE);
 	assert_refused(msb_isolation_parse("PROCESS", &v, &e_), MSB_E_VALUE, "not a rung");
 	cr_assert_str_eq(msb_isolation_name(MSB_ISOLATION_OS_PROCESS), "os_process");

@@ -366,18 +366,21 @@ class Sandbox:
         return self.client.call(method, sandbox=self.id, **params)
 
     def exec(self, argv=None, shell=None, working_directory=None, env=None, stdin=None,
-             timeout=30.0):
+             timeout=30.0, tty=False, rows=None, cols=None):
+        """`tty`: run on a terminal of rows x cols inside the sandbox (docs/cli-exec.md);
+        everything then arrives in stdout."""
         return ExecResult(self._call("sandbox.exec", argv=argv, shell=shell,
                                      working_directory=working_directory, env=env,
                                      stdin=_b64(stdin) if stdin is not None else None,
-                                     timeout=timeout))
+                                     timeout=timeout, tty=tty, rows=rows, cols=cols))
 
     def exec_bounded(self, max_output_bytes, argv=None, shell=None, working_directory=None,
-                     env=None, stdin=None, timeout=30.0):
+                     env=None, stdin=None, timeout=30.0, tty=False, rows=None, cols=None):
         return ExecResult(self._call("sandbox.exec_bounded", argv=argv, shell=shell,
                                      working_directory=working_directory, env=env,
                                      stdin=_b64(stdin) if stdin is not None else None,
-                                     timeout=timeout, max_output_bytes=max_output_bytes))
+                                     timeout=timeout, max_output_bytes=max_output_bytes,
+                                     tty=tty, rows=rows, cols=cols))
 
     def run_code(self, code, timeout=30.0):
         return ExecResult(self._call("sandbox.run_code", code=code, timeout=timeout))

@@ -30,195 +30,6 @@
 
 #define FAKE_NAME "in-process"
 
-/* ---- the store ------------------------------------------------------------- */
-
-struct node {
-	char *path;
-	msb_entry_kind kind;
-	uint8_t *data; /* regular files only */
-	size_t len;
-};
-
-struct store {
-	struct node *v; /* sorted by strcmp(path) */
-	size_t n;
-	size_t cap;
-};
-
-/* Index of `path`, or -1 with *pos the insertion point. */
-static ssize_t store_find(const struct store *s, const char *path, size_t *pos)
-{
-	size_t lo = 0, hi = s->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(s->v[mid].path, path);
-		if (c == 0)
-			return (ssize_t)mid;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (pos)
-		*pos = lo;
-	return -1;
-}
-
-static const struct node *store_get(const struct store *s, const char *path)
-{
-	ssize_t i = store_find(s, path, NULL);
-	return i < 0 ? NULL : &s->v[i];
-}
-
-static void node_clear(struct node *n)
-{
-	free(n->path);
-	free(n->data);
-	memset(n, 0, sizeof(*n));
-}
-
-/* Insert or replace; copies path and data. 0 or -ENOMEM. */
-static int store_put(struct store *s, const char *path, msb_entry_kind kind, const uint8_t *data,
-		     size_t len)
-{
-	_cleanup_free_ uint8_t *copy = NULL;
-	if (kind == MSB_ENTRY_FILE) {
-		copy = malloc(len ? len : 1);
-		if (!copy)
-			return -ENOMEM;
-		if (len)
-			memcpy(copy, data, len);
-	} else {
-		len = 0;
-	}
-
-	size_t pos = 0;
-	ssize_t i = store_find(s, path, &pos);
-	if (i >= 0) {
-		struct node *n = &s->v[i];
-		free(n->data);
-		n->kind = kind;
-		n->data = TAKE_PTR(copy);
-		n->len = len;
-		return 0;
-	}
-	_cleanup_free_ char *p = strdup(path);
-	if (!p)
-		return -ENOMEM;
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 16;
-		struct node *v = msb__reallocarray(s->v, cap, sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		s->v = v;
-		s->cap = cap;
-	}
-	memmove(&s->v[pos + 1], &s->v[pos], (s->n - pos) * sizeof(*s->v));
-	s->v[pos] = (struct node){TAKE_PTR(p), kind, TAKE_PTR(copy), len};
-	s->n++;
-	return 0;
-}
-
-static void store_del_at(struct store *s, size_t i)
-{
-	node_clear(&s->v[i]);
-	memmove(&s->v[i], &s->v[i + 1], (s->n - i - 1) * sizeof(*s->v));
-	s->n--;
-}
-
-static bool is_below(const char *path, const char *dir)
-{
-	size_t dl = strlen(dir);
-	if (dl == 1 && dir[0] == '/')
-		return path[0] == '/' && path[1] != '\0';
-	return strncmp(path, dir, dl) == 0 && path[dl] == '/';
-}
-
-/* An immediate child of `dir`. */
-static bool is_child(const char *path, const char *dir)
-{
-	if (!is_below(path, dir))
-		return false;
-	const char *rest = path + (strcmp(dir, "/") == 0 ? 1 : strlen(dir) + 1);
-	return strchr(rest, '/') == NULL;
-}
-
-/* Remove `path`, and everything below it when it is a directory. */
-static void store_del_tree(struct store *s, const char *path)
-{
-	ssize_t at = store_find(s, path, NULL);
-	bool dir = at >= 0 && s->v[at].kind == MSB_ENTRY_DIRECTORY;
-	for (size_t i = s->n; i-- > 0;) {
-		if (strcmp(s->v[i].path, path) == 0 || (dir && is_below(s->v[i].path, path)))
-			store_del_at(s, i);
-	}
-}
-
-static void store_free(struct store *s)
-{
-	for (size_t i = 0; i < s->n; i++)
-		node_clear(&s->v[i]);
-	free(s->v);
-	memset(s, 0, sizeof(*s));
-}
-
-static int store_copy(const struct store *from, struct store *to)
-{
-	memset(to, 0, sizeof(*to));
-	for (size_t i = 0; i < from->n; i++) {
-		const struct node *n = &from->v[i];
-		if (store_put(to, n->path, n->kind, n->data, n->len) < 0) {
-			store_free(to);
-			return -ENOMEM;
-		}
-	}
-	return 0;
-}
-
-/* The unconfined, no-follow stat the path helpers walk with (9.31). */
-static int store_lstat(void *userdata, const char *abs_path, bool *present, msb_entry_kind *kind,
-		       msb_error **err)
-{
-	const struct store *s = userdata;
-	if (strcmp(abs_path, "/") == 0) {
-		*present = true;
-		*kind = MSB_ENTRY_DIRECTORY;
-		return 0;
-	}
-	const struct node *n = store_get(s, abs_path);
-	*present = n != NULL;
-	if (n)
-		*kind = n->kind;
-	return 0;
-}
-
-/* Create every missing ancestor of `path` (root excluded, path included when
- * `self`) as a directory, stopping under a stored non-directory. */
-static int store_make_dirs(struct store *s, const char *path, bool self)
-{
-	size_t n = strlen(path);
-	for (size_t i = 1; i <= n; i++) {
-		if (i < n && path[i] != '/')
-			continue;
-		if (i == n && !self)
-			break;
-		if (i == 1)
-			continue; /* "/" */
-		_cleanup_free_ char *p = msb__strndup(path, i);
-		if (!p)
-			return -ENOMEM;
-		const struct node *at = store_get(s, p);
-		if (at) {
-			if (at->kind != MSB_ENTRY_DIRECTORY)
-				return 0;
-			continue;
-		}
-		if (store_put(s, p, MSB_ENTRY_DIRECTORY, NULL, 0) < 0)
-			return -ENOMEM;
-	}
-	return 0;
-}
-
 /* ---- the fake sandbox ------------------------------------------------------ */
 
 struct scripted {
@@ -280,8 +91,8 @@ static msb_fake_sandbox *locked(msb_fake_sandbox *fs)
 
 static void fake_free(msb_fake_sandbox *fs)
 {
-	store_free(&fs->cur);
-	store_free(&fs->seed);
+	msb_fake__store_free(&fs->cur);
+	msb_fake__store_free(&fs->seed);
 	for (size_t i = 0; i < fs->n_outputs; i++) {
 		free(fs->outputs[i].marker);
 		free(fs->outputs[i].stdout_text);
@@ -356,9 +167,9 @@ static int add_seed(msb_fake_sandbox *fs, const msb_fake_seed *sd, msb_error **e
 		return msb__error_nomem(err);
 	if (strcmp(p, "/") == 0)
 		return msb_error_set(err, MSB_E_VALUE, "seed path `%s` is the root", sd->path);
-	if (store_get(&fs->cur, p))
+	if (msb_fake__store_get(&fs->cur, p))
 		return msb_error_set(err, MSB_E_VALUE, "seed path `%s` is given twice", p);
-	if (store_put(&fs->cur, p, kind, sd->data, sd->len) < 0)
+	if (msb_fake__store_put(&fs->cur, p, kind, sd->data, sd->len) < 0)
 		return msb__error_nomem(err);
 	return 0;
 }
@@ -426,14 +237,14 @@ int msb_fake_sandbox_new(const msb_fake_sandbox_options *opts, msb_fake_sandbox 
 			goto fail;
 	}
 	/* Materialise the base and every seed's ancestors as directories. */
-	if (store_make_dirs(&fs->cur, MSB_DEFAULT_WORK_DIR, true) < 0)
+	if (msb_fake__store_make_dirs(&fs->cur, MSB_DEFAULT_WORK_DIR, true) < 0)
 		goto nomem;
 	for (size_t i = 0; i < opts->n_seed_files; i++) {
 		_cleanup_free_ char *p = msb_guest_normpath(opts->seed_files[i].path);
-		if (!p || store_make_dirs(&fs->cur, p, false) < 0)
+		if (!p || msb_fake__store_make_dirs(&fs->cur, p, false) < 0)
 			goto nomem;
 	}
-	if (store_copy(&fs->cur, &fs->seed) < 0)
+	if (msb_fake__store_copy(&fs->cur, &fs->seed) < 0)
 		goto nomem;
 	*out = fs;
 	return 0;
@@ -497,7 +308,8 @@ static int confine_and_walk(msb_fake_sandbox *fs, const char *path, const char *
 	r = msb_confine_guest_path(path, wd, &resolved, err);
 	if (r < 0)
 		return r;
-	r = msb_refuse_symlinked_parents(store_lstat, &fs->cur, resolved, wd, include_self, err);
+	r = msb_refuse_symlinked_parents(msb_fake__store_lstat, &fs->cur, resolved, wd,
+					 include_self, err);
 	if (r < 0)
 		return r;
 	*wd_out = TAKE_PTR(wd);
@@ -680,18 +492,18 @@ static int fake_write_file(void *impl, const char *path, const uint8_t *data, si
 	int r = resolve_wd(working_directory, &wd, err);
 	if (r < 0)
 		return r;
-	r = msb_confine_guest_write_path(store_lstat, &fs->cur, path, wd, &target, err);
+	r = msb_confine_guest_write_path(msb_fake__store_lstat, &fs->cur, path, wd, &target, err);
 	if (r < 0)
 		return r;
-	const struct node *n = store_get(&fs->cur, target);
+	const struct node *n = msb_fake__store_get(&fs->cur, target);
 	if (n && n->kind == MSB_ENTRY_DIRECTORY)
 		return msb_error_set(err, MSB_E_IS_DIRECTORY, "`%s` is a directory", path);
 	if (n && n->kind == MSB_ENTRY_OTHER)
 		return msb_error_set(err, MSB_E_OS, "`%s` is not a regular file", path);
 	/* The walk stopped at the first missing parent; everything from there
 	 * down is created as a real directory (9.11, 9.18). */
-	if (store_make_dirs(&fs->cur, target, false) < 0 ||
-	    store_put(&fs->cur, target, MSB_ENTRY_FILE, data, len) < 0)
+	if (msb_fake__store_make_dirs(&fs->cur, target, false) < 0 ||
+	    msb_fake__store_put(&fs->cur, target, MSB_ENTRY_FILE, data, len) < 0)
 		return msb__error_nomem(err);
 	return 0;
 }
@@ -721,7 +533,7 @@ static int fake_stat_file(void *impl, const char *path, const char *working_dire
 	int r = confine_and_walk(fs, path, working_directory, false, &wd, &resolved, err);
 	if (r < 0)
 		return r;
-	const struct node *n = store_get(&fs->cur, resolved);
+	const struct node *n = msb_fake__store_get(&fs->cur, resolved);
 	if (!n && strcmp(resolved, "/") != 0) {
 		*present = false;
 		return 0;
@@ -743,7 +555,7 @@ static int fake_read_file(void *impl, const char *path, const char *working_dire
 	int r = confine_and_walk(fs, path, working_directory, false, &wd, &resolved, err);
 	if (r < 0)
 		return r;
-	const struct node *n = store_get(&fs->cur, resolved);
+	const struct node *n = msb_fake__store_get(&fs->cur, resolved);
 	if (!n && strcmp(resolved, "/") == 0)
 		return msb_error_set(err, MSB_E_IS_DIRECTORY, "`%s` is a directory", path);
 	if (!n)
@@ -788,14 +600,14 @@ static int fake_list_dir(void *impl, const char *path, const char *working_direc
 	int r = confine_and_walk(fs, path, working_directory, true, &wd, &resolved, err);
 	if (r < 0)
 		return r;
-	if (!store_get(&fs->cur, resolved) && strcmp(resolved, "/") != 0)
+	if (!msb_fake__store_get(&fs->cur, resolved) && strcmp(resolved, "/") != 0)
 		return msb_error_set(err, MSB_E_NOT_FOUND, "no such directory `%s`", path);
 
 	msb_entry *v = NULL;
 	size_t n = 0;
 	for (size_t i = 0; i < fs->cur.n; i++) {
 		const struct node *c = &fs->cur.v[i];
-		if (!is_child(c->path, resolved))
+		if (!msb_fake__path_child(c->path, resolved))
 			continue;
 		msb_entry *nv = msb__reallocarray(v, n + 1, sizeof(*v));
 		if (!nv)
@@ -827,14 +639,14 @@ static int fake_remove(void *impl, const char *path, const char *working_directo
 	if (strcmp(resolved, wd) == 0)
 		return msb_error_set(err, MSB_E_VALUE,
 				     "refusing to remove the working directory `%s` itself", wd);
-	const struct node *n = store_get(&fs->cur, resolved);
+	const struct node *n = msb_fake__store_get(&fs->cur, resolved);
 	if (!n)
 		return 0; /* missing is success (9.25) */
 	if (n->kind == MSB_ENTRY_DIRECTORY && !recursive)
 		return msb_error_set(err, MSB_E_OS,
 				     "`%s` is a directory: removing it needs recursive", path);
 	/* A link is one entry: it is unlinked, never followed. */
-	store_del_tree(&fs->cur, resolved);
+	msb_fake__store_del_tree(&fs->cur, resolved);
 	return 0;
 }
 
@@ -859,13 +671,13 @@ static int fake_reclaim(void *impl, const char *directory, const char *working_d
 		return msb_error_set(
 			err, MSB_E_VALUE,
 			"reclaim: refusing to remove the working directory `%s` itself", wd);
-	r = msb_refuse_symlinked_parents(store_lstat, &fs->cur, resolved, wd, false, err);
+	r = msb_refuse_symlinked_parents(msb_fake__store_lstat, &fs->cur, resolved, wd, false, err);
 	if (r < 0)
 		return msb_error_wrap(err, "reclaim");
 	if (msb__strv_push(&fs->reclaims, resolved) < 0)
 		return msb__error_nomem(err);
 	/* Absent is success; a link in its place is removed, not followed. */
-	store_del_tree(&fs->cur, resolved);
+	msb_fake__store_del_tree(&fs->cur, resolved);
 	return 0;
 }
 
@@ -971,12 +783,12 @@ int msb_fake__ensure_base(msb_fake_sandbox *fs, msb_error **err)
 {
 	_cleanup_unlock_ msb_fake_sandbox *l = locked(fs);
 	/* 10.3: a link or a non-directory at the base (or above it) fails. */
-	int r = msb_refuse_symlinked_parents(store_lstat, &fs->cur, MSB_DEFAULT_WORK_DIR, "/", true,
-					     err);
+	int r = msb_refuse_symlinked_parents(msb_fake__store_lstat, &fs->cur, MSB_DEFAULT_WORK_DIR,
+					     "/", true, err);
 	if (r < 0)
 		return msb_error_wrap(err, "storage base `%s`", MSB_DEFAULT_WORK_DIR);
 	/* 10.1, 10.2: create what is missing, leave what exists as it is. */
-	if (store_make_dirs(&fs->cur, MSB_DEFAULT_WORK_DIR, true) < 0)
+	if (msb_fake__store_make_dirs(&fs->cur, MSB_DEFAULT_WORK_DIR, true) < 0)
 		return msb__error_nomem(err);
 	return 0;
 }
@@ -1059,7 +871,7 @@ int msb_fake_sandbox_contents(msb_fake_sandbox *fs, const char *abs_path, uint8_
 	if (!p)
 		return msb__error_nomem(err);
 	_cleanup_unlock_ msb_fake_sandbox *l = locked(fs);
-	const struct node *n = store_get(&fs->cur, p);
+	const struct node *n = msb_fake__store_get(&fs->cur, p);
 	if (!n || n->kind != MSB_ENTRY_FILE)
 		return msb_error_set(err, MSB_E_NOT_FOUND, "no regular file `%s` in the fake", p);
 	uint8_t *copy = malloc(n->len + 1);
@@ -1107,7 +919,7 @@ int msb_fake__guest_get(msb_fake_sandbox *fs, const char *abs, msb_entry_kind *k
 		*kind = MSB_ENTRY_DIRECTORY;
 		return 1;
 	}
-	const struct node *n = store_get(&fs->cur, abs);
+	const struct node *n = msb_fake__store_get(&fs->cur, abs);
 	if (!n)
 		return 0;
 	*kind = n->kind;
@@ -1131,7 +943,7 @@ static int parent_ok(const struct store *s, const char *abs)
 	_cleanup_free_ char *parent = msb__strndup(abs, (size_t)(slash - abs));
 	if (!parent)
 		return -ENOMEM;
-	const struct node *p = store_get(s, parent);
+	const struct node *p = msb_fake__store_get(s, parent);
 	if (!p)
 		return -ENOENT;
 	return p->kind == MSB_ENTRY_DIRECTORY ? 0 : -ENOTDIR;
@@ -1144,10 +956,10 @@ int msb_fake__guest_put(msb_fake_sandbox *fs, const char *abs, msb_entry_kind ki
 	int r = parent_ok(&fs->cur, abs);
 	if (r < 0)
 		return r;
-	const struct node *n = store_get(&fs->cur, abs);
+	const struct node *n = msb_fake__store_get(&fs->cur, abs);
 	if (n && n->kind == MSB_ENTRY_DIRECTORY)
 		return -EISDIR;
-	return store_put(&fs->cur, abs, kind, data, len);
+	return msb_fake__store_put(&fs->cur, abs, kind, data, len);
 }
 
 int msb_fake__guest_mkdirs(msb_fake_sandbox *fs, const char *abs)
@@ -1160,10 +972,10 @@ int msb_fake__guest_mkdirs(msb_fake_sandbox *fs, const char *abs)
 		_cleanup_free_ char *p = msb__strndup(abs, i);
 		if (!p)
 			return -ENOMEM;
-		const struct node *at = store_get(&fs->cur, p);
+		const struct node *at = msb_fake__store_get(&fs->cur, p);
 		if (at && at->kind != MSB_ENTRY_DIRECTORY)
 			return -ENOTDIR;
-		if (!at && store_put(&fs->cur, p, MSB_ENTRY_DIRECTORY, NULL, 0) < 0)
+		if (!at && msb_fake__store_put(&fs->cur, p, MSB_ENTRY_DIRECTORY, NULL, 0) < 0)
 			return -ENOMEM;
 	}
 	return 0;

@@ -22,8 +22,13 @@
 #include "backends/ns/boundary/boundary.h"
 #include "egress/egress.h"
 #include "ns_int.h"
+#include "util/fault.h"
+#include "backends/types.h"
 #include "util/fs.h"
 #include "util/json.h"
+
+/* How long an acquire waits for a live shim to record how its agent died. */
+#define NS_SETTLE_NS (1000LL * 1000 * 1000)
 
 #ifndef MSB_LIBEXECDIR
 #define MSB_LIBEXECDIR "/usr/local/libexec/msb"
@@ -62,11 +67,12 @@ int msb_ns__backend_init(ns_backend *b, const msb_ns_options *opts, msb_error **
 	msb_ns_options defaults = MSB_NS_OPTIONS_INIT;
 	if (!opts)
 		opts = &defaults;
-	/* Version 1 ends before pool_size. */
-	if (opts->version != MSB_NS_OPTIONS_VERSION && opts->version != 1)
+	/* Version 1 is the struct without the progress fields, version 2 without
+	 * pool_size. */
+	if (opts->version < 1 || opts->version > MSB_NS_OPTIONS_VERSION)
 		return msb_error_set(err, MSB_E_VALUE, "ns options: unsupported version %u",
 				     opts->version);
-	unsigned pool_size = opts->version >= 2 ? opts->pool_size : 0;
+	unsigned pool_size = opts->version >= 3 ? opts->pool_size : 0;
 	if (pool_size > MSB_NS_POOL_MAX)
 		return msb_error_set(err, MSB_E_VALUE,
 				     "ns options: pool_size %u is over the most, %u", pool_size,
@@ -75,6 +81,10 @@ int msb_ns__backend_init(ns_backend *b, const msb_ns_options *opts, msb_error **
 	b->pool_size = pool_size;
 	pthread_mutex_init(&b->refill_lock, NULL);
 	pthread_cond_init(&b->refill_done, NULL);
+	if (opts->version >= 2) {
+		b->progress = opts->progress;
+		b->progress_userdata = opts->progress_userdata;
+	}
 	b->name = strdup(opts->name ? opts->name : "ns");
 	b->shim_path = pick_path(opts->shim_path, "MSB_SHIM", "msb-shim");
 	b->agent_path = pick_path(opts->agent_path, "MSB_AGENT", "msb-agent");
@@ -185,24 +195,24 @@ int msb_ns__shim_spawn(const ns_backend *b, const char *dir, bool egress, bool p
 	char *argv[16];
 	size_t k = 0;
 	argv[k++] = b->shim_path;
-	argv[k++] = "--daemon";
-	argv[k++] = "--state";
+	argv[k++] = (char *)"--daemon";
+	argv[k++] = (char *)"--state";
 	argv[k++] = (char *)dir;
-	argv[k++] = "--agent";
+	argv[k++] = (char *)"--agent";
 	argv[k++] = b->agent_path;
-	argv[k++] = "--config";
+	argv[k++] = (char *)"--config";
 	argv[k++] = cfg;
 	if (ready) {
-		argv[k++] = "--ready-fd";
-		argv[k++] = "3";
+		argv[k++] = (char *)"--ready-fd";
+		argv[k++] = (char *)"3";
 	}
 	if (pool) {
-		argv[k++] = "--pool";
-		argv[k++] = "--cgroup-key";
+		argv[k++] = (char *)"--pool";
+		argv[k++] = (char *)"--cgroup-key";
 		argv[k++] = cgkey;
 	}
 	if (egress) {
-		argv[k++] = "--egress";
+		argv[k++] = (char *)"--egress";
 		argv[k++] = ecfg;
 	}
 	argv[k] = NULL;
@@ -257,8 +267,10 @@ int msb_ns__shim_spawn(const ns_backend *b, const char *dir, bool egress, bool p
 			close(pipefd[0]);
 		return msb__error_errno(err, r, "cannot start the shim `%s`", b->shim_path);
 	}
-	if (ready)
+	if (ready) {
 		*ready = pipefd[0];
+		msb__fault_point("acquire.shim_started");
+	}
 	return 0;
 }
 
@@ -367,6 +379,22 @@ static bool dir_empty(int dfd)
 	return empty;
 }
 
+/* The shim reported the sandbox ready; before a handle goes out it must
+ * still run. An agent or a shim that died since (or an agent that died
+ * before the shim reported) fails the creation, which then leaves nothing:
+ * never a handle to a dead sandbox (issue 15; the fault suite's
+ * acquire.ready, acquire.shim_started and shim.spawned cases). */
+static int check_started(int dfd, msb_error **err)
+{
+	_cleanup_free_ char *why = NULL;
+	msb_ns_liveness live = msb_ns__liveness_settled(dfd, NULL, &why, NS_SETTLE_NS);
+	if (live == MSB_NS_RUNNING)
+		return 0;
+	return msb_error_set(err, MSB_E_RUNTIME,
+			     "ns sandbox not created: it died while starting: %s",
+			     why ? why : "its shim took it down");
+}
+
 /* Create sandbox `name` in its empty, locked directory dfd. */
 static int create_sandbox(ns_backend *b, const msb_key *key, const char *kind, const char *work_dir,
 			  const char *egress, const char *cfg, const char *name, int statefd,
@@ -385,6 +413,7 @@ static int create_sandbox(ns_backend *b, const msb_key *key, const char *kind, c
 		.instance_id = instance,
 		.work_dir = (char *)work_dir,
 		.created_ns = msb__realtime_ns(),
+		.image = b->image,
 	};
 	/* Labels first, so a purge finds the sandbox even if setup fails (4.20). */
 	r = msb_ns__labels_write(dfd, &nl, err);
@@ -403,7 +432,12 @@ static int create_sandbox(ns_backend *b, const msb_key *key, const char *kind, c
 	_cleanup_free_ char *dir = msb__asprintf("%s/%s", b->state_dir, name);
 	if (!dir)
 		return msb__error_nomem(err);
+	msb__fault_point("acquire.labels_written");
 	r = start_shim(b, dir, egress != NULL, b->start_timeout, err);
+	if (r == 0) {
+		msb__fault_point("acquire.ready");
+		r = check_started(dfd, err);
+	}
 	if (r < 0) {
 		/* Fail closed and leave nothing: stop whatever started. */
 		purge_sandbox(b, name, NULL);
@@ -462,6 +496,11 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 	int r = msb_ns__limits_check(b, spec, err);
 	if (r < 0)
 		return r;
+	/* Out of descriptors is said as such, before it can surface as
+	 * something else (a stale sandbox, a work/ that is not a directory). */
+	r = msb__fds_headroom(MSB_NS_ACQUIRE_FDS, "ns: cannot acquire", err);
+	if (r < 0)
+		return r;
 	_cleanup_free_ char *egress = NULL;
 	r = msb_ns__egress_config(b, spec, &egress, err);
 	if (r < 0)
@@ -481,7 +520,8 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 		return msb__error_errno(err, errno, "ns: cannot open `%s`", b->state_dir);
 
 	for (int attempt = 0; attempt < 8; attempt++) {
-		if (mkdirat(statefd, name, 0700) < 0 && errno != EEXIST)
+		bool created = mkdirat(statefd, name, 0700) == 0;
+		if (!created && errno != EEXIST)
 			return msb__error_errno(err, errno, "ns: cannot create `%s`", name);
 		_cleanup_close_ int dfd =
 			openat(statefd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -498,9 +538,10 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 			return msb__error_errno(err, errno, "ns: cannot stat `%s`", name);
 		if (st.st_nlink == 0)
 			continue; /* a disposal removed it while we waited: start over */
+		msb__fault_point("acquire.locked");
 
 		_cleanup_free_ char *why = NULL;
-		msb_ns_liveness live = msb_ns__liveness(dfd, NULL, &why);
+		msb_ns_liveness live = msb_ns__liveness_settled(dfd, NULL, &why, NS_SETTLE_NS);
 		msb_ns_labels labels = {0};
 		bool labelled = msb_ns__labels_read(dfd, &labels, NULL) == 0;
 		/* A claim from the pool that died before the sandbox had its
@@ -545,7 +586,10 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 		 * can never reach the new (issue 15 finding 3). */
 		r = purge_sandbox(b, name, err);
 		if (r < 0)
-			return msb_error_wrap(err, "ns: cannot clear the stale sandbox `%s`", name);
+			return msb_error_wrap(err,
+					      created ? "ns: cannot prepare the new sandbox `%s`"
+						      : "ns: cannot clear the stale sandbox `%s`",
+					      name);
 		r = clear_dir(dfd);
 		if (r == 0)
 			r = unlinkat(statefd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
@@ -600,6 +644,7 @@ static int sweep(ns_backend *b, select_fn select, void *ud, uint64_t *disposed,
 			msb_disposal_code code = MSB_DISPOSAL_UNKNOWN;
 			char *detail = NULL;
 			msb_error *perr = NULL;
+			msb__fault_point("dispose.locked");
 			int r = purge_sandbox(b, de->d_name, &perr);
 			/* The shim is down: the records of the tunnels it closed are
 			 * in; report them before the directory goes. */
@@ -610,24 +655,17 @@ static int sweep(ns_backend *b, select_fn select, void *ud, uint64_t *disposed,
 				detail = msb__asprintf("%s: %s", de->d_name,
 						       msb_error_message(perr));
 				msb_error_free(perr);
-			} else if ((r = msb__rm_rf_at(dirfd(d), de->d_name)) < 0) {
-				code = MSB_DISPOSAL_REFUSED;
-				detail = msb__asprintf("%s: the state directory was kept: %s",
-						       de->d_name, strerror(-r));
-			}
-			if (r < 0 && failures) {
-				msb_disposal_failure *f = NULL;
-				if (msb_disposal_failure_new(code, detail, &f, NULL) == 0) {
-					msb_disposal_failure **v = msb__reallocarray(
-						*failures, *n_failures + 1, sizeof(*v));
-					if (v) {
-						v[(*n_failures)++] = f;
-						*failures = v;
-					} else {
-						msb_disposal_failure_free(f);
-					}
+			} else {
+				msb__fault_point("dispose.shim_stopped");
+				if ((r = msb__rm_rf_at(dirfd(d), de->d_name)) < 0) {
+					code = MSB_DISPOSAL_REFUSED;
+					detail = msb__asprintf(
+						"%s: the state directory was kept: %s", de->d_name,
+						strerror(-r));
 				}
 			}
+			if (r < 0)
+				msb_backends__add_failure(failures, n_failures, code, detail);
 			free(detail);
 			if (r == 0 && disposed)
 				(*disposed)++;
@@ -764,6 +802,18 @@ const char *msb_ns_backend_state_root(const msb_backend *b)
 	return nb ? nb->state_root : NULL;
 }
 
+int msb_ns_backend_set_progress(msb_backend *b, msb_ns_progress_fn fn, void *userdata,
+				msb_error **err)
+{
+	ns_backend *nb = msb_backend_impl(b, &ns_ops);
+	if (!nb)
+		return msb_error_set(err, MSB_E_VALUE, "backend `%s` is not an ns backend",
+				     b ? msb_backend_name(b) : "(null)");
+	nb->progress = fn;
+	nb->progress_userdata = userdata;
+	return 0;
+}
+
 int msb_ns_list(const msb_ns_options *opts, msb_ns_entry **entries, size_t *n, msb_error **err)
 {
 	ns_backend b;
@@ -814,6 +864,8 @@ int msb_ns_list(const msb_ns_options *opts, msb_ns_entry **entries, size_t *n, m
 		e->kind = TAKE_PTR(l.kind);
 		e->call_id = TAKE_PTR(l.call_id);
 		e->instance_id = TAKE_PTR(l.instance_id);
+		e->image = TAKE_PTR(l.image);
+		e->created_ns = l.created_ns;
 		msb_ns__labels_clear(&l);
 		msb_ns_liveness live = msb_ns__liveness(dfd, &e->shim_pid, &e->reason);
 		e->alive = live == MSB_NS_RUNNING;
@@ -841,6 +893,7 @@ void msb_ns_entries_free(msb_ns_entry *entries, size_t n)
 		free(entries[i].call_id);
 		free(entries[i].instance_id);
 		free(entries[i].reason);
+		free(entries[i].image);
 	}
 	free(entries);
 }

@@ -22,6 +22,7 @@
 #include <msb/paths.h>
 
 #include "ns_files.h"
+#include "util/fault.h"
 #include "util/fs.h"
 #include "util/syscalls.h"
 
@@ -31,8 +32,12 @@
  * and it was not asked to create it: callers decide what absence means. */
 #define NS_MISSING (-ENOENT)
 
-/* Hard limit on the entries one list_dir returns. */
+/* The host's budget for one list_dir (docs/security.md, "Budgets on guest
+ * bytes"): at most NS_LIST_MAX entries and NS_LIST_MAX_BYTES of their paths
+ * (as returned, relative to the working directory, NULs included); past
+ * either the listing is refused (MSB_E_OS) before the next entry is held. */
 #define NS_LIST_MAX 65536
+#define NS_LIST_MAX_BYTES ((size_t)16 << 20)
 
 int msb_ns__relative(const ns_files *f, const char *path, const char *working_directory, char **rel,
 		     char **wd_rel, msb_error **err)
@@ -287,7 +292,12 @@ static int fill(const ns_target *t, int fd, const uint8_t *data, size_t len, msb
 {
 	if (fchown(fd, t->uid, t->gid) < 0)
 		return msb__error_errno(err, errno, "cannot own `%s`", t->shown);
-	int w = write_all(fd, data, len);
+	/* In two halves, for the fault point between them (docs/internals/faults.md). */
+	int w = write_all(fd, data, len / 2);
+	if (w == 0) {
+		msb__fault_point("write_file.partial");
+		w = write_all(fd, data + len / 2, len - len / 2);
+	}
 	if (w < 0)
 		return msb__error_errno(err, w, "cannot write `%s`", t->shown);
 	return 0;
@@ -512,12 +522,15 @@ int msb_ns__read_file(const ns_files *f, const char *path, const char *working_d
 			buf[got++] = extra;
 			continue;
 		}
-		n = read_retry(fd, buf + got, cap - got);
+		/* The first read takes half, for the fault point after it
+		 * (docs/internals/faults.md). */
+		n = read_retry(fd, buf + got, got == 0 && cap > 1 ? cap / 2 : cap - got);
 		if (n < 0)
 			return msb__error_errno(err, (int)n, "cannot read `%s`", path);
 		if (n == 0)
 			break;
 		got += (size_t)n;
+		msb__fault_point("read_file.partial");
 	}
 	*data = TAKE_PTR(buf);
 	*len = got;
@@ -535,6 +548,22 @@ static void closedirp(DIR **d)
 {
 	if (*d)
 		closedir(*d);
+}
+
+/* Charge one more entry named `nm` to a listing's budget, or refuse it. */
+static int list_budget(const char *path, const char *prefix, bool at_wd, const char *nm,
+		       size_t count, size_t *bytes, msb_error **err)
+{
+	if (count == NS_LIST_MAX)
+		return msb_error_set(err, MSB_E_OS, "`%s` has more than %d entries", path,
+				     NS_LIST_MAX);
+	size_t len = (at_wd ? 0 : strlen(prefix) + 1) + strlen(nm) + 1;
+	if (len > NS_LIST_MAX_BYTES - *bytes)
+		return msb_error_set(err, MSB_E_OS,
+				     "`%s` has more than %zu bytes of entry paths to list", path,
+				     NS_LIST_MAX_BYTES);
+	*bytes += len;
+	return 0;
 }
 
 int msb_ns__list_dir(const ns_files *f, const char *path, const char *working_directory,
@@ -565,7 +594,7 @@ int msb_ns__list_dir(const ns_files *f, const char *path, const char *working_di
 	bool at_wd = strcmp(prefix, ".") == 0;
 
 	msb_entry *v = NULL;
-	size_t count = 0, cap = 0;
+	size_t count = 0, cap = 0, bytes = 0;
 	struct dirent *de;
 	errno = 0;
 	while ((de = readdir(d))) {
@@ -579,11 +608,8 @@ int msb_ns__list_dir(const ns_files *f, const char *path, const char *working_di
 			r = msb__error_errno(err, errno, "cannot stat an entry of `%s`", path);
 			goto fail;
 		}
-		if (count == NS_LIST_MAX) {
-			r = msb_error_set(err, MSB_E_OS, "`%s` has more than %d entries", path,
-					  NS_LIST_MAX);
+		if ((r = list_budget(path, prefix, at_wd, nm, count, &bytes, err)) < 0)
 			goto fail;
-		}
 		if (count == cap) {
 			size_t ncap = cap ? cap * 2 : 16;
 			msb_entry *nv = msb__reallocarray(v, ncap, sizeof(*v));

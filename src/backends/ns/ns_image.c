@@ -50,7 +50,8 @@ int msb_ns__config_image(json_t *cfg, const ns_backend *b, msb_error **err)
 	msb_oci_owner owner = {.shift = geteuid() == 0, .id_base = MSB_NS_DEFAULT_ID_BASE};
 	_cleanup_strv_ char **layers = NULL;
 	size_t n = 0;
-	int r = msb_ns__oci_prepare(b->image, cache, &owner, &layers, &n, err);
+	msb_oci_progress progress = {.fn = b->progress, .userdata = b->progress_userdata};
+	int r = msb_ns__oci_prepare(b->image, cache, &owner, &progress, &layers, &n, err);
 	if (r < 0)
 		return r;
 	json_t *arr = json_array();

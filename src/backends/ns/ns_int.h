@@ -32,6 +32,8 @@ typedef struct ns_backend {
 	pthread_mutex_t refill_lock;
 	pthread_cond_t refill_done;
 	unsigned refills;
+	msb_ns_progress_fn progress; /* image unpack progress; NULL = none */
+	void *progress_userdata;
 } ns_backend;
 
 /* The ns backend behind b, or NULL. */
@@ -139,6 +141,11 @@ int msb_ns__pool_claim(ns_backend *b, const ns_template *t, const msb_key *key, 
 void msb_ns__pool_refill(ns_backend *b, const ns_template *t);
 /* Wait for the refills this backend started (before it is freed). */
 void msb_ns__pool_wait(ns_backend *b);
+
+/* Descriptors an acquire wants free in the calling process before it starts
+ * (the shim it starts inherits the same RLIMIT_NOFILE with fewer open):
+ * fewer is refused as "out of file descriptors" up front. */
+#define MSB_NS_ACQUIRE_FDS 64u
 
 /* A handle onto one running sandbox (ns_sandbox.c), bound to its instance:
  * it keeps a descriptor of the state directory dfd names (the directory of

@@ -335,7 +335,7 @@ static int take(ns_backend *b, const ns_template *t, const msb_key *key, const c
 	}
 	/* It has the key's name and is ours (locked): take it down and let the
 	 * acquire start over. */
-	msb_sandbox_release(sb);
+	msb_sandbox_free(sb);
 	_cleanup_free_ char *path = msb__asprintf("%s/%s", b->state_dir, name);
 	if (path)
 		msb_ns__state_purge(path, false, 5000, NULL);

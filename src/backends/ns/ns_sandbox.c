@@ -114,7 +114,8 @@ static int instance_check(ns_sandbox *s, bool settle, msb_error **err)
 			return 0;
 		free(why);
 		why = NULL;
-		live = msb_ns__liveness(s->dfd, NULL, &why);
+		int64_t left = until - msb__now_ns();
+		live = msb_ns__liveness_settled(s->dfd, NULL, &why, left > 0 ? left : 0);
 		if (live != MSB_NS_RUNNING)
 			return gone(s, live, why, err);
 		if (msb__now_ns() >= until)
@@ -367,6 +368,8 @@ static const msb_sandbox_ops ns_sandbox_ops = {
 	.fingerprint = ns_fingerprint,
 	.instance_id = ns_instance_id,
 	.release = ns_release,
+	/* the agent streams both ways and allocates terminals (client_exec.c) */
+	.exec_io = MSB_EXEC_CAN_STDIN_FD | MSB_EXEC_CAN_OUTPUT | MSB_EXEC_CAN_TTY,
 };
 
 int msb_ns__sandbox_new(const ns_backend *b, const char *name, int dfd, const msb_ns_labels *labels,

@@ -33,27 +33,66 @@
 #include "backends/ns/boundary/boundary.h"
 #include "ns_int.h"
 #include "ns_snapshot.h"
+#include "util/fault.h"
 #include "util/fs.h"
 #include "util/syscalls.h"
 
 #define CONTROL_TIMEOUT 10.0
 #define MOUNTINFO_MAX (4u << 20)
 #define CMDLINE_MAX 4096
+#define STATUS_MAX (64u << 10)
 
-/* A growable msb_strv without the quadratic append. */
+/* A growable msb_strv without the quadratic append, under a budget: at
+ * most `max` strings, `max_len` bytes each and `max_bytes` in all (NULs
+ * included). */
 struct strs {
 	char **v;
 	size_t n, cap, max;
+	size_t bytes, max_bytes, max_len;
 };
+
+/* -E2BIG past the count, -ENAMETOOLONG past one string's length, -EFBIG
+ * past the bytes; the string is freed then, and nothing more is held. */
+static int strs_budget(struct strs *s, char *str)
+{
+	size_t len = strlen(str);
+	int r = s->n >= s->max			 ? -E2BIG
+		: len > s->max_len		 ? -ENAMETOOLONG
+		: len >= s->max_bytes - s->bytes ? -EFBIG
+						 : 0;
+	if (r < 0)
+		free(str);
+	else
+		s->bytes += len + 1;
+	return r;
+}
+
+/* The typed refusal for a strs_budget() failure (nomem for anything else). */
+static int strs_refusal(msb_error **err, int r, const struct strs *s, const char *things)
+{
+	if (r == -E2BIG)
+		return msb_error_set(err, MSB_E_RUNTIME,
+				     "ns fingerprint: cannot attest: more than %zu %s", s->max,
+				     things);
+	if (r == -ENAMETOOLONG)
+		return msb_error_set(err, MSB_E_RUNTIME,
+				     "ns fingerprint: cannot attest: one of the %s is longer than "
+				     "%zu bytes",
+				     things, s->max_len);
+	if (r == -EFBIG)
+		return msb_error_set(err, MSB_E_RUNTIME,
+				     "ns fingerprint: cannot attest: more than %zu bytes of %s",
+				     s->max_bytes, things);
+	return msb__error_nomem(err);
+}
 
 static int strs_add(struct strs *s, char *str)
 {
 	if (!str)
 		return -ENOMEM;
-	if (s->n >= s->max) {
-		free(str);
-		return -E2BIG;
-	}
+	int b = strs_budget(s, str);
+	if (b < 0)
+		return b;
 	if (s->n + 1 >= s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 64;
 		char **v = msb__reallocarray(s->v, cap, sizeof(*v));
@@ -220,7 +259,8 @@ static int open_dir_beneath(int base, const char *rel)
  */
 static int walk(int base, const char *prefix, struct strs *out, const char *what, msb_error **err)
 {
-	struct strs queue = {.max = SIZE_MAX};
+	/* Each queued directory is also one of `out`'s paths: out's budget bounds it. */
+	struct strs queue = {.max = SIZE_MAX, .max_bytes = SIZE_MAX, .max_len = SIZE_MAX};
 	int r = strs_add(&queue, strdup(""));
 	for (size_t qi = 0; r == 0 && qi < queue.n; qi++) {
 		const char *rel = queue.v[qi];
@@ -250,17 +290,9 @@ static int walk(int base, const char *prefix, struct strs *out, const char *what
 				break;
 			}
 			r = strs_add(out, msb__asprintf("%s%s", prefix, child));
-			if (r == -E2BIG) {
-				free(child);
-				r = msb_error_set(err, MSB_E_RUNTIME,
-						  "ns fingerprint: cannot attest: more than %u "
-						  "changed paths",
-						  MSB_NS_FINGERPRINT_MAX_PATHS);
-				break;
-			}
 			if (r < 0) {
 				free(child);
-				r = msb__error_nomem(err);
+				r = strs_refusal(err, r, out, "changed paths");
 				break;
 			}
 			bool dir = de->d_type == DT_DIR;
@@ -417,7 +449,7 @@ static int nspid(int procfd, const char *pid, int *depth, long *inner)
 	char path[300];
 	snprintf(path, sizeof(path), "%s/status", pid);
 	_cleanup_free_ char *s = NULL;
-	int r = msb__read_file_at(procfd, path, 64 * 1024, &s, NULL);
+	int r = msb__read_file_at(procfd, path, STATUS_MAX, &s, NULL);
 	if (r < 0)
 		return r;
 	char *p = strstr(s, "\nNSpid:");
@@ -537,7 +569,17 @@ static int processes(pid_t init, struct strs *out, msb_error **err)
 		bool member = ns.dev == pidns.dev && ns.ino == pidns.ino;
 		int pdepth = 0;
 		long pinner = 0;
-		if (nspid(procfd, de->d_name, &pdepth, &pinner) < 0)
+		int sq = nspid(procfd, de->d_name, &pdepth, &pinner);
+		if (sq == -EFBIG && member) {
+			/* Past the read's budget: not skipped, refused. */
+			r = msb_error_set(
+				err, MSB_E_RUNTIME,
+				"ns fingerprint: cannot attest: the status of process %s is "
+				"over %u bytes",
+				de->d_name, STATUS_MAX);
+			break;
+		}
+		if (sq < 0)
 			continue;
 		if (!member && pdepth > depth)
 			member = nested_in(procfd, de->d_name, pdepth - depth, &pidns);
@@ -562,14 +604,8 @@ static int processes(pid_t init, struct strs *out, msb_error **err)
 		if (!id)
 			continue; /* exited meanwhile */
 		int q = strs_add(out, id);
-		if (q == -E2BIG) {
-			r = msb_error_set(err, MSB_E_RUNTIME,
-					  "ns fingerprint: cannot attest: more than %u processes",
-					  MSB_NS_FINGERPRINT_MAX_PROCS);
-			break;
-		}
 		if (q < 0) {
-			r = msb__error_nomem(err);
+			r = strs_refusal(err, q, out, "processes");
 			break;
 		}
 	}
@@ -582,6 +618,15 @@ static int processes(pid_t init, struct strs *out, msb_error **err)
 int msb_ns__snapshot_fingerprint(int dfd, const char *dir, const char *work_dir, bool *supported,
 				 msb_fingerprint *out, msb_error **err)
 {
+	return msb_ns__snapshot_fingerprint_within(dfd, dir, work_dir, NULL, supported, out, err);
+}
+
+int msb_ns__snapshot_fingerprint_within(int dfd, const char *dir, const char *work_dir,
+					const msb_ns_fingerprint_budget *budget, bool *supported,
+					msb_fingerprint *out, msb_error **err)
+{
+	static const msb_ns_fingerprint_budget defaults = MSB_NS_FINGERPRINT_BUDGET_INIT;
+	const msb_ns_fingerprint_budget *b = budget ? budget : &defaults;
 	pid_t init;
 	uint64_t start;
 	int r = msb_ns__read_pid_file(dfd, MSB_NS_STATE_INIT_PID, &init, &start);
@@ -602,8 +647,11 @@ int msb_ns__snapshot_fingerprint(int dfd, const char *dir, const char *work_dir,
 		return msb_error_set(err, MSB_E_RUNTIME, "ns fingerprint: cannot attest: shim: %s",
 				     strncmp(reply, "error: ", 7) == 0 ? reply + 7 : reply);
 
-	struct strs paths = {.max = MSB_NS_FINGERPRINT_MAX_PATHS};
-	struct strs procs = {.max = MSB_NS_FINGERPRINT_MAX_PROCS};
+	struct strs paths = {
+		.max = b->max_paths, .max_bytes = b->max_path_bytes, .max_len = b->max_path_len};
+	/* One identity is bounded where it is read (CMDLINE_MAX). */
+	struct strs procs = {
+		.max = b->max_procs, .max_bytes = b->max_proc_bytes, .max_len = SIZE_MAX};
 	_cleanup_free_ char *work_prefix = msb__asprintf("%s/", work_dir);
 	_cleanup_close_ int upper =
 		openat(layer, MSB_NS_LAYER_UPPER, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -674,6 +722,7 @@ int msb_ns__snapshot_reset(int sandbox_dfd, const char *dir, double timeout, msb
 	if (shim == 0)
 		return msb_error_set(err, MSB_E_RUNTIME,
 				     "ns reset: the sandbox `%s` is not running", dir);
+	msb__fault_point("reset.begin");
 	char reply[MSB_NS_CONTROL_LINE_MAX];
 	int r = msb_ns__control(dfd, dir, MSB_NS_CONTROL_RESET, deadline, NULL, reply,
 				sizeof(reply), err);

@@ -9,9 +9,30 @@
 
 #include <msb/sandbox.h>
 
-/* Most paths and processes a fingerprint reports; more is "cannot attest". */
-#define MSB_NS_FINGERPRINT_MAX_PATHS (1u << 18)
-#define MSB_NS_FINGERPRINT_MAX_PROCS 65536u
+/*
+ * The host's budget for one fingerprint: every entry and byte it reads from
+ * the guest's writable places and process table counts against it, and past
+ * any leg the fingerprint is refused (MSB_E_RUNTIME, "cannot attest: more
+ * than ...") before the next entry is held (docs/security.md, "Budgets on
+ * guest bytes"). Paths count with their guest prefix and NUL; processes as
+ * their "PID:STARTTIME:ARGV" identity and NUL.
+ */
+#define MSB_NS_FINGERPRINT_MAX_PATHS (1u << 18)		     /* entries */
+#define MSB_NS_FINGERPRINT_MAX_PATH_BYTES ((size_t)16 << 20) /* all paths' bytes */
+#define MSB_NS_FINGERPRINT_MAX_PATH_LEN 4096u		     /* one path (PATH_MAX) */
+#define MSB_NS_FINGERPRINT_MAX_PROCS 65536u		     /* processes */
+#define MSB_NS_FINGERPRINT_MAX_PROC_BYTES ((size_t)8 << 20)  /* all identities' bytes */
+
+typedef struct msb_ns_fingerprint_budget {
+	size_t max_paths, max_path_bytes, max_path_len;
+	size_t max_procs, max_proc_bytes;
+} msb_ns_fingerprint_budget;
+#define MSB_NS_FINGERPRINT_BUDGET_INIT                                                             \
+	{                                                                                          \
+		MSB_NS_FINGERPRINT_MAX_PATHS, MSB_NS_FINGERPRINT_MAX_PATH_BYTES,                   \
+			MSB_NS_FINGERPRINT_MAX_PATH_LEN, MSB_NS_FINGERPRINT_MAX_PROCS,             \
+			MSB_NS_FINGERPRINT_MAX_PROC_BYTES                                          \
+	}
 
 /*
  * What changed since the sandbox was created, read by the engine (the host),
@@ -24,11 +45,16 @@
  * STARTTIME in clock ticks after boot, so a replacement with the same pid differs. Refused
  * (MSB_E_RUNTIME, "cannot attest") when the sandbox has writable storage that is none of these (a
  * writable mount the fingerprint cannot see), a process in another mount namespace, or more than
- * the limits. `dfd` is the sandbox's state directory `<state>/<name>` (`dir`, for messages);
+ * the budget above. `dfd` is the sandbox's state directory `<state>/<name>` (`dir`, for messages);
  * `work_dir` its guest storage base.
  */
 int msb_ns__snapshot_fingerprint(int dfd, const char *dir, const char *work_dir, bool *supported,
 				 msb_fingerprint *out, msb_error **err);
+
+/* The same under another budget (tests use small ones); NULL = the default. */
+int msb_ns__snapshot_fingerprint_within(int dfd, const char *dir, const char *work_dir,
+					const msb_ns_fingerprint_budget *budget, bool *supported,
+					msb_fingerprint *out, msb_error **err);
 
 /*
  * Reset to the pristine state of acquire: the shim restarts the sandbox

@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -20,6 +21,7 @@ void msb_ns__labels_clear(msb_ns_labels *l)
 	free(l->call_id);
 	free(l->instance_id);
 	free(l->work_dir);
+	free(l->image);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -98,11 +100,12 @@ static json_t *jstr(const char *s)
 
 int msb_ns__labels_write(int dirfd, const msb_ns_labels *l, msb_error **err)
 {
-	json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I}", "scope", jstr(l->scope),
-			      "thread_id", jstr(l->thread_id), "agent_dir", jstr(l->agent_dir),
-			      "kind", jstr(l->kind), "call_id", jstr(l->call_id), "instance_id",
-			      jstr(l->instance_id), "work_dir", jstr(l->work_dir), "created_ns",
-			      (json_int_t)l->created_ns);
+	json_t *o =
+		json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:o}", "scope", jstr(l->scope),
+			  "thread_id", jstr(l->thread_id), "agent_dir", jstr(l->agent_dir), "kind",
+			  jstr(l->kind), "call_id", jstr(l->call_id), "instance_id",
+			  jstr(l->instance_id), "work_dir", jstr(l->work_dir), "created_ns",
+			  (json_int_t)l->created_ns, "image", jstr(l->image));
 	if (!o)
 		return msb__error_nomem(err);
 	_cleanup_free_ char *text = msb__json_dump(o);
@@ -149,7 +152,8 @@ int msb_ns__labels_read(int dirfd, msb_ns_labels *out, msb_error **err)
 	    dup_field(o, "kind", true, &l.kind, err) < 0 ||
 	    dup_field(o, "call_id", false, &l.call_id, err) < 0 ||
 	    dup_field(o, "instance_id", true, &l.instance_id, err) < 0 ||
-	    dup_field(o, "work_dir", false, &l.work_dir, err) < 0)
+	    dup_field(o, "work_dir", false, &l.work_dir, err) < 0 ||
+	    dup_field(o, "image", false, &l.image, err) < 0)
 		q = MSB_E_VALUE;
 	json_t *c = json_object_get(o, "created_ns");
 	if (json_is_integer(c))
@@ -201,6 +205,28 @@ int msb_ns__shim_alive(int dirfd, int64_t *pid, int *pidfd)
 	return 0;
 }
 
+msb_ns_liveness msb_ns__liveness_settled(int dirfd, int64_t *shim_pid, char **why,
+					 int64_t settle_ns)
+{
+	int64_t until = msb__now_ns() + settle_ns;
+	for (;;) {
+		int64_t shim = 0;
+		msb_ns_liveness live = msb_ns__liveness(dirfd, &shim, why);
+		if (shim_pid)
+			*shim_pid = shim;
+		/* Dead with its shim alive and no record: the shim is writing it. */
+		if (live != MSB_NS_DEAD || shim == 0 || msb__now_ns() >= until ||
+		    faccessat(dirfd, MSB_NS_STATE_DEAD, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+			return live;
+		if (why) {
+			free(*why);
+			*why = NULL;
+		}
+		struct timespec ts = {0, 5 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+}
+
 bool msb_ns__init_alive(int dirfd)
 {
 	pid_t p = 0;
@@ -236,8 +262,26 @@ msb_ns_liveness msb_ns__liveness(int dirfd, int64_t *shim_pid, char **why)
 			*why = len ? TAKE_PTR(rec) : strdup("its agent died");
 		return MSB_NS_DEAD;
 	}
-	if (pid > 0)
-		return MSB_NS_RUNNING;
+	if (pid > 0) {
+		/* Its shim lives; its agent must too. An agent that died (or is
+		 * exiting) before its shim recorded how is dead already, never
+		 * `running` (the fault suite's acquire.*-agent cases). There is no
+		 * init.pid while a shim starts or resets its sandbox. */
+		pid_t ip = 0;
+		uint64_t istart = 0;
+		if (msb_ns__read_pid_file(dirfd, MSB_NS_STATE_INIT_PID, &ip, &istart) < 0)
+			return MSB_NS_RUNNING;
+		int fd = msb_ns__pidfd_if_same(ip, istart);
+		if (fd >= 0)
+			close(fd);
+		if (fd != -ESRCH)
+			return MSB_NS_RUNNING; /* alive, or not known to be dead */
+		if (why)
+			*why = msb__asprintf("its agent (pid %d) died; its shim (pid %lld) has not "
+					     "recorded how yet",
+					     (int)ip, (long long)pid);
+		return MSB_NS_DEAD;
+	}
 	/* shim.pid is removed last by a shim that took its sandbox down; still
 	 * there, its shim died without doing so (SIGKILL, a crash). */
 	pid_t p = 0;

@@ -30,6 +30,7 @@ typedef struct msb_ns_labels {
 	char *instance_id;
 	char *work_dir; /* the guest path of the storage base */
 	int64_t created_ns;
+	char *image; /* the backend's image spelling; NULL in labels written before it */
 } msb_ns_labels;
 
 void msb_ns__labels_clear(msb_ns_labels *l);
@@ -67,6 +68,12 @@ typedef enum msb_ns_liveness {
 /* The sandbox's liveness; *shim_pid (may be NULL) as msb_ns__shim_alive;
  * for MSB_NS_DEAD, *why (may be NULL; free it) says what happened, one line. */
 msb_ns_liveness msb_ns__liveness(int dirfd, int64_t *shim_pid, char **why);
+
+/* As msb_ns__liveness, but an agent found dead before its live shim recorded
+ * how is given up to settle_ns for that record, so that *why says how it
+ * died (the shim writes it within moments). */
+msb_ns_liveness msb_ns__liveness_settled(int dirfd, int64_t *shim_pid, char **why,
+					 int64_t settle_ns);
 
 /* Is the init recorded in dirfd/init.pid alive (a zombie is not)? */
 bool msb_ns__init_alive(int dirfd);

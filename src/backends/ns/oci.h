@@ -16,6 +16,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <msb/ns.h>
+
 #include "util/util.h"
 
 #define MSB_OCI_MAX_JSON (1u << 20)	      /* index, manifest, config: bytes */
@@ -43,6 +45,20 @@ typedef struct msb_oci_owner {
 	uint32_t id_base;
 } msb_oci_owner;
 
+/* Where unpack progress goes (msb_ns_progress): the caller's callback and
+ * the running counts. Reported at a layer's start and end and about every
+ * MSB_OCI_PROGRESS_STEP bytes of its blob. */
+#define MSB_OCI_PROGRESS_STEP (1u << 20)
+typedef struct msb_oci_progress {
+	msb_ns_progress_fn fn;
+	void *userdata;
+	msb_ns_progress p;
+	uint64_t reported; /* p.layer_bytes at the last report */
+} msb_oci_progress;
+
+/* Report now (fn may be NULL: nothing). */
+void msb_ns__oci_report(msb_oci_progress *pr);
+
 /*
  * Resolve `image` ("oci:PATH[:TAG]"), verify index -> manifest -> config ->
  * layers against their digests and sizes, unpack the layers not yet in
@@ -51,7 +67,7 @@ typedef struct msb_oci_owner {
  * MSB_E_VALUE with the reason, and nothing is written outside cache_root.
  */
 int msb_ns__oci_prepare(const char *image, const char *cache_root, const msb_oci_owner *owner,
-			char ***layers, size_t *n, msb_error **err);
+			msb_oci_progress *progress, char ***layers, size_t *n, msb_error **err);
 
 /*
  * Unpack one layer blob (blob_fd at offset 0; `size` bytes whose SHA-256 is
@@ -62,6 +78,7 @@ int msb_ns__oci_prepare(const char *image, const char *cache_root, const msb_oci
  * removes the directory. `what` names the layer in messages.
  */
 int msb_ns__oci_unpack(int blob_fd, uint64_t size, const char *hex, msb_oci_compression comp,
-		       const msb_oci_owner *owner, int dirfd, const char *what, msb_error **err);
+		       const msb_oci_owner *owner, int dirfd, const char *what,
+		       msb_oci_progress *progress, msb_error **err);
 
 #endif

@@ -458,8 +458,27 @@ static bool have_layer(struct cache *c, const char *hex)
 	return fstatat(c->layers, hex, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
 }
 
+void msb_ns__oci_report(msb_oci_progress *pr)
+{
+	if (!pr || !pr->fn)
+		return;
+	pr->reported = pr->p.layer_bytes;
+	pr->fn(pr->userdata, &pr->p);
+}
+
+/* The next layer begins: count it and report its start. */
+static void progress_layer(msb_oci_progress *pr, uint64_t size)
+{
+	if (!pr)
+		return;
+	pr->p.layer++;
+	pr->p.layer_bytes = 0;
+	pr->p.layer_size = size;
+	msb_ns__oci_report(pr);
+}
+
 static int ensure_layer(struct layout *l, struct cache *c, const desc *d, msb_oci_compression comp,
-			const msb_oci_owner *owner)
+			const msb_oci_owner *owner, msb_oci_progress *pr)
 {
 	if (have_layer(c, d->hex))
 		return 0;
@@ -471,9 +490,16 @@ static int ensure_layer(struct layout *l, struct cache *c, const desc *d, msb_oc
 		if (errno != EINTR)
 			return msb__error_errno(l->err, errno, "ns image cache: lock sha256:%s",
 						d->hex);
-	if (have_layer(c, d->hex))
-		return 0; /* unpacked by whoever held the lock */
+	if (have_layer(c, d->hex)) {
+		/* Unpacked by whoever held the lock: counted as read. */
+		if (pr) {
+			pr->p.bytes += d->size;
+			progress_layer(pr, d->size);
+		}
+		return 0;
+	}
 	clear_stale(c, d->hex);
+	progress_layer(pr, d->size);
 
 	_cleanup_close_ int blob = open_blob(l, d->hex, d->size, MSB_OCI_MAX_BLOB_BYTES);
 	if (blob < 0)
@@ -494,7 +520,9 @@ static int ensure_layer(struct layout *l, struct cache *c, const desc *d, msb_oc
 	}
 	char what[128];
 	snprintf(what, sizeof(what), "sha256:%.12s of `%s`", d->hex, l->image);
-	int r = msb_ns__oci_unpack(blob, d->size, d->hex, comp, owner, dir, what, l->err);
+	int r = msb_ns__oci_unpack(blob, d->size, d->hex, comp, owner, dir, what, pr, l->err);
+	if (r == 0 && pr)
+		msb_ns__oci_report(pr); /* the layer's end */
 	if (r == 0 && syncfs(dir) < 0)
 		r = msb__error_errno(l->err, errno, "ns image cache: sync tmp/%s", tmp);
 	close(dir);
@@ -559,7 +587,7 @@ static int resolve_manifest(struct layout *l, const char *tag, json_t **manifest
 }
 
 int msb_ns__oci_prepare(const char *image, const char *cache_root, const msb_oci_owner *owner,
-			char ***layers, size_t *n_layers, msb_error **err)
+			msb_oci_progress *pr, char ***layers, size_t *n_layers, msb_error **err)
 {
 	_cleanup_free_ char *path = NULL, *tag = NULL;
 	int r = msb_ns__oci_parse_ref(image, &path, &tag, err);
@@ -615,9 +643,26 @@ int msb_ns__oci_prepare(const char *image, const char *cache_root, const msb_oci
 	}
 	if ((r = cache_open(cache_root, &c, err)) < 0)
 		goto done;
+	/* Progress covers the layers not yet in the cache. */
+	if (pr && pr->fn) {
+		pr->p.image = image;
+		for (size_t i = 0; i < n; i++)
+			if (!have_layer(&c, ds[i].hex)) {
+				pr->p.layers++;
+				pr->p.total += ds[i].size;
+			}
+		if (!pr->p.layers)
+			pr = NULL;
+	} else {
+		pr = NULL;
+	}
 	for (size_t i = 0; i < n; i++)
-		if ((r = ensure_layer(&l, &c, &ds[i], comps[i], owner)) < 0)
+		if ((r = ensure_layer(&l, &c, &ds[i], comps[i], owner, pr)) < 0)
 			goto done;
+	if (pr) {
+		pr->p.done = true;
+		msb_ns__oci_report(pr);
+	}
 	out = calloc(n + 1, sizeof(*out));
 	if (!out) {
 		r = msb__error_nomem(err);

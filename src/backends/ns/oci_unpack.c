@@ -48,7 +48,8 @@ struct src {
 	int fd;
 	msb_sha256 hash;
 	uint64_t total;
-	int err; /* -errno of a failed read */
+	msb_oci_progress *progress; /* may be NULL */
+	int err;		    /* -errno of a failed read */
 	uint8_t buf[READ_CHUNK];
 };
 
@@ -104,6 +105,13 @@ static la_ssize_t src_read(struct archive *a, void *ud, const void **buf)
 	}
 	msb__sha256_update(&s->hash, s->buf, (size_t)n);
 	s->total += (uint64_t)n;
+	if (s->progress) {
+		msb_oci_progress *pr = s->progress;
+		pr->p.layer_bytes += (uint64_t)n;
+		pr->p.bytes += (uint64_t)n;
+		if (pr->p.layer_bytes - pr->reported >= MSB_OCI_PROGRESS_STEP)
+			msb_ns__oci_report(pr);
+	}
 	*buf = s->buf;
 	return n;
 }
@@ -707,13 +715,15 @@ static int open_archive(struct unpack *u, msb_oci_compression comp, struct src *
 }
 
 int msb_ns__oci_unpack(int blob_fd, uint64_t size, const char *hex, msb_oci_compression comp,
-		       const msb_oci_owner *owner, int dirfd, const char *what, msb_error **err)
+		       const msb_oci_owner *owner, int dirfd, const char *what,
+		       msb_oci_progress *progress, msb_error **err)
 {
 	struct unpack u = {.root = dirfd, .owner = owner, .what = what, .err = err};
 	struct src *s = calloc(1, sizeof(*s));
 	if (!s)
 		return msb__error_nomem(err);
 	s->fd = blob_fd;
+	s->progress = progress;
 	msb__sha256_init(&s->hash);
 	/* The root is the guest root's unless the layer says otherwise. */
 	struct timespec omit = {0, UTIME_OMIT};

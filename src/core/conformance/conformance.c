@@ -43,17 +43,19 @@ static const struct cf_suite *suite_of(msb_conformance_suite s)
 {
 	switch (s) {
 	case MSB_SUITE_FILES_IN:
-		return &msb_cf__files_in;
+		return &msb_conformance__files_in;
 	case MSB_SUITE_FILES_OUT:
-		return &msb_cf__files_out;
+		return &msb_conformance__files_out;
 	case MSB_SUITE_EXEC:
-		return &msb_cf__exec_suite;
+		return &msb_conformance__exec_suite;
 	case MSB_SUITE_FILES_DELETE:
-		return &msb_cf__files_delete;
+		return &msb_conformance__files_delete;
 	case MSB_SUITE_EGRESS:
-		return &msb_cf__egress;
+		return &msb_conformance__egress;
 	case MSB_SUITE_RECLAIM:
-		return &msb_cf__reclaim;
+		return &msb_conformance__reclaim;
+	case MSB_SUITE_CALL_SCOPE:
+	case MSB_SUITE_NOTHING_LEFT_BEHIND:
 	default:
 		return NULL;
 	}
@@ -65,9 +67,9 @@ size_t msb_conformance_probe_count(msb_conformance_suite s)
 	if (suite)
 		return suite->n_probes;
 	if (s == MSB_SUITE_CALL_SCOPE)
-		return msb_cf__n_call_scope_probes;
+		return msb_conformance__n_call_scope_probes;
 	if (s == MSB_SUITE_NOTHING_LEFT_BEHIND)
-		return msb_cf__n_nlb_probes;
+		return msb_conformance__n_nlb_probes;
 	return 0;
 }
 
@@ -78,10 +80,10 @@ void msb_conformance_probe_info(msb_conformance_suite s, size_t i, const char **
 	const struct cf_probe *p = NULL;
 	if (suite && i < suite->n_probes)
 		p = &suite->probes[i];
-	else if (s == MSB_SUITE_CALL_SCOPE && i < msb_cf__n_call_scope_probes)
-		p = &msb_cf__call_scope_probes[i];
-	else if (s == MSB_SUITE_NOTHING_LEFT_BEHIND && i < msb_cf__n_nlb_probes)
-		p = &msb_cf__nlb_probes[i];
+	else if (s == MSB_SUITE_CALL_SCOPE && i < msb_conformance__n_call_scope_probes)
+		p = &msb_conformance__call_scope_probes[i];
+	else if (s == MSB_SUITE_NOTHING_LEFT_BEHIND && i < msb_conformance__n_nlb_probes)
+		p = &msb_conformance__nlb_probes[i];
 	if (name)
 		*name = p ? p->name : NULL;
 	if (why)
@@ -114,8 +116,8 @@ void msb_conformance_report_free(msb_conformance_report *r)
 	free(r);
 }
 
-int msb_cf__report_new(msb_conformance_suite id, size_t n, msb_conformance_report **out,
-		       msb_error **err)
+int msb_conformance__report_new(msb_conformance_suite id, size_t n, msb_conformance_report **out,
+				msb_error **err)
 {
 	msb_conformance_report *r = calloc(1, sizeof(*r));
 	if (!r)
@@ -131,8 +133,8 @@ int msb_cf__report_new(msb_conformance_suite id, size_t n, msb_conformance_repor
 	return 0;
 }
 
-void msb_cf__report_set(msb_conformance_report *r, size_t i, const struct cf_probe *p,
-			msb_probe_outcome o, char *detail)
+void msb_conformance__report_set(msb_conformance_report *r, size_t i, const struct cf_probe *p,
+				 msb_probe_outcome o, char *detail)
 {
 	msb_probe_result *res = &r->results[i];
 	res->name = p->name;
@@ -172,7 +174,7 @@ char *msb_conformance_report_json(const msb_conformance_report *r)
 	return text;
 }
 
-int msb_cf__verdict(msb_conformance_report *r, msb_error **err)
+int msb_conformance__verdict(msb_conformance_report *r, msb_error **err)
 {
 	if (r->n_failed == 0)
 		return 0;
@@ -196,7 +198,7 @@ int msb_cf__verdict(msb_conformance_report *r, msb_error **err)
 
 /* ---- findings and checks ----------------------------------------------------- */
 
-int msb_cf__fail(struct cf_ctx *c, const char *fmt, ...)
+int msb_conformance__fail(struct cf_ctx *c, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -207,8 +209,8 @@ int msb_cf__fail(struct cf_ctx *c, const char *fmt, ...)
 	return -1;
 }
 
-int msb_cf__refused(struct cf_ctx *c, const char *what, int rc, msb_error *e, int code,
-		    unsigned cats, const char *want)
+int msb_conformance__refused(struct cf_ctx *c, const char *what, int rc, msb_error *e, int code,
+			     unsigned cats, const char *want)
 {
 	_cleanup_error_ __attribute__((unused)) msb_error *owned = e; /* frees e on every return */
 	if (rc == 0)
@@ -221,7 +223,7 @@ int msb_cf__refused(struct cf_ctx *c, const char *what, int rc, msb_error *e, in
 		       e ? msb_error_message(e) : "no message", want);
 }
 
-int msb_cf__ok(struct cf_ctx *c, const char *what, int rc, msb_error *e)
+int msb_conformance__ok(struct cf_ctx *c, const char *what, int rc, msb_error *e)
 {
 	_cleanup_error_ __attribute__((unused)) msb_error *owned = e; /* frees e on every return */
 	if (rc == 0)
@@ -236,8 +238,8 @@ static char *argv_text(const char *const *argv)
 	return joined ? TAKE_PTR(joined) : strdup("?");
 }
 
-int msb_cf__exec(struct cf_ctx *c, const char *wd, const char *const *argv, const uint8_t *in,
-		 size_t in_len, msb_exec_result *res)
+int msb_conformance__exec(struct cf_ctx *c, const char *wd, const char *const *argv,
+			  const uint8_t *in, size_t in_len, msb_exec_result *res)
 {
 	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
 	req.argv = argv;
@@ -251,42 +253,42 @@ int msb_cf__exec(struct cf_ctx *c, const char *wd, const char *const *argv, cons
 	if (r == 0)
 		return 0;
 	_cleanup_free_ char *cmd = argv_text(argv);
-	return msb_cf__ok(c, cmd, r, e);
+	return msb_conformance__ok(c, cmd, r, e);
 }
 
-int msb_cf__test(struct cf_ctx *c, const char *flag, const char *path, bool *yes)
+int msb_conformance__test(struct cf_ctx *c, const char *flag, const char *path, bool *yes)
 {
 	const char *argv[] = {"test", flag, path, NULL};
 	msb_exec_result res;
-	if (msb_cf__exec(c, NULL, argv, NULL, 0, &res) < 0)
+	if (msb_conformance__exec(c, NULL, argv, NULL, 0, &res) < 0)
 		return -1;
 	*yes = res.exit_code == 0;
 	msb_exec_result_clear(&res);
 	return 0;
 }
 
-int msb_cf__present(struct cf_ctx *c, const char *path, const char *what)
+int msb_conformance__present(struct cf_ctx *c, const char *path, const char *what)
 {
 	bool yes = false;
-	if (msb_cf__test(c, "-e", path, &yes) < 0)
+	if (msb_conformance__test(c, "-e", path, &yes) < 0)
 		return -1;
 	return yes ? 0 : cf_fail(c, "%s did not survive: `%s` is gone", what, path);
 }
 
-int msb_cf__absent(struct cf_ctx *c, const char *path, const char *what)
+int msb_conformance__absent(struct cf_ctx *c, const char *path, const char *what)
 {
 	bool yes = false;
-	if (msb_cf__test(c, "-e", path, &yes) < 0)
+	if (msb_conformance__test(c, "-e", path, &yes) < 0)
 		return -1;
 	return yes ? cf_fail(c, "%s: `%s` exists", what, path) : 0;
 }
 
-int msb_cf__cat_is(struct cf_ctx *c, const char *path, const uint8_t *want, size_t want_len,
-		   const char *what)
+int msb_conformance__cat_is(struct cf_ctx *c, const char *path, const uint8_t *want,
+			    size_t want_len, const char *what)
 {
 	const char *argv[] = {"cat", path, NULL};
 	msb_exec_result res;
-	if (msb_cf__exec(c, NULL, argv, NULL, 0, &res) < 0)
+	if (msb_conformance__exec(c, NULL, argv, NULL, 0, &res) < 0)
 		return -1;
 	bool same = res.exit_code == 0 && res.stdout_len == want_len &&
 		    (want_len == 0 || memcmp(res.stdout_bytes, want, want_len) == 0);
@@ -301,33 +303,33 @@ int msb_cf__cat_is(struct cf_ctx *c, const char *path, const uint8_t *want, size
 		       len, want_len);
 }
 
-int msb_cf__plant_file(struct cf_ctx *c, const char *abs, const char *text)
+int msb_conformance__plant_file(struct cf_ctx *c, const char *abs, const char *text)
 {
 	msb_error *e = NULL;
 	int r = c->s->plant_file(c->s->userdata, abs, (const uint8_t *)text, strlen(text), &e);
 	_cleanup_free_ char *what = msb__asprintf("planting `%s`", abs);
-	return msb_cf__ok(c, what ? what : "planting a file", r, e);
+	return msb_conformance__ok(c, what ? what : "planting a file", r, e);
 }
 
-int msb_cf__plant_link(struct cf_ctx *c, const char *abs, const char *target)
+int msb_conformance__plant_link(struct cf_ctx *c, const char *abs, const char *target)
 {
 	msb_error *e = NULL;
 	int r = c->s->plant_symlink(c->s->userdata, abs, target, &e);
 	_cleanup_free_ char *what = msb__asprintf("planting the link `%s` -> `%s`", abs, target);
-	return msb_cf__ok(c, what ? what : "planting a link", r, e);
+	return msb_conformance__ok(c, what ? what : "planting a link", r, e);
 }
 
-char *msb_cf__in_work(struct cf_ctx *c, const char *rel)
+char *msb_conformance__in_work(struct cf_ctx *c, const char *rel)
 {
 	return msb__asprintf("%s/%s", strcmp(c->work, "/") == 0 ? "" : c->work, rel);
 }
 
-char *msb_cf__in_outside(struct cf_ctx *c, const char *rel)
+char *msb_conformance__in_outside(struct cf_ctx *c, const char *rel)
 {
 	return msb__asprintf("%s/%s", c->outside, rel);
 }
 
-char *msb_cf__outside_rel(struct cf_ctx *c, const char *rel)
+char *msb_conformance__outside_rel(struct cf_ctx *c, const char *rel)
 {
 	const char *base = strrchr(c->work, '/');
 	return msb__asprintf("../%s-outside/%s", base ? base + 1 : c->work, rel);
@@ -358,9 +360,9 @@ static int check_subject(const msb_conformance_subject *s, msb_error **err)
 	return 0;
 }
 
-int msb_cf__run(const struct cf_suite *suite, const msb_conformance_subject *s,
-		const msb_egress_conformance_options *egress, bool gated,
-		msb_conformance_report **out, msb_error **err)
+int msb_conformance__run(const struct cf_suite *suite, const msb_conformance_subject *s,
+			 const msb_egress_conformance_options *egress, bool gated,
+			 msb_conformance_report **out, msb_error **err)
 {
 	if (!out)
 		return msb_error_set(err, MSB_E_VALUE, "conformance: no place for the report");
@@ -393,16 +395,16 @@ int msb_cf__run(const struct cf_suite *suite, const msb_conformance_subject *s,
 		msb_error_wrap(err, "%s conformance: the layout could not be planted", name);
 		goto out;
 	}
-	if ((r = msb_cf__report_new(suite->id, suite->n_probes, &rep, err)) < 0)
+	if ((r = msb_conformance__report_new(suite->id, suite->n_probes, &rep, err)) < 0)
 		goto out;
 	for (size_t i = 0; i < suite->n_probes; i++) {
 		const struct cf_probe *p = &suite->probes[i];
 		msb_capset missing = p->requires & ~s->capabilities;
 		if (gated && missing) {
 			_cleanup_free_ char *names = msb_capset_format(missing);
-			msb_cf__report_set(rep, i, p, MSB_PROBE_SKIPPED,
-					   msb__asprintf("the backend does not declare %s",
-							 names ? names : "a capability"));
+			msb_conformance__report_set(rep, i, p, MSB_PROBE_SKIPPED,
+						    msb__asprintf("the backend does not declare %s",
+								  names ? names : "a capability"));
 			continue;
 		}
 		free(c.failure);
@@ -410,11 +412,11 @@ int msb_cf__run(const struct cf_suite *suite, const msb_conformance_subject *s,
 		/* 18.3: anything a probe meets is that probe's finding, and
 		 * the others still run. */
 		if (p->run(&c) == 0) {
-			msb_cf__report_set(rep, i, p, MSB_PROBE_PASSED, NULL);
+			msb_conformance__report_set(rep, i, p, MSB_PROBE_PASSED, NULL);
 		} else {
 			char *d = TAKE_PTR(c.failure);
-			msb_cf__report_set(rep, i, p, MSB_PROBE_FAILED,
-					   d ? d : strdup("failed (out of memory)"));
+			msb_conformance__report_set(rep, i, p, MSB_PROBE_FAILED,
+						    d ? d : strdup("failed (out of memory)"));
 		}
 	}
 	*out = TAKE_PTR(rep);
@@ -493,18 +495,18 @@ static int assert_suite(const struct cf_suite *suite, const msb_conformance_subj
 			msb_error **err)
 {
 	msb_conformance_report *rep = NULL;
-	int r = msb_cf__run(suite, s, egress, true, &rep, err);
+	int r = msb_conformance__run(suite, s, egress, true, &rep, err);
 	if (r < 0)
 		return r;
 	*out = rep;
-	return msb_cf__verdict(rep, err);
+	return msb_conformance__verdict(rep, err);
 }
 
 #define SUITE_ENTRY(name, suite)                                                                   \
 	int msb_run_##name##_probes(const msb_conformance_subject *s,                              \
 				    msb_conformance_report **out, msb_error **err)                 \
 	{                                                                                          \
-		return msb_cf__run(&(suite), s, NULL, true, out, err);                             \
+		return msb_conformance__run(&(suite), s, NULL, true, out, err);                    \
 	}                                                                                          \
 	int msb_assert_##name##_conformance(const msb_conformance_subject *s,                      \
 					    msb_conformance_report **out, msb_error **err)         \
@@ -515,16 +517,16 @@ static int assert_suite(const struct cf_suite *suite, const msb_conformance_subj
 		return assert_suite(&(suite), s, NULL, out, err);                                  \
 	}
 
-SUITE_ENTRY(files_in, msb_cf__files_in)
-SUITE_ENTRY(files_out, msb_cf__files_out)
-SUITE_ENTRY(exec, msb_cf__exec_suite)
-SUITE_ENTRY(files_delete, msb_cf__files_delete)
-SUITE_ENTRY(reclaim, msb_cf__reclaim)
+SUITE_ENTRY(files_in, msb_conformance__files_in)
+SUITE_ENTRY(files_out, msb_conformance__files_out)
+SUITE_ENTRY(exec, msb_conformance__exec_suite)
+SUITE_ENTRY(files_delete, msb_conformance__files_delete)
+SUITE_ENTRY(reclaim, msb_conformance__reclaim)
 
 int msb_measure_files_delete_probes(const msb_conformance_subject *s, msb_conformance_report **out,
 				    msb_error **err)
 {
-	return msb_cf__run(&msb_cf__files_delete, s, NULL, false, out, err);
+	return msb_conformance__run(&msb_conformance__files_delete, s, NULL, false, out, err);
 }
 
 static int check_egress(const msb_conformance_subject *s, const msb_egress_conformance_options *o,
@@ -555,7 +557,7 @@ int msb_run_egress_probes(const msb_conformance_subject *s,
 			  msb_error **err)
 {
 	int r = check_egress(s, opts, err);
-	return r < 0 ? r : msb_cf__run(&msb_cf__egress, s, opts, true, out, err);
+	return r < 0 ? r : msb_conformance__run(&msb_conformance__egress, s, opts, true, out, err);
 }
 
 int msb_assert_egress_conformance(const msb_conformance_subject *s,
@@ -565,5 +567,5 @@ int msb_assert_egress_conformance(const msb_conformance_subject *s,
 	if (!out)
 		return msb_error_set(err, MSB_E_VALUE, "conformance: no place for the report");
 	int r = check_egress(s, opts, err);
-	return r < 0 ? r : assert_suite(&msb_cf__egress, s, opts, out, err);
+	return r < 0 ? r : assert_suite(&msb_conformance__egress, s, opts, out, err);
 }

@@ -13,7 +13,7 @@
 static int exec_plant_wd(struct cf_ctx *c, msb_error **err)
 {
 	/* The caller creates the working directory: acquire does not promise it. */
-	_cleanup_free_ char *marker = msb_cf__in_work(c, ".probe-cwd");
+	_cleanup_free_ char *marker = msb_conformance__in_work(c, ".probe-cwd");
 	if (!marker)
 		return msb__error_nomem(err);
 	return msb_sandbox_write_file(c->s->sandbox, marker, NULL, 0, c->work, err);
@@ -22,7 +22,7 @@ static int exec_plant_wd(struct cf_ctx *c, msb_error **err)
 static int exec_plain(struct cf_ctx *c, const char *const *argv, const char *want, const char *what)
 {
 	msb_exec_result res;
-	if (msb_cf__exec(c, NULL, argv, NULL, 0, &res) < 0)
+	if (msb_conformance__exec(c, NULL, argv, NULL, 0, &res) < 0)
 		return -1;
 	int code = res.exit_code;
 	bool same = res.stdout_len == strlen(want) &&
@@ -52,7 +52,7 @@ static int exec_exit_code(struct cf_ctx *c)
 	msb_exec_result res = {0};
 	msb_error *err = NULL;
 	int r = msb_sandbox_exec(c->s->sandbox, &req, &res, &err);
-	if (msb_cf__ok(c, "`exit 7`", r, err) < 0)
+	if (msb_conformance__ok(c, "`exit 7`", r, err) < 0)
 		return -1;
 	int code = res.exit_code;
 	msb_exec_result_clear(&res);
@@ -74,7 +74,7 @@ static int exec_wd(struct cf_ctx *c)
 {
 	const char *argv[] = {"pwd", NULL};
 	msb_exec_result res;
-	if (msb_cf__exec(c, NULL, argv, NULL, 0, &res) < 0)
+	if (msb_conformance__exec(c, NULL, argv, NULL, 0, &res) < 0)
 		return -1;
 	size_t n = res.stdout_len;
 	while (n > 0 && res.stdout_bytes[n - 1] == '\n')
@@ -151,7 +151,7 @@ static const struct cf_probe exec_probes[] = {
 	 MSB_CAP_EXEC, exec_timeout},
 };
 
-const struct cf_suite msb_cf__exec_suite = {
+const struct cf_suite msb_conformance__exec_suite = {
 	MSB_SUITE_EXEC, MSB_CAP_EXEC, exec_probes, MSB_ARRAY_SIZE(exec_probes), exec_plant_wd,
 };
 
@@ -166,7 +166,7 @@ static int rm_ok(struct cf_ctx *c, const char *path, bool recursive, const char 
 {
 	msb_error *err = NULL;
 	int r = rm(c, path, recursive, &err);
-	return msb_cf__ok(c, what, r, err);
+	return msb_conformance__ok(c, what, r, err);
 }
 
 static int rm_refused(struct cf_ctx *c, const char *path, bool recursive, unsigned cats,
@@ -174,33 +174,34 @@ static int rm_refused(struct cf_ctx *c, const char *path, bool recursive, unsign
 {
 	msb_error *err = NULL;
 	int r = rm(c, path, recursive, &err);
-	return msb_cf__refused(c, what, r, err, 0, cats, want);
+	return msb_conformance__refused(c, what, r, err, 0, cats, want);
 }
 
 static int plant_in(struct cf_ctx *c, const char *rel, const char *text)
 {
-	_cleanup_free_ char *p = msb_cf__in_work(c, rel);
-	return p ? msb_cf__plant_file(c, p, text) : cf_fail(c, "out of memory");
+	_cleanup_free_ char *p = msb_conformance__in_work(c, rel);
+	return p ? msb_conformance__plant_file(c, p, text) : cf_fail(c, "out of memory");
 }
 
 static int plant_out(struct cf_ctx *c, const char *rel, const char *text)
 {
-	_cleanup_free_ char *p = msb_cf__in_outside(c, rel);
-	return p ? msb_cf__plant_file(c, p, text) : cf_fail(c, "out of memory");
+	_cleanup_free_ char *p = msb_conformance__in_outside(c, rel);
+	return p ? msb_conformance__plant_file(c, p, text) : cf_fail(c, "out of memory");
 }
 
 /* W/link -> W-outside/target */
 static int plant_link_out(struct cf_ctx *c, const char *link, const char *target)
 {
-	_cleanup_free_ char *l = msb_cf__in_work(c, link);
-	_cleanup_free_ char *t = target ? msb_cf__in_outside(c, target) : strdup(c->outside);
-	return l && t ? msb_cf__plant_link(c, l, t) : cf_fail(c, "out of memory");
+	_cleanup_free_ char *l = msb_conformance__in_work(c, link);
+	_cleanup_free_ char *t =
+		target ? msb_conformance__in_outside(c, target) : strdup(c->outside);
+	return l && t ? msb_conformance__plant_link(c, l, t) : cf_fail(c, "out of memory");
 }
 
 static int outside_present(struct cf_ctx *c, const char *rel, const char *what)
 {
-	_cleanup_free_ char *p = msb_cf__outside_rel(c, rel);
-	return p ? msb_cf__present(c, p, what) : cf_fail(c, "out of memory");
+	_cleanup_free_ char *p = msb_conformance__outside_rel(c, rel);
+	return p ? msb_conformance__present(c, p, what) : cf_fail(c, "out of memory");
 }
 
 static int del_removes(struct cf_ctx *c)
@@ -208,9 +209,9 @@ static int del_removes(struct cf_ctx *c)
 	if (plant_in(c, "doomed.txt", "to be removed\n") < 0 ||
 	    plant_in(c, "bystander.txt", "not the target\n") < 0 ||
 	    rm_ok(c, "doomed.txt", false, "removing doomed.txt") < 0 ||
-	    msb_cf__absent(c, "doomed.txt", "the removed file is still there") < 0)
+	    msb_conformance__absent(c, "doomed.txt", "the removed file is still there") < 0)
 		return -1;
-	return msb_cf__present(c, "bystander.txt", "a bystander file");
+	return msb_conformance__present(c, "bystander.txt", "a bystander file");
 }
 
 static int del_missing(struct cf_ctx *c)
@@ -228,7 +229,7 @@ static int del_link_not_followed(struct cf_ctx *c)
 	    rm_ok(c, "link-out", false, "removing a link") < 0)
 		return -1;
 	bool yes = true;
-	if (msb_cf__test(c, "-L", "link-out", &yes) < 0)
+	if (msb_conformance__test(c, "-L", "link-out", &yes) < 0)
 		return -1;
 	if (yes)
 		return cf_fail(c, "the removed link is still there");
@@ -252,7 +253,7 @@ static int del_dir_needs_recursive(struct cf_ctx *c)
 	    rm_refused(c, "dir", false, O, "OSError",
 		       "removing a non-empty directory without recursive") < 0)
 		return -1;
-	return msb_cf__present(c, "dir/keeps.txt", "the refused directory's file");
+	return msb_conformance__present(c, "dir/keeps.txt", "the refused directory's file");
 }
 
 static int del_empty_dir_needs_recursive(struct cf_ctx *c)
@@ -260,7 +261,7 @@ static int del_empty_dir_needs_recursive(struct cf_ctx *c)
 	/* Planted through exec: plant_file cannot make an empty anything. */
 	const char *argv[] = {"mkdir", "-p", "empty", NULL};
 	msb_exec_result res;
-	if (msb_cf__exec(c, NULL, argv, NULL, 0, &res) < 0)
+	if (msb_conformance__exec(c, NULL, argv, NULL, 0, &res) < 0)
 		return -1;
 	int code = res.exit_code;
 	msb_exec_result_clear(&res);
@@ -269,7 +270,7 @@ static int del_empty_dir_needs_recursive(struct cf_ctx *c)
 	if (rm_refused(c, "empty", false, O, "OSError",
 		       "removing an empty directory without recursive") < 0)
 		return -1;
-	return msb_cf__present(c, "empty", "the refused empty directory");
+	return msb_conformance__present(c, "empty", "the refused empty directory");
 }
 
 static int del_recursive(struct cf_ctx *c)
@@ -278,9 +279,9 @@ static int del_recursive(struct cf_ctx *c)
 	    plant_in(c, "tree/sub/deeper.txt", "deeper\n") < 0 ||
 	    plant_in(c, "next-to-tree.txt", "not in the tree\n") < 0 ||
 	    rm_ok(c, "tree", true, "removing a tree recursively") < 0 ||
-	    msb_cf__absent(c, "tree", "the tree survived a recursive removal") < 0)
+	    msb_conformance__absent(c, "tree", "the tree survived a recursive removal") < 0)
 		return -1;
-	return msb_cf__present(c, "next-to-tree.txt", "a file beside the tree");
+	return msb_conformance__present(c, "next-to-tree.txt", "a file beside the tree");
 }
 
 static int del_interior_link(struct cf_ctx *c)
@@ -290,7 +291,7 @@ static int del_interior_link(struct cf_ctx *c)
 	    plant_link_out(c, "linked-tree/inside-link", "interior-target.txt") < 0 ||
 	    plant_link_out(c, "linked-tree/dir-link", NULL) < 0 ||
 	    rm_ok(c, "linked-tree", true, "removing a tree holding links") < 0 ||
-	    msb_cf__absent(c, "linked-tree", "the tree survived a recursive removal") < 0)
+	    msb_conformance__absent(c, "linked-tree", "the tree survived a recursive removal") < 0)
 		return -1;
 	if (outside_present(c, "interior-target.txt",
 			    "the target of a link inside the removed tree") < 0)
@@ -303,19 +304,19 @@ static int del_wd(struct cf_ctx *c)
 	if (plant_in(c, "ground.txt", "still standing\n") < 0 ||
 	    rm_refused(c, ".", true, V, "ValueError", "removing the working directory itself") < 0)
 		return -1;
-	return msb_cf__present(c, "ground.txt", "a file in the refused working directory");
+	return msb_conformance__present(c, "ground.txt", "a file in the refused working directory");
 }
 
 static int del_outside(struct cf_ctx *c)
 {
-	_cleanup_free_ char *rel = msb_cf__outside_rel(c, "target.txt");
+	_cleanup_free_ char *rel = msb_conformance__outside_rel(c, "target.txt");
 	if (!rel)
 		return cf_fail(c, "out of memory");
 	if (plant_out(c, "target.txt", "outside\n") < 0 ||
 	    rm_refused(c, rel, false, V, "ValueError",
 		       "removing a path outside the working directory") < 0)
 		return -1;
-	return msb_cf__present(c, rel, "the target of a refused outside removal");
+	return msb_conformance__present(c, rel, "the target of a refused outside removal");
 }
 
 static int plant_secret(struct cf_ctx *c, msb_error **err)
@@ -367,7 +368,7 @@ static const struct cf_probe files_delete_probes[] = {
 	 del_outside},
 };
 
-const struct cf_suite msb_cf__files_delete = {
+const struct cf_suite msb_conformance__files_delete = {
 	MSB_SUITE_FILES_DELETE, MSB_CAP_FILES_DELETE,
 	files_delete_probes,	MSB_ARRAY_SIZE(files_delete_probes),
 	plant_secret,
@@ -384,7 +385,7 @@ static int rc_ok(struct cf_ctx *c, const char *dir, const char *what)
 {
 	msb_error *err = NULL;
 	int r = rc(c, dir, &err);
-	return msb_cf__ok(c, what, r, err);
+	return msb_conformance__ok(c, what, r, err);
 }
 
 /* Either refused as ValueError or served harmlessly; the caller checks harm. */
@@ -394,7 +395,8 @@ static int rc_refused_or_ok(struct cf_ctx *c, const char *dir, const char *what)
 	int r = rc(c, dir, &err);
 	if (r == 0)
 		return 0;
-	return msb_cf__refused(c, what, r, err, 0, V, "ValueError (or a harmless success)");
+	return msb_conformance__refused(c, what, r, err, 0, V,
+					"ValueError (or a harmless success)");
 }
 
 static int rc_removes(struct cf_ctx *c)
@@ -403,9 +405,9 @@ static int rc_removes(struct cf_ctx *c)
 	    plant_in(c, "c1/d/b.txt", "nested call output\n") < 0 ||
 	    plant_in(c, "keep.txt", "not the call's\n") < 0 ||
 	    rc_ok(c, "c1", "reclaiming c1") < 0 ||
-	    msb_cf__absent(c, "c1", "the reclaimed directory is still there") < 0)
+	    msb_conformance__absent(c, "c1", "the reclaimed directory is still there") < 0)
 		return -1;
-	return msb_cf__present(c, "keep.txt", "a file beside the reclaimed directory");
+	return msb_conformance__present(c, "keep.txt", "a file beside the reclaimed directory");
 }
 
 static int rc_absent(struct cf_ctx *c)
@@ -432,15 +434,15 @@ static int rc_replaced_ancestor(struct cf_ctx *c)
 
 static int rc_outside(struct cf_ctx *c)
 {
-	_cleanup_free_ char *rel = msb_cf__outside_rel(c, "c4");
+	_cleanup_free_ char *rel = msb_conformance__outside_rel(c, "c4");
 	if (!rel)
 		return cf_fail(c, "out of memory");
 	if (plant_out(c, "c4/f.txt", "outside\n") < 0)
 		return -1;
 	msb_error *err = NULL;
 	int r = rc(c, rel, &err);
-	if (msb_cf__refused(c, "reclaiming a directory outside the working directory", r, err, 0, V,
-			    "ValueError") < 0)
+	if (msb_conformance__refused(c, "reclaiming a directory outside the working directory", r,
+				     err, 0, V, "ValueError") < 0)
 		return -1;
 	return outside_present(c, "c4/f.txt", "the outside directory");
 }
@@ -451,10 +453,11 @@ static int rc_wd(struct cf_ctx *c)
 		return -1;
 	msb_error *err = NULL;
 	int r = rc(c, ".", &err);
-	if (msb_cf__refused(c, "reclaiming the working directory itself", r, err, 0, V,
-			    "ValueError") < 0)
+	if (msb_conformance__refused(c, "reclaiming the working directory itself", r, err, 0, V,
+				     "ValueError") < 0)
 		return -1;
-	return msb_cf__present(c, "ground-r.txt", "a file in the refused working directory");
+	return msb_conformance__present(c, "ground-r.txt",
+					"a file in the refused working directory");
 }
 
 static int rc_interior_link(struct cf_ctx *c)
@@ -463,7 +466,7 @@ static int rc_interior_link(struct cf_ctx *c)
 	    plant_in(c, "c5/leaf.txt", "in the call\n") < 0 ||
 	    plant_link_out(c, "c5/inner", "c5-target.txt") < 0 ||
 	    plant_link_out(c, "c5/dir", NULL) < 0 || rc_ok(c, "c5", "reclaiming c5") < 0 ||
-	    msb_cf__absent(c, "c5", "the reclaimed directory is still there") < 0 ||
+	    msb_conformance__absent(c, "c5", "the reclaimed directory is still there") < 0 ||
 	    outside_present(c, "c5-target.txt", "the target of a link inside the reclaimed tree") <
 		    0)
 		return -1;
@@ -498,7 +501,7 @@ static const struct cf_probe reclaim_probes[] = {
 	 rc_interior_link},
 };
 
-const struct cf_suite msb_cf__reclaim = {
+const struct cf_suite msb_conformance__reclaim = {
 	MSB_SUITE_RECLAIM, MSB_CAP_RECLAIM, reclaim_probes, MSB_ARRAY_SIZE(reclaim_probes),
 	plant_secret,
 };
@@ -520,7 +523,7 @@ static int curl_status(struct cf_ctx *c, const char *url, int *status)
 	msb_exec_result res = {0};
 	msb_error *err = NULL;
 	int r = msb_sandbox_exec(c->s->sandbox, &req, &res, &err);
-	if (msb_cf__ok(c, "running curl in the guest", r, err) < 0)
+	if (msb_conformance__ok(c, "running curl in the guest", r, err) < 0)
 		return -1;
 	int code = res.exit_code;
 	char digits[4] = {0};
@@ -578,6 +581,6 @@ static const struct cf_probe egress_probes[] = {
 	 MSB_CAP_EXEC, eg_denied},
 };
 
-const struct cf_suite msb_cf__egress = {
+const struct cf_suite msb_conformance__egress = {
 	MSB_SUITE_EGRESS, MSB_CAP_EXEC, egress_probes, MSB_ARRAY_SIZE(egress_probes), NULL,
 };

@@ -14,18 +14,20 @@ static const char inside[] = "a legitimate output\n";
 
 static int plant_layout(struct cf_ctx *c, msb_error **err)
 {
-	_cleanup_free_ char *in = msb_cf__in_work(c, "real/inside.txt");
-	_cleanup_free_ char *plain = msb_cf__in_work(c, "plain.txt");
-	_cleanup_free_ char *sec = msb_cf__in_outside(c, "secret.txt");
-	_cleanup_free_ char *nested = msb_cf__in_outside(c, "sub/leaf.txt");
-	_cleanup_free_ char *ldir = msb_cf__in_work(c, "link-dir");
-	_cleanup_free_ char *lfile = msb_cf__in_work(c, "link-file");
+	_cleanup_free_ char *in = msb_conformance__in_work(c, "real/inside.txt");
+	_cleanup_free_ char *plain = msb_conformance__in_work(c, "plain.txt");
+	_cleanup_free_ char *sec = msb_conformance__in_outside(c, "secret.txt");
+	_cleanup_free_ char *nested = msb_conformance__in_outside(c, "sub/leaf.txt");
+	_cleanup_free_ char *ldir = msb_conformance__in_work(c, "link-dir");
+	_cleanup_free_ char *lfile = msb_conformance__in_work(c, "link-file");
 	if (!in || !plain || !sec || !nested || !ldir || !lfile)
 		return msb__error_nomem(err);
-	if (msb_cf__plant_file(c, in, inside) < 0 ||
-	    msb_cf__plant_file(c, plain, "not a directory\n") < 0 ||
-	    msb_cf__plant_file(c, sec, secret) < 0 || msb_cf__plant_file(c, nested, secret) < 0 ||
-	    msb_cf__plant_link(c, ldir, c->outside) < 0 || msb_cf__plant_link(c, lfile, sec) < 0)
+	if (msb_conformance__plant_file(c, in, inside) < 0 ||
+	    msb_conformance__plant_file(c, plain, "not a directory\n") < 0 ||
+	    msb_conformance__plant_file(c, sec, secret) < 0 ||
+	    msb_conformance__plant_file(c, nested, secret) < 0 ||
+	    msb_conformance__plant_link(c, ldir, c->outside) < 0 ||
+	    msb_conformance__plant_link(c, lfile, sec) < 0)
 		return msb_error_set(err, MSB_E_RUNTIME, "%s", c->failure ? c->failure : "failed");
 	return 0;
 }
@@ -40,7 +42,7 @@ static int stat_refused(struct cf_ctx *c, const char *what, const char *path, co
 	msb_error *err = NULL;
 	int r = msb_sandbox_stat_file(c->s->sandbox, path, wd, &present, &e, &err);
 	msb_entry_clear(&e);
-	return msb_cf__refused(c, what, r, err, code, cats, want);
+	return msb_conformance__refused(c, what, r, err, code, cats, want);
 }
 
 static int read_refused(struct cf_ctx *c, const char *what, const char *path, const char *wd,
@@ -59,7 +61,7 @@ static int read_refused(struct cf_ctx *c, const char *what, const char *path, co
 			       what);
 	}
 	free(data);
-	return msb_cf__refused(c, what, r, err, code, cats, want);
+	return msb_conformance__refused(c, what, r, err, code, cats, want);
 }
 
 static int list_refused(struct cf_ctx *c, const char *what, const char *path, const char *wd)
@@ -69,7 +71,7 @@ static int list_refused(struct cf_ctx *c, const char *what, const char *path, co
 	msb_error *err = NULL;
 	int r = msb_sandbox_list_dir(c->s->sandbox, path, wd, &v, &n, &err);
 	msb_entries_free(v, r == 0 ? n : 0);
-	return msb_cf__refused(c, what, r, err, 0, V, "ValueError");
+	return msb_conformance__refused(c, what, r, err, 0, V, "ValueError");
 }
 
 static int out_legit_read(struct cf_ctx *c)
@@ -79,7 +81,7 @@ static int out_legit_read(struct cf_ctx *c)
 	msb_error *err = NULL;
 	int r = msb_sandbox_stat_file(c->s->sandbox, "real/inside.txt", c->work, &present, &e,
 				      &err);
-	if (msb_cf__ok(c, "stat of the planted file", r, err) < 0)
+	if (msb_conformance__ok(c, "stat of the planted file", r, err) < 0)
 		return -1;
 	msb_entry_kind kind = e.kind;
 	bool sized = e.size_known;
@@ -97,7 +99,7 @@ static int out_legit_read(struct cf_ctx *c)
 	size_t len = 0;
 	r = msb_sandbox_read_file(c->s->sandbox, "real/inside.txt", c->work, READ_CAP, &data, &len,
 				  &err);
-	if (msb_cf__ok(c, "reading the planted file", r, err) < 0)
+	if (msb_conformance__ok(c, "reading the planted file", r, err) < 0)
 		return -1;
 	bool same = len == sizeof(inside) - 1 && memcmp(data, inside, len) == 0;
 	free(data);
@@ -110,7 +112,7 @@ static int out_link_named(struct cf_ctx *c)
 	msb_entry e = {0};
 	msb_error *err = NULL;
 	int r = msb_sandbox_stat_file(c->s->sandbox, "link-file", c->work, &present, &e, &err);
-	if (msb_cf__ok(c, "stat of the planted link", r, err) < 0)
+	if (msb_conformance__ok(c, "stat of the planted link", r, err) < 0)
 		return -1;
 	msb_entry_kind kind = e.kind;
 	bool sized = e.size_known;
@@ -145,7 +147,7 @@ static int out_read_linked_parent(struct cf_ctx *c)
 
 static int out_linked_wd(struct cf_ctx *c)
 {
-	_cleanup_free_ char *wd = msb_cf__in_work(c, "link-dir");
+	_cleanup_free_ char *wd = msb_conformance__in_work(c, "link-dir");
 	if (!wd)
 		return cf_fail(c, "out of memory");
 	if (stat_refused(c, "stat against a working directory that is itself a link", "secret.txt",
@@ -157,7 +159,7 @@ static int out_linked_wd(struct cf_ctx *c)
 
 static int out_linked_ancestor(struct cf_ctx *c)
 {
-	_cleanup_free_ char *wd = msb_cf__in_work(c, "link-dir/sub");
+	_cleanup_free_ char *wd = msb_conformance__in_work(c, "link-dir/sub");
 	if (!wd)
 		return cf_fail(c, "out of memory");
 	if (stat_refused(c, "stat under a working directory whose ancestor is a link", "leaf.txt",
@@ -188,7 +190,7 @@ static int out_list_linked_parent(struct cf_ctx *c)
 
 static int out_list_linked_ancestor(struct cf_ctx *c)
 {
-	_cleanup_free_ char *wd = msb_cf__in_work(c, "link-dir/sub");
+	_cleanup_free_ char *wd = msb_conformance__in_work(c, "link-dir/sub");
 	if (!wd)
 		return cf_fail(c, "out of memory");
 	return list_refused(c, "listing a working directory whose ancestor is a link", ".", wd);
@@ -200,7 +202,7 @@ static int out_listing_names_links(struct cf_ctx *c)
 	size_t n = 0;
 	msb_error *err = NULL;
 	int r = msb_sandbox_list_dir(c->s->sandbox, ".", c->work, &v, &n, &err);
-	if (msb_cf__ok(c, "listing the working directory", r, err) < 0)
+	if (msb_conformance__ok(c, "listing the working directory", r, err) < 0)
 		return -1;
 	int found = -1;
 	for (size_t i = 0; i < n; i++)
@@ -267,7 +269,7 @@ static const struct cf_probe files_out_probes[] = {
 	 LIST, out_listing_names_links},
 };
 
-const struct cf_suite msb_cf__files_out = {
+const struct cf_suite msb_conformance__files_out = {
 	MSB_SUITE_FILES_OUT, MSB_CAP_FILES_OUT, files_out_probes, MSB_ARRAY_SIZE(files_out_probes),
 	plant_layout,
 };
@@ -279,7 +281,7 @@ static int write_rel(struct cf_ctx *c, const char *rel, const void *data, size_t
 {
 	msb_error *err = NULL;
 	int r = msb_sandbox_write_file(c->s->sandbox, rel, data, len, c->work, &err);
-	return msb_cf__ok(c, what, r, err);
+	return msb_conformance__ok(c, what, r, err);
 }
 
 static int write_refused(struct cf_ctx *c, const char *what, const char *path, const char *wd)
@@ -288,7 +290,7 @@ static int write_refused(struct cf_ctx *c, const char *what, const char *path, c
 	msb_error *err = NULL;
 	int r = msb_sandbox_write_file(c->s->sandbox, path, (const uint8_t *)payload,
 				       sizeof(payload) - 1, wd, &err);
-	return msb_cf__refused(c, what, r, err, 0, V, "ValueError");
+	return msb_conformance__refused(c, what, r, err, 0, V, "ValueError");
 }
 
 static int in_lands(struct cf_ctx *c)
@@ -296,12 +298,12 @@ static int in_lands(struct cf_ctx *c)
 	if (write_rel(c, "real/written.txt", "written", 7, "writing real/written.txt") < 0)
 		return -1;
 	bool yes = false;
-	if (msb_cf__test(c, "-f", "real/written.txt", &yes) < 0)
+	if (msb_conformance__test(c, "-f", "real/written.txt", &yes) < 0)
 		return -1;
 	if (!yes)
 		return cf_fail(c, "the written file is not visible at its guest path");
-	return msb_cf__cat_is(c, "real/written.txt", (const uint8_t *)"written", 7,
-			      "the written file");
+	return msb_conformance__cat_is(c, "real/written.txt", (const uint8_t *)"written", 7,
+				       "the written file");
 }
 
 static int in_bytes(struct cf_ctx *c)
@@ -311,8 +313,8 @@ static int in_bytes(struct cf_ctx *c)
 		all[i] = (uint8_t)i;
 	if (write_rel(c, "binary.bin", all, sizeof(all), "writing 256 bytes") < 0)
 		return -1;
-	return msb_cf__cat_is(c, "binary.bin", all, sizeof(all),
-			      "every byte value 0..255, NUL and CR included");
+	return msb_conformance__cat_is(c, "binary.bin", all, sizeof(all),
+				       "every byte value 0..255, NUL and CR included");
 }
 
 static int in_utf8(struct cf_ctx *c)
@@ -320,7 +322,8 @@ static int in_utf8(struct cf_ctx *c)
 	static const char text[] = "na\xc3\xafve \xe2\x86\x92 \xf0\x9f\x93\x84\n";
 	if (write_rel(c, "text.txt", text, sizeof(text) - 1, "writing UTF-8 text") < 0)
 		return -1;
-	return msb_cf__cat_is(c, "text.txt", (const uint8_t *)text, sizeof(text) - 1, "UTF-8 text");
+	return msb_conformance__cat_is(c, "text.txt", (const uint8_t *)text, sizeof(text) - 1,
+				       "UTF-8 text");
 }
 
 static int in_replaces(struct cf_ctx *c)
@@ -328,8 +331,8 @@ static int in_replaces(struct cf_ctx *c)
 	if (write_rel(c, "overwritten.txt", "first, and longer", 17, "the first write") < 0 ||
 	    write_rel(c, "overwritten.txt", "second", 6, "the second write") < 0)
 		return -1;
-	return msb_cf__cat_is(c, "overwritten.txt", (const uint8_t *)"second", 6,
-			      "an overwritten file");
+	return msb_conformance__cat_is(c, "overwritten.txt", (const uint8_t *)"second", 6,
+				       "an overwritten file");
 }
 
 static int in_parents(struct cf_ctx *c)
@@ -337,19 +340,19 @@ static int in_parents(struct cf_ctx *c)
 	if (write_rel(c, "deep/er/est/leaf.txt", "deep", 4, "writing under missing parents") < 0)
 		return -1;
 	bool yes = false;
-	if (msb_cf__test(c, "-f", "deep/er/est/leaf.txt", &yes) < 0)
+	if (msb_conformance__test(c, "-f", "deep/er/est/leaf.txt", &yes) < 0)
 		return -1;
 	return yes ? 0 : cf_fail(c, "a write under missing parents did not create them");
 }
 
 static int in_outside(struct cf_ctx *c)
 {
-	_cleanup_free_ char *rel = msb_cf__outside_rel(c, "written-outside.txt");
+	_cleanup_free_ char *rel = msb_conformance__outside_rel(c, "written-outside.txt");
 	if (!rel)
 		return cf_fail(c, "out of memory");
 	if (write_refused(c, "writing a path outside the working directory", rel, c->work) < 0)
 		return -1;
-	return msb_cf__absent(c, rel, "a refused outside write landed anyway");
+	return msb_conformance__absent(c, rel, "a refused outside write landed anyway");
 }
 
 static int in_linked_parent(struct cf_ctx *c)
@@ -357,8 +360,8 @@ static int in_linked_parent(struct cf_ctx *c)
 	if (write_refused(c, "writing through a linked parent", "link-dir/through.txt", c->work) <
 	    0)
 		return -1;
-	_cleanup_free_ char *rel = msb_cf__outside_rel(c, "through.txt");
-	return rel ? msb_cf__absent(c, rel, "the refused write crossed the link")
+	_cleanup_free_ char *rel = msb_conformance__outside_rel(c, "through.txt");
+	return rel ? msb_conformance__absent(c, rel, "the refused write crossed the link")
 		   : cf_fail(c, "out of memory");
 }
 
@@ -366,9 +369,9 @@ static int in_linked_destination(struct cf_ctx *c)
 {
 	if (write_refused(c, "writing onto a link", "link-file", c->work) < 0)
 		return -1;
-	_cleanup_free_ char *rel = msb_cf__outside_rel(c, "secret.txt");
-	return rel ? msb_cf__cat_is(c, rel, (const uint8_t *)secret, sizeof(secret) - 1,
-				    "the link's target outside the working directory")
+	_cleanup_free_ char *rel = msb_conformance__outside_rel(c, "secret.txt");
+	return rel ? msb_conformance__cat_is(c, rel, (const uint8_t *)secret, sizeof(secret) - 1,
+					     "the link's target outside the working directory")
 		   : cf_fail(c, "out of memory");
 }
 
@@ -377,7 +380,7 @@ static int in_wd_itself(struct cf_ctx *c)
 	if (write_refused(c, "writing the working directory itself", ".", c->work) < 0)
 		return -1;
 	bool yes = false;
-	if (msb_cf__test(c, "-d", ".", &yes) < 0)
+	if (msb_conformance__test(c, "-d", ".", &yes) < 0)
 		return -1;
 	return yes ? 0 : cf_fail(c, "the working directory is no longer a directory");
 }
@@ -386,31 +389,32 @@ static int in_backslash(struct cf_ctx *c)
 {
 	if (write_refused(c, "writing a path with a backslash", "a\\b", c->work) < 0)
 		return -1;
-	return msb_cf__absent(c, "a\\b", "a refused backslash name landed anyway");
+	return msb_conformance__absent(c, "a\\b", "a refused backslash name landed anyway");
 }
 
 static int in_linked_wd(struct cf_ctx *c)
 {
-	_cleanup_free_ char *wd = msb_cf__in_work(c, "link-dir");
-	_cleanup_free_ char *rel = msb_cf__outside_rel(c, "via-linked-wd.txt");
+	_cleanup_free_ char *wd = msb_conformance__in_work(c, "link-dir");
+	_cleanup_free_ char *rel = msb_conformance__outside_rel(c, "via-linked-wd.txt");
 	if (!wd || !rel)
 		return cf_fail(c, "out of memory");
 	if (write_refused(c, "writing against a working directory that is a link",
 			  "via-linked-wd.txt", wd) < 0)
 		return -1;
-	return msb_cf__absent(c, rel, "the refused write landed behind the link");
+	return msb_conformance__absent(c, rel, "the refused write landed behind the link");
 }
 
 static int in_linked_ancestor(struct cf_ctx *c)
 {
-	_cleanup_free_ char *wd = msb_cf__in_work(c, "link-dir/sub");
-	_cleanup_free_ char *rel = msb_cf__outside_rel(c, "sub/via-ancestor.txt");
+	_cleanup_free_ char *wd = msb_conformance__in_work(c, "link-dir/sub");
+	_cleanup_free_ char *rel = msb_conformance__outside_rel(c, "sub/via-ancestor.txt");
 	if (!wd || !rel)
 		return cf_fail(c, "out of memory");
 	if (write_refused(c, "writing under a working directory whose ancestor is a link",
 			  "via-ancestor.txt", wd) < 0)
 		return -1;
-	return msb_cf__absent(c, rel, "the refused write landed behind the linked ancestor");
+	return msb_conformance__absent(c, rel,
+				       "the refused write landed behind the linked ancestor");
 }
 
 #define IN (MSB_CAP_FILES_IN | MSB_CAP_EXEC)
@@ -464,7 +468,7 @@ static const struct cf_probe files_in_probes[] = {
 	 IN, in_linked_ancestor},
 };
 
-const struct cf_suite msb_cf__files_in = {
+const struct cf_suite msb_conformance__files_in = {
 	MSB_SUITE_FILES_IN, MSB_CAP_FILES_IN, files_in_probes, MSB_ARRAY_SIZE(files_in_probes),
 	plant_layout,
 };

@@ -27,7 +27,7 @@ static int sc_acquire(struct cf_ctx *c, const msb_key *k, msb_sandbox **out, con
 	struct scope_ctx *sc = sc_of(c);
 	msb_error *err = NULL;
 	int r = msb_backend_acquire(sc->backend, k, sc->spec, out, &err);
-	return msb_cf__ok(c, what, r, err);
+	return msb_conformance__ok(c, what, r, err);
 }
 
 /* Is the marker in sb's storage base? Through exec when declared, else stat. */
@@ -42,7 +42,7 @@ static int sc_has_marker(struct cf_ctx *c, msb_sandbox *sb, bool *yes)
 		req.timeout = sc->timeout;
 		msb_exec_result res = {0};
 		int r = msb_sandbox_exec(sb, &req, &res, &err);
-		if (msb_cf__ok(c, "looking for the marker through exec", r, err) < 0)
+		if (msb_conformance__ok(c, "looking for the marker through exec", r, err) < 0)
 			return -1;
 		*yes = res.exit_code == 0;
 		msb_exec_result_clear(&res);
@@ -51,7 +51,7 @@ static int sc_has_marker(struct cf_ctx *c, msb_sandbox *sb, bool *yes)
 	msb_entry e = {0};
 	int r = msb_sandbox_stat_file(sb, sc->marker, NULL, yes, &e, &err);
 	msb_entry_clear(&e);
-	return msb_cf__ok(c, "looking for the marker through stat", r, err);
+	return msb_conformance__ok(c, "looking for the marker through stat", r, err);
 }
 
 static int cs_two_instances(struct cf_ctx *c)
@@ -78,7 +78,7 @@ static int cs_file_absent(struct cf_ctx *c)
 	msb_error *err = NULL;
 	int r = msb_sandbox_write_file(sc->s1, sc->marker, (const uint8_t *)"call 1\n", 7, NULL,
 				       &err);
-	if (msb_cf__ok(c, "writing the marker in call 1's sandbox", r, err) < 0)
+	if (msb_conformance__ok(c, "writing the marker in call 1's sandbox", r, err) < 0)
 		return -1;
 	bool yes = false;
 	if (sc_has_marker(c, sc->s1, &yes) < 0)
@@ -102,7 +102,7 @@ static int cs_same_call(struct cf_ctx *c)
 	if (sc_acquire(c, &sc->k1, &again, "acquiring call 1 again") < 0)
 		return -1;
 	bool same = strcmp(msb_sandbox_instance_id(again), msb_sandbox_instance_id(sc->s1)) == 0;
-	msb_sandbox_release(again);
+	msb_sandbox_free(again);
 	return same ? 0
 		    : cf_fail(c, "acquiring the same call id twice gave two instances: the call's "
 				 "own get-or-create is broken");
@@ -118,7 +118,7 @@ static int cs_dispose_one(struct cf_ctx *c)
 	msb_disposal_failure *f = NULL;
 	msb_error *err = NULL;
 	int r = msb_backend_dispose(sc->backend, &sc->k1, msb_spec_kind(sc->spec), NULL, &f, &err);
-	if (msb_cf__ok(c, "disposing call 1", r, err) < 0)
+	if (msb_conformance__ok(c, "disposing call 1", r, err) < 0)
 		return -1;
 	if (f) {
 		int x = cf_fail(c, "disposing call 1 reported `%s`: %s",
@@ -126,19 +126,19 @@ static int cs_dispose_one(struct cf_ctx *c)
 		msb_disposal_failure_free(f);
 		return x;
 	}
-	msb_sandbox_release(sc->s1);
+	msb_sandbox_free(sc->s1);
 	sc->s1 = NULL;
 	msb_sandbox *fresh = NULL;
 	if (sc_acquire(c, &sc->k2, &fresh, "acquiring call 2 after call 1 was disposed") < 0)
 		return -1;
 	bool same = strcmp(msb_sandbox_instance_id(fresh), msb_sandbox_instance_id(sc->s2)) == 0;
-	msb_sandbox_release(fresh);
+	msb_sandbox_free(fresh);
 	return same ? 0
 		    : cf_fail(c, "disposing call 1 replaced call 2's sandbox: disposal is not "
 				 "keyed by the call id");
 }
 
-const struct cf_probe msb_cf__call_scope_probes[] = {
+const struct cf_probe msb_conformance__call_scope_probes[] = {
 	{"two-calls-get-two-instances",
 	 "a backend declaring call scope must fold the call id into whatever names a sandbox; "
 	 "sharing one answers every call with the separation absent",
@@ -154,7 +154,8 @@ const struct cf_probe msb_cf__call_scope_probes[] = {
 	 "disposal at call scope is keyed by the call too: ending one call must not end another", 0,
 	 cs_dispose_one},
 };
-const size_t msb_cf__n_call_scope_probes = MSB_ARRAY_SIZE(msb_cf__call_scope_probes);
+const size_t msb_conformance__n_call_scope_probes =
+	MSB_ARRAY_SIZE(msb_conformance__call_scope_probes);
 
 static void random_hex(char *out, size_t nbytes)
 {
@@ -216,29 +217,31 @@ static int call_scope_run(msb_backend *backend, const msb_key *key, const msb_sp
 	snprintf(sc.marker, sizeof(sc.marker), "call-scope-marker-%s.txt", tag);
 	struct cf_ctx c = {.extra = &sc};
 	msb_conformance_report *rep = NULL;
-	r = msb_cf__report_new(MSB_SUITE_CALL_SCOPE, msb_cf__n_call_scope_probes, &rep, err);
-	for (size_t i = 0; r == 0 && i < msb_cf__n_call_scope_probes; i++) {
-		const struct cf_probe *p = &msb_cf__call_scope_probes[i];
+	r = msb_conformance__report_new(MSB_SUITE_CALL_SCOPE, msb_conformance__n_call_scope_probes,
+					&rep, err);
+	for (size_t i = 0; r == 0 && i < msb_conformance__n_call_scope_probes; i++) {
+		const struct cf_probe *p = &msb_conformance__call_scope_probes[i];
 		free(c.failure);
 		c.failure = NULL;
 		if (i == 1 && !(sc.caps & (MSB_CAP_EXEC | MSB_CAP_FILES_OUT))) {
-			msb_cf__report_set(rep, i, p, MSB_PROBE_SKIPPED,
-					   strdup("the backend declares neither exec nor files_out "
-						  "to look for the marker with"));
+			msb_conformance__report_set(
+				rep, i, p, MSB_PROBE_SKIPPED,
+				strdup("the backend declares neither exec nor files_out "
+				       "to look for the marker with"));
 			continue;
 		}
 		if (p->run(&c) == 0) {
-			msb_cf__report_set(rep, i, p, MSB_PROBE_PASSED, NULL);
+			msb_conformance__report_set(rep, i, p, MSB_PROBE_PASSED, NULL);
 		} else {
 			char *f = TAKE_PTR(c.failure);
-			msb_cf__report_set(rep, i, p, MSB_PROBE_FAILED,
-					   f ? f : strdup("failed (out of memory)"));
+			msb_conformance__report_set(rep, i, p, MSB_PROBE_FAILED,
+						    f ? f : strdup("failed (out of memory)"));
 		}
 	}
 	free(c.failure);
 	/* Leave nothing: dispose both calls' sandboxes (best effort). */
-	msb_sandbox_release(sc.s1);
-	msb_sandbox_release(sc.s2);
+	msb_sandbox_free(sc.s1);
+	msb_sandbox_free(sc.s2);
 	const msb_key *keys[] = {&sc.k1, &sc.k2};
 	for (size_t i = 0; i < 2; i++) {
 		msb_disposal_failure *f = NULL;
@@ -263,7 +266,7 @@ int msb_assert_call_scope_conformance(msb_backend *backend, const msb_key *key,
 				      msb_error **err)
 {
 	int r = call_scope_run(backend, key, spec, out, err);
-	return r < 0 ? r : msb_cf__verdict(*out, err);
+	return r < 0 ? r : msb_conformance__verdict(*out, err);
 }
 
 /* ---- assert_nothing_left_behind ---------------------------------------------------- */
@@ -286,7 +289,7 @@ static int nlb_unused(struct cf_ctx *c)
 	return 0;
 }
 
-const struct cf_probe msb_cf__nlb_probes[] = {
+const struct cf_probe msb_conformance__nlb_probes[] = {
 	{"no-path-left-behind",
 	 "a kind claiming confinement to its call path must leave no changed path once its call "
 	 "and cleanup end, or the next call inherits it",
@@ -296,7 +299,7 @@ const struct cf_probe msb_cf__nlb_probes[] = {
 	 "start times, so a replacement with the same pid still shows",
 	 0, nlb_unused},
 };
-const size_t msb_cf__n_nlb_probes = MSB_ARRAY_SIZE(msb_cf__nlb_probes);
+const size_t msb_conformance__n_nlb_probes = MSB_ARRAY_SIZE(msb_conformance__nlb_probes);
 
 /* Entries of `a` missing from `b`, as "x, y" (sorted inputs not assumed). */
 static void set_minus(char *const *a, char *const *b, msb_buf *out, const char *prefix)
@@ -317,9 +320,10 @@ int msb_assert_nothing_left_behind(const msb_fingerprint_subject *subject,
 		return msb_error_set(err, MSB_E_VALUE,
 				     "nothing_left_behind: a fingerprint subject, a call and a "
 				     "place for the report are required");
-	const struct cf_probe *paths_p = &msb_cf__nlb_probes[0], *progs_p = &msb_cf__nlb_probes[1];
+	const struct cf_probe *paths_p = &msb_conformance__nlb_probes[0],
+			      *progs_p = &msb_conformance__nlb_probes[1];
 	msb_conformance_report *rep = NULL;
-	int r = msb_cf__report_new(MSB_SUITE_NOTHING_LEFT_BEHIND, 2, &rep, err);
+	int r = msb_conformance__report_new(MSB_SUITE_NOTHING_LEFT_BEHIND, 2, &rep, err);
 	if (r < 0)
 		return r;
 
@@ -335,8 +339,8 @@ int msb_assert_nothing_left_behind(const msb_fingerprint_subject *subject,
 		static const char why[] =
 			"the subject cannot fingerprint this sandbox, so the call "
 			"was not run";
-		msb_cf__report_set(rep, 0, paths_p, MSB_PROBE_SKIPPED, strdup(why));
-		msb_cf__report_set(rep, 1, progs_p, MSB_PROBE_SKIPPED, strdup(why));
+		msb_conformance__report_set(rep, 0, paths_p, MSB_PROBE_SKIPPED, strdup(why));
+		msb_conformance__report_set(rep, 1, progs_p, MSB_PROBE_SKIPPED, strdup(why));
 		*out = rep;
 		return 0;
 	}
@@ -387,14 +391,14 @@ int msb_assert_nothing_left_behind(const msb_fingerprint_subject *subject,
 	}
 	msb_error_free(call_err);
 	msb_error_free(fp_err);
-	msb_cf__report_set(rep, 0, paths_p, path_finding ? MSB_PROBE_FAILED : MSB_PROBE_PASSED,
-			   path_finding);
-	msb_cf__report_set(rep, 1, progs_p, prog_finding ? MSB_PROBE_FAILED : MSB_PROBE_PASSED,
-			   prog_finding);
+	msb_conformance__report_set(
+		rep, 0, paths_p, path_finding ? MSB_PROBE_FAILED : MSB_PROBE_PASSED, path_finding);
+	msb_conformance__report_set(
+		rep, 1, progs_p, prog_finding ? MSB_PROBE_FAILED : MSB_PROBE_PASSED, prog_finding);
 	msb_fingerprint_clear(&before);
 	msb_fingerprint_clear(&after);
 	*out = rep;
-	return msb_cf__verdict(rep, err);
+	return msb_conformance__verdict(rep, err);
 
 fail:
 	msb_fingerprint_clear(&before);

@@ -9,6 +9,7 @@
 #include <msb/outputs.h>
 
 #include "core/core.h"
+#include "util/fault.h"
 #include "util/sha256.h"
 #include "util/util.h"
 
@@ -273,6 +274,22 @@ static int phase_declare(struct collection *c, msb_error **err)
 	return check_collisions(c, err);
 }
 
+/* What a non-regular entry is, with its article, for a refusal. */
+static const char *entry_phrase(msb_entry_kind kind)
+{
+	switch (kind) {
+	case MSB_ENTRY_DIRECTORY:
+		return "a directory";
+	case MSB_ENTRY_SYMLINK:
+		return "a link";
+	case MSB_ENTRY_FILE:
+		return "a regular file";
+	case MSB_ENTRY_OTHER:
+		break;
+	}
+	return "a device, socket or fifo";
+}
+
 /* Phase 2: stat and cap every declared output, CONSUME too (12.12-12.16). */
 static int phase_stat(struct collection *c, msb_error **err)
 {
@@ -299,8 +316,8 @@ static int phase_stat(struct collection *c, msb_error **err)
 		msb_entry_clear(&e);
 		if (kind != MSB_ENTRY_FILE)
 			return output_refusal(err, MSB_E_OUTPUT_NOT_REGULAR, path,
-					      "the output is a %s, not a regular file",
-					      msb_entry_kind_name(kind));
+					      "the output is %s, not a regular file",
+					      entry_phrase(kind));
 		if (!known)
 			return output_refusal(err, MSB_E_OUTPUT_SIZE_UNKNOWN, path,
 					      "the backend reports no size for it");
@@ -460,8 +477,10 @@ int msb_collect_outputs(msb_sandbox *sb, const msb_spec *spec, const msb_collect
 		r = phase_stat(&c, err);
 	if (r == 0)
 		r = phase_read(&c, err);
-	if (r == 0)
+	if (r == 0) {
+		msb__fault_point("outputs.read");
 		r = phase_deliver(&c, &out, &n, err);
+	}
 	emit(&c, out, n, r);
 	items_free(c.items, c.n);
 	if (r < 0) {

@@ -84,6 +84,8 @@ bool msb_entry_refusal(const msb_entry *entry, msb_file_refusal *out)
 	case MSB_ENTRY_DIRECTORY:
 		*out = MSB_FILE_REFUSAL_IS_DIRECTORY;
 		return true;
+	case MSB_ENTRY_SYMLINK:
+	case MSB_ENTRY_OTHER:
 	default:
 		*out = MSB_FILE_REFUSAL_INVALID_PATH;
 		return true;

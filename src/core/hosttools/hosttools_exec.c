@@ -20,9 +20,12 @@
 #include "core/core.h"
 #include "core/hosttools/hosttools_int.h"
 
-#define MAX_REQUEST_BYTES (1u << 20)
 #define MAX_OUTPUT_BYTES (64u << 20)
 #define PARTIAL_OUTPUT_BYTES (64u << 10)
+/* A process snapshot's budget (docs/security.md, "Budgets on guest bytes"):
+ * the scan's output is read under SNAPSHOT_BYTES (exec_bounded) and at most
+ * MAX_PROCS processes are held; past either the snapshot is incomplete,
+ * which marks the cleanup unclean (14.21), never a silent partial view. */
 #define SNAPSHOT_BYTES (256u << 10)
 #define MAX_PROCS 4096
 #define LAUNCH_BOUND 30.0
@@ -101,7 +104,7 @@ static void snapshot_free(struct snapshot *s)
 static void parse_snapshot(const char *text, struct snapshot *s)
 {
 	int64_t self = -1;
-	bool end = false;
+	bool end = false, over = false;
 	const char *line = text;
 	while (line && *line) {
 		const char *nl = strchr(line, '\n');
@@ -114,7 +117,7 @@ static void parse_snapshot(const char *text, struct snapshot *s)
 			self = strtoll(l + 5, NULL, 10);
 		} else if (strcmp(l, "end") == 0) {
 			end = true;
-		} else if (strncmp(l, "p ", 2) == 0 && s->n < MAX_PROCS) {
+		} else if (strncmp(l, "p ", 2) == 0) {
 			struct proc p = {0};
 			char *q;
 			p.uid = strtoll(l + 2, &q, 10);
@@ -123,7 +126,8 @@ static void parse_snapshot(const char *text, struct snapshot *s)
 			if (!open || !close || close < open)
 				continue;
 			snprintf(p.comm, sizeof(p.comm), "%.*s", (int)(close - open - 1), open + 1);
-			char *f = close + 2;
+			/* A line may end at the ')': nothing is read past its NUL. */
+			char *f = close[1] ? close + 2 : close + 1;
 			/* fields after comm: state ppid pgrp session ... starttime (20th) */
 			char *tok[24];
 			size_t nt = 0;
@@ -136,6 +140,10 @@ static void parse_snapshot(const char *text, struct snapshot *s)
 			p.ppid = strtoll(tok[1], NULL, 10);
 			p.pgid = strtoll(tok[2], NULL, 10);
 			p.start = strtoull(tok[19], NULL, 10);
+			if (s->n >= MAX_PROCS) {
+				over = true;
+				continue;
+			}
 			struct proc *g = msb__reallocarray(s->p, s->n + 1, sizeof(*g));
 			if (!g)
 				return;
@@ -145,7 +153,7 @@ static void parse_snapshot(const char *text, struct snapshot *s)
 	}
 	/* Processes of the scanning exec (its parent chain up to the agent) are
 	 * excluded by pid only; an incomplete listing is reported as such. */
-	s->complete = end;
+	s->complete = end && !over;
 }
 
 struct supervisor {
@@ -428,7 +436,8 @@ static int answer_one(msb_sandbox *sb, msb_host_tool_run *run, const msb_guest_r
 	_cleanup_free_ uint8_t *data = NULL;
 	size_t len = 0;
 	msb_error *re = NULL;
-	int rc = msb_sandbox_read_file(sb, req_path, NULL, MAX_REQUEST_BYTES, &data, &len, &re);
+	int rc = msb_sandbox_read_file(sb, req_path, NULL, MSB_HOSTTOOLS_MAX_REQUEST_BYTES, &data,
+				       &len, &re);
 	bool too_big = rc == MSB_E_TRANSFER_CAP_EXCEEDED;
 	if (rc < 0 && !too_big)
 		return msb__error_propagate(err, re);
@@ -443,9 +452,10 @@ static int answer_one(msb_sandbox *sb, msb_host_tool_run *run, const msb_guest_r
 			return 0; /* 14.14: skipped, nothing to answer */
 	}
 	msb_host_tool_result res = {NULL, NULL};
-	rc = msb_host_tool_run_call_request(run, too_big ? NULL : (const char *)data,
-					    too_big ? 0 : len, MSB_HOSTTOOLS_FRAMING_BYTES, &res,
-					    err);
+	rc = too_big ? msb_hosttools__refuse_request(run, MSB_HOSTTOOLS_TOO_LARGE,
+						     MSB_HOSTTOOLS_FRAMING_BYTES, &res, err)
+		     : msb_host_tool_run_call_request(run, (const char *)data, len,
+						      MSB_HOSTTOOLS_FRAMING_BYTES, &res, err);
 	if (rc < 0)
 		return rc;
 	_cleanup_free_ char *body = msb_hosttools__response_body(&res);
@@ -482,53 +492,30 @@ static int read_capped(msb_sandbox *sb, const char *path, uint64_t cap, uint8_t 
 	return rc;
 }
 
-int msb_host_tool_calls_over_exec(msb_sandbox *sb, msb_host_tool_run *run,
-				  const msb_guest_run_layout *l, const msb_over_exec_options *opts,
-				  msb_exec_result *out, msb_error **err)
+/* Write and run the launcher, check its receipts, open the gate. 0 with the
+ * program running (s->pid set); 1 when the launcher failed (14.28: *out
+ * filled, nothing started); or an error, after the cleanup it needs. */
+static int launch(struct supervisor *s, const msb_guest_run_layout *l, const char *interp,
+		  int64_t deadline, msb_exec_result *out, msb_error **err)
 {
-	static const msb_over_exec_options defaults = MSB_OVER_EXEC_OPTIONS_INIT;
-	if (!sb || !run || !l || !out)
-		return msb_error_set(err, MSB_E_VALUE, "host_tool_calls_over_exec: NULL argument");
-	if (!opts)
-		opts = &defaults;
-	if (opts->version != MSB_OVER_EXEC_OPTIONS_VERSION)
-		return msb_error_set(err, MSB_E_VALUE, "over-exec options: unknown version %u",
-				     opts->version);
-	/* 14.3: before anything starts. */
-	int rc = msb__check_timeout(opts->timeout, "timeout", err);
-	if (rc == 0)
-		rc = msb__check_timeout(opts->poll_interval, "poll_interval", err);
+	msb_sandbox *sb = s->sb;
+	_cleanup_free_ char *launcher = NULL, *start = NULL;
+	/* Launch observations share the run's timeout (14.23). */
+	observe(s, "before-launch", fmin(remaining(deadline), MSB_PROCESS_CLEANUP_GRACE / 4), NULL);
+	if (msb_hosttools__launcher(l, interp, fmin(s->o->timeout, LAUNCH_BOUND), &launcher) < 0)
+		return msb__error_nomem(err);
+	int rc = msb_sandbox_write_file(sb, l->launcher, (const uint8_t *)launcher,
+					strlen(launcher), NULL, err);
 	if (rc < 0)
 		return rc;
-	const char *interp = opts->interpreter ? opts->interpreter : "python3";
-	int64_t deadline = msb__now_ns() + (int64_t)(opts->timeout * 1e9);
-	struct supervisor s = {sb, opts, {opts->log, opts->log_userdata}, -1, -1, NULL, 0, false};
-	msb_exec_result res = {0};
-	msb_signal_outcome outcome = MSB_SIGNAL_ABSENT;
-	_cleanup_free_ char *launcher = NULL, *start = NULL;
-	_cleanup_free_ uint8_t *code = NULL;
-
-	/* Launch observations share the run's timeout (14.23). */
-	observe(&s, "before-launch", fmin(remaining(deadline), MSB_PROCESS_CLEANUP_GRACE / 4),
-		NULL);
-	if (msb_hosttools__launcher(l, interp, fmin(opts->timeout, LAUNCH_BOUND), &launcher) < 0) {
-		rc = msb__error_nomem(err);
-		goto out_removed;
-	}
-	rc = msb_sandbox_write_file(sb, l->launcher, (const uint8_t *)launcher, strlen(launcher),
-				    NULL, err);
-	if (rc < 0)
-		goto out_removed;
 	{
 		msb_buf b = MSB_BUF_INIT;
 		msb__buf_puts(&b, "sh ");
 		quote(&b, l->launcher);
 		start = msb__buf_steal_str(&b);
 	}
-	if (!start) {
-		rc = msb__error_nomem(err);
-		goto out_removed;
-	}
+	if (!start)
+		return msb__error_nomem(err);
 	msb_exec_result lr;
 	msb_error *le = NULL;
 	rc = sh(sb, start, fmax(fmin(remaining(deadline), LAUNCH_BOUND), 0.001), false, &lr, &le);
@@ -541,12 +528,12 @@ int msb_host_tool_calls_over_exec(msb_sandbox *sb, msb_host_tool_run *run,
 				   "program's start could not be established and no signal was "
 				   "sent");
 		msb__error_set_timeout(err, MSB_SIGNAL_UNRECORDED, NULL, 0);
-		s.unclean = true;
-		goto out_removed;
+		s->unclean = true;
+		return rc;
 	}
 	if (rc < 0) {
 		msb__error_propagate(err, le);
-		goto out_removed;
+		return rc;
 	}
 	if (lr.exit_code != 0) {
 		/* 14.28 */
@@ -558,33 +545,37 @@ int msb_host_tool_calls_over_exec(msb_sandbox *sb, msb_host_tool_run *run,
 		out->stderr_len = b.len;
 		out->stderr_bytes = (uint8_t *)msb__buf_steal_str(&b);
 		msb_exec_result_clear(&lr);
-		remove_transport(sb, l, &s.log);
-		free(s.desc);
-		return 0;
+		return 1;
 	}
-	bool valid = parse_receipts((const char *)lr.stdout_bytes, &s.pid, &s.pgid);
+	bool valid = parse_receipts((const char *)lr.stdout_bytes, &s->pid, &s->pgid);
 	msb_exec_result_clear(&lr);
 	if (!valid) {
 		/* 14.18: refused, no program released, cleanup unclean. */
-		s.pid = s.pgid = -1;
-		s.unclean = true;
+		s->pid = s->pgid = -1;
+		s->unclean = true;
 		rc = msb_error_set(err, MSB_E_RUNTIME,
 				   "the launcher's receipts are missing or invalid, so the program "
 				   "was not started");
-		cleanup(&s, false);
-		goto out_removed;
+		cleanup(s, false);
+		return rc;
 	}
-	observe(&s, "after-launch", fmin(remaining(deadline), MSB_PROCESS_CLEANUP_GRACE / 4), NULL);
+	observe(s, "after-launch", fmin(remaining(deadline), MSB_PROCESS_CLEANUP_GRACE / 4), NULL);
 	rc = msb_sandbox_write_file(sb, l->gate, (const uint8_t *)"", 0, NULL, err);
-	if (rc < 0) {
-		cleanup(&s, true);
-		goto out_removed;
-	}
+	if (rc < 0)
+		cleanup(s, true);
+	return rc;
+}
 
-	/* Serve requests in id order, one at a time (14.13, 14.14). */
+/* Serve requests in id order, one at a time (14.13, 14.14), until the exit
+ * marker lands (*finished) or the deadline passes. */
+static int serve(msb_sandbox *sb, msb_host_tool_run *run, const msb_guest_run_layout *l,
+		 const msb_over_exec_options *opts, int64_t deadline, bool *finished,
+		 msb_error **err)
+{
 	unsigned next = 1;
-	bool finished = false;
-	while (!finished) {
+	int rc = 0;
+	*finished = false;
+	while (!*finished) {
 		/* 14.24: the deadline is checked before a call starts, never during. */
 		if (msb__now_ns() >= deadline)
 			break;
@@ -607,11 +598,108 @@ int msb_host_tool_calls_over_exec(msb_sandbox *sb, msb_host_tool_run *run,
 			next++;
 			continue;
 		}
-		rc = present(sb, l->exit_code, &finished, err);
-		if (rc < 0 || finished)
+		rc = present(sb, l->exit_code, finished, err);
+		if (rc < 0 || *finished)
 			break;
 		sleep_s(fmin(opts->poll_interval, remaining(deadline)));
 	}
+	return rc;
+}
+
+/* The run did not finish in time: stop it, and refuse with the partial
+ * output and what the signal did. */
+static int timed_out(struct supervisor *s, const msb_guest_run_layout *l, msb_error **err)
+{
+	msb_signal_outcome outcome = cleanup(s, true);
+	_cleanup_free_ uint8_t *partial = NULL;
+	size_t plen = 0;
+	if (read_capped(s->sb, l->output, PARTIAL_OUTPUT_BYTES, &partial, &plen) < 0)
+		plen = 0;
+	int rc = msb_error_set(err, MSB_E_PROGRAM_TIMEOUT,
+			       "the program did not finish within %g s; %s", s->o->timeout,
+			       outcome == MSB_SIGNAL_SENT      ? "its process group was signalled "
+								 "(SIGTERM, then SIGKILL)"
+			       : outcome == MSB_SIGNAL_REFUSED ? "signalling it was refused"
+			       : outcome == MSB_SIGNAL_ABSENT  ? "no recorded process remained "
+								 "to signal"
+							       : "whether it was signalled is "
+								 "unknown");
+	msb__error_set_timeout(err, (int)outcome, partial, plen);
+	return rc;
+}
+
+/* Completed: the recorded exit code and the captured output into *res. */
+static int completed(struct supervisor *s, const msb_guest_run_layout *l, msb_exec_result *res,
+		     msb_error **err)
+{
+	_cleanup_free_ uint8_t *code = NULL;
+	size_t clen = 0;
+	int rc = msb_sandbox_read_file(s->sb, l->exit_code, NULL, 64, &code, &clen, err);
+	if (rc < 0) {
+		cleanup(s, false);
+		return rc;
+	}
+	int64_t ec = -1;
+	while (clen && (code[clen - 1] == '\n' || code[clen - 1] == ' '))
+		clen--;
+	if (!parse_int((const char *)code, clen, &ec) || ec > 255)
+		ec = 255;
+	uint8_t *output = NULL;
+	size_t olen = 0;
+	if (read_capped(s->sb, l->output, MAX_OUTPUT_BYTES, &output, &olen) < 0) {
+		output = NULL;
+		olen = 0;
+	}
+	/* ExecResult's bytes are NUL-terminated for convenience. */
+	uint8_t *term = realloc(output, olen + 1);
+	if (!term) {
+		free(output);
+		rc = msb__error_nomem(err);
+		cleanup(s, false);
+		return rc;
+	}
+	term[olen] = 0;
+	output = term;
+	cleanup(s, false);
+	res->exit_code = (int)ec;
+	res->stdout_bytes = output;
+	res->stdout_len = olen;
+	res->stderr_bytes = (uint8_t *)msb__strdup("");
+	return 0;
+}
+
+int msb_host_tool_calls_over_exec(msb_sandbox *sb, msb_host_tool_run *run,
+				  const msb_guest_run_layout *l, const msb_over_exec_options *opts,
+				  msb_exec_result *out, msb_error **err)
+{
+	static const msb_over_exec_options defaults = MSB_OVER_EXEC_OPTIONS_INIT;
+	if (!sb || !run || !l || !out)
+		return msb_error_set(err, MSB_E_VALUE, "host_tool_calls_over_exec: NULL argument");
+	if (!opts)
+		opts = &defaults;
+	if (opts->version != MSB_OVER_EXEC_OPTIONS_VERSION)
+		return msb_error_set(err, MSB_E_VALUE, "over-exec options: unknown version %u",
+				     opts->version);
+	/* 14.3: before anything starts. */
+	int rc = msb__check_timeout(opts->timeout, "timeout", err);
+	if (rc == 0)
+		rc = msb__check_timeout(opts->poll_interval, "poll_interval", err);
+	if (rc < 0)
+		return rc;
+	const char *interp = opts->interpreter ? opts->interpreter : "python3";
+	int64_t deadline = msb__now_ns() + (int64_t)(opts->timeout * 1e9);
+	struct supervisor s = {sb, opts, {opts->log, opts->log_userdata}, -1, -1, NULL, 0, false};
+	msb_exec_result res = {0};
+
+	rc = launch(&s, l, interp, deadline, out, err);
+	if (rc == 1) {
+		rc = 0; /* the launcher failed: *out says so */
+		goto out_removed;
+	}
+	if (rc < 0)
+		goto out_removed;
+	bool finished = false;
+	rc = serve(sb, run, l, opts, deadline, &finished, err);
 	if (rc < 0) {
 		cleanup(&s, true);
 		goto out_removed;
@@ -625,56 +713,12 @@ int msb_host_tool_calls_over_exec(msb_sandbox *sb, msb_host_tool_run *run,
 		msb_error_free(e);
 	}
 	if (!finished) {
-		outcome = cleanup(&s, true);
-		_cleanup_free_ uint8_t *partial = NULL;
-		size_t plen = 0;
-		if (read_capped(sb, l->output, PARTIAL_OUTPUT_BYTES, &partial, &plen) < 0)
-			plen = 0;
-		rc = msb_error_set(err, MSB_E_PROGRAM_TIMEOUT,
-				   "the program did not finish within %g s; %s", opts->timeout,
-				   outcome == MSB_SIGNAL_SENT ? "its process group was signalled "
-								"(SIGTERM, then SIGKILL)"
-				   : outcome == MSB_SIGNAL_REFUSED ? "signalling it was refused"
-				   : outcome == MSB_SIGNAL_ABSENT  ? "no recorded process remained "
-								     "to signal"
-								   : "whether it was signalled is "
-								     "unknown");
-		msb__error_set_timeout(err, (int)outcome, partial, plen);
+		rc = timed_out(&s, l, err);
 		goto out_removed;
 	}
-	/* Completed: the recorded exit code and the captured output. */
-	size_t clen = 0;
-	rc = msb_sandbox_read_file(sb, l->exit_code, NULL, 64, &code, &clen, err);
-	if (rc < 0) {
-		cleanup(&s, false);
+	rc = completed(&s, l, &res, err);
+	if (rc < 0)
 		goto out_removed;
-	}
-	int64_t ec = -1;
-	while (clen && (code[clen - 1] == '\n' || code[clen - 1] == ' '))
-		clen--;
-	if (!parse_int((const char *)code, clen, &ec) || ec > 255)
-		ec = 255;
-	uint8_t *output = NULL;
-	size_t olen = 0;
-	if (read_capped(sb, l->output, MAX_OUTPUT_BYTES, &output, &olen) < 0) {
-		output = NULL;
-		olen = 0;
-	}
-	/* ExecResult's bytes are NUL-terminated for convenience. */
-	uint8_t *term = realloc(output, olen + 1);
-	if (!term) {
-		free(output);
-		rc = msb__error_nomem(err);
-		cleanup(&s, false);
-		goto out_removed;
-	}
-	term[olen] = 0;
-	output = term;
-	cleanup(&s, false);
-	res.exit_code = (int)ec;
-	res.stdout_bytes = output;
-	res.stdout_len = olen;
-	res.stderr_bytes = (uint8_t *)msb__strdup("");
 	remove_transport(sb, l, &s.log);
 	free(s.desc);
 	*out = res;

@@ -50,10 +50,27 @@ int msb_hosttools__schema_check(json_t *schema, const char *where, msb_error **e
 int msb_hosttools__schema_validate(json_t *schema, json_t *args, char **msg);
 
 /* The door over an already-parsed request. name/args may be any JSON (args
- * NULL = none); not_json answers the fixed malformed-request sentence after
- * the call is counted. */
-int msb_hosttools__door(msb_host_tool_run *run, json_t *name, json_t *args, bool not_json,
+ * NULL = none); `unreadable` (a refusal sentence, or NULL) answers a request
+ * the transport could not take in, after the call is counted. */
+int msb_hosttools__door(msb_host_tool_run *run, json_t *name, json_t *args, const char *unreadable,
 			int64_t framing_bytes, msb_host_tool_result *out, msb_error **err);
+
+/*
+ * The budget on one host-tool request (docs/security.md, "Budgets on guest
+ * bytes"): a transport never holds more of one request than this. A request
+ * past it is read (or drained) without being held and answered through the
+ * door with MSB_HOSTTOOLS_TOO_LARGE: counted as a call (13.18), observed
+ * (13.29), a refusal the guest reads.
+ */
+#define MSB_HOSTTOOLS_MAX_REQUEST_BYTES (1u << 20)
+#define MSB_HOSTTOOLS_TOO_LARGE                                                                    \
+	"Error: this host-tool request is over the 1048576-byte limit — send smaller arguments"
+_Static_assert(MSB_HOSTTOOLS_MAX_REQUEST_BYTES == 1048576, "the sentence names the limit");
+
+/* Count a request the transport refused to take in, and answer `sentence`. */
+int msb_hosttools__refuse_request(msb_host_tool_run *run, const char *sentence,
+				  int64_t framing_bytes, msb_host_tool_result *out,
+				  msb_error **err);
 
 /* `s` quoted the way the seed's sentences quote a name ('x'), bounded to
  * MSB_HOST_TOOL_BOUND characters then " (truncated)" when `bound`. */

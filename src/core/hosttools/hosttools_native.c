@@ -22,14 +22,26 @@
 #include "core/hosttools/hosttools_int.h"
 #include "util/syscalls.h"
 
+/*
+ * Budgets on the guest's bytes (docs/security.md, "Budgets on guest bytes"):
+ * MAX_CONNS connections; one request is held only up to
+ * MSB_HOSTTOOLS_MAX_REQUEST_BYTES, and all unfinished requests together up
+ * to MAX_HELD_BYTES. A request past either is drained (read into scratch,
+ * never held) and answered with a refusal through the door, so the guest
+ * reads why and the connection stays in step.
+ */
 #define MAX_CONNS 64
-#define MAX_REQUEST (1u << 20)
+#define MAX_HELD_BYTES ((size_t)8 << 20)
+#define BUSY                                                                                       \
+	"Error: the host already holds 8388608 bytes of unfinished host-tool requests — finish " \
+	"those first"
 
 struct nconn {
 	int fd;
 	uint8_t hdr[4];
 	size_t hdr_len;
-	uint8_t *body;
+	uint8_t *body;	     /* NULL while draining */
+	const char *refusal; /* the answer once a drained request is in */
 	size_t want, got;
 };
 
@@ -43,14 +55,41 @@ struct msb_native_server {
 	bool started;
 	struct nconn conns[MAX_CONNS];
 	size_t n;
+	size_t held; /* bytes of the conns' bodies */
 	msb_logger log;
 };
+
+/* Give back a connection's request body. */
+static void release_body(struct msb_native_server *s, struct nconn *c)
+{
+	if (c->body)
+		s->held -= c->want;
+	free(c->body);
+	c->body = NULL;
+}
 
 static void drop(struct msb_native_server *s, size_t i)
 {
 	close(s->conns[i].fd);
-	free(s->conns[i].body);
+	release_body(s, &s->conns[i]);
 	s->conns[i] = s->conns[--s->n];
+}
+
+/* A request of c->want bytes was announced: hold it if the budget allows,
+ * else drain it and answer `refusal`. false drops the connection. */
+static bool admit(struct msb_native_server *s, struct nconn *c)
+{
+	c->got = 0;
+	c->refusal = c->want > MSB_HOSTTOOLS_MAX_REQUEST_BYTES ? MSB_HOSTTOOLS_TOO_LARGE
+		     : c->want > MAX_HELD_BYTES - s->held      ? BUSY
+							       : NULL;
+	if (c->refusal)
+		return true;
+	c->body = malloc(c->want);
+	if (!c->body)
+		return false;
+	s->held += c->want;
+	return true;
 }
 
 static bool write_all(int fd, const void *p, size_t n)
@@ -79,10 +118,12 @@ static bool answer(struct msb_native_server *s, struct nconn *c)
 {
 	msb_host_tool_result res = {NULL, NULL};
 	msb_error *e = NULL;
-	int rc = msb_host_tool_run_call_request(s->run, (const char *)c->body, c->got,
-						MSB_HOSTTOOLS_FRAMING_BYTES, &res, &e);
-	free(c->body);
-	c->body = NULL;
+	int rc = c->refusal ? msb_hosttools__refuse_request(s->run, c->refusal,
+							    MSB_HOSTTOOLS_FRAMING_BYTES, &res, &e)
+			    : msb_host_tool_run_call_request(s->run, (const char *)c->body, c->got,
+							     MSB_HOSTTOOLS_FRAMING_BYTES, &res, &e);
+	release_body(s, c);
+	c->refusal = NULL;
 	c->want = c->got = c->hdr_len = 0;
 	if (rc < 0) {
 		msb__log(&s->log, MSB_LOG_WARNING, "hosttools", "native call failed: %s",
@@ -104,12 +145,17 @@ static bool answer(struct msb_native_server *s, struct nconn *c)
 /* Read what is there; false drops the connection. */
 static bool on_readable(struct msb_native_server *s, struct nconn *c)
 {
+	uint8_t scratch[16384]; /* where a drained request goes */
 	for (;;) {
 		ssize_t n;
 		if (c->hdr_len < 4) {
 			n = recv(c->fd, c->hdr + c->hdr_len, 4 - c->hdr_len, MSG_DONTWAIT);
-		} else {
+		} else if (c->body) {
 			n = recv(c->fd, c->body + c->got, c->want - c->got, MSG_DONTWAIT);
+		} else {
+			size_t left = c->want - c->got;
+			n = recv(c->fd, scratch, left < sizeof(scratch) ? left : sizeof(scratch),
+				 MSG_DONTWAIT);
 		}
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -124,12 +170,8 @@ static bool on_readable(struct msb_native_server *s, struct nconn *c)
 			c->want = (size_t)c->hdr[0] | (size_t)c->hdr[1] << 8 |
 				  (size_t)c->hdr[2] << 16 | (size_t)c->hdr[3] << 24;
 			/* A guest-chosen length: bounded before anything is allocated. */
-			if (c->want == 0 || c->want > MAX_REQUEST)
+			if (c->want == 0 || !admit(s, c))
 				return false;
-			c->body = malloc(c->want);
-			if (!c->body)
-				return false;
-			c->got = 0;
 			continue;
 		}
 		c->got += (size_t)n;

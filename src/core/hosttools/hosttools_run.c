@@ -167,6 +167,7 @@ static const char *py_type(json_t *v)
 	case JSON_TRUE:
 	case JSON_FALSE:
 		return "bool";
+	case JSON_NULL:
 	default:
 		return "NoneType";
 	}
@@ -333,8 +334,52 @@ static int deliver(msb_host_tool_run *run, const struct msb_hosttools_entry *e, 
 	return 0;
 }
 
+/* 13.21: what is knowable before the body runs, so a sink tool never acts
+ * for a response nobody can be handed. Reserves the delivery slot (true), or
+ * refuses into *out with *rc refuse()'s return (false). */
+static bool reserve_slot(msb_host_tool_run *run, int64_t framing, msb_host_tool_result *out,
+			 int *rc)
+{
+	msb_host_tool_registry *r = run->reg;
+	const msb_transfer_limits *l = &r->limits;
+	pthread_mutex_lock(&run->lock);
+	int budget = 0;
+	if (run->delivered + 1 > l->max_files)
+		budget = 1;
+	else if (run->delivered_bytes + SMALLEST_RESPONSE + (uint64_t)framing > l->max_total_bytes)
+		budget = 2;
+	else if (SMALLEST_RESPONSE + (uint64_t)framing > l->max_bytes_per_file)
+		budget = 3;
+	else
+		run->delivered++;
+	pthread_mutex_unlock(&run->lock);
+	if (!budget)
+		return true;
+	if (budget == 1)
+		*rc = refuse(out,
+			     "Error: this run's delivered-response cap (%llu) is exhausted — "
+			     "finish with the results already delivered",
+			     (unsigned long long)l->max_files);
+	else if (budget == 2)
+		*rc = refuse(out,
+			     "Error: this run's response byte budget (%llu) is exhausted — "
+			     "finish with the results already delivered",
+			     (unsigned long long)l->max_total_bytes);
+	else {
+		msb__log(&r->log, MSB_LOG_WARNING, "hosttools",
+			 "the per-response cap (%llu bytes) cannot hold a one-byte value "
+			 "inside this transport's %lld bytes of framing, so nothing can be "
+			 "delivered",
+			 (unsigned long long)l->max_bytes_per_file, (long long)framing);
+		*rc = refuse(out, "Error: no host-tool response can fit this run's "
+				  "per-response cap — report this and carry on without host "
+				  "tools");
+	}
+	return false;
+}
+
 /* The guest-answerable half of the door. */
-static int answer(msb_host_tool_run *run, json_t *name, json_t *args, bool not_json,
+static int answer(msb_host_tool_run *run, json_t *name, json_t *args, const char *unreadable,
 		  int64_t framing, msb_host_tool_result *out, struct called *c, msb_error **err)
 {
 	msb_host_tool_registry *r = run->reg;
@@ -349,8 +394,8 @@ static int answer(msb_host_tool_run *run, json_t *name, json_t *args, bool not_j
 			      (unsigned long long)r->max_calls) < 0
 			       ? msb__error_nomem(err)
 			       : 0;
-	if (not_json)
-		return refuse(out, NOT_JSON) < 0 ? msb__error_nomem(err) : 0;
+	if (unreadable)
+		return refuse(out, "%s", unreadable) < 0 ? msb__error_nomem(err) : 0;
 	/* 13.20: the guest's input. */
 	if (!name || !json_is_string(name))
 		return refuse(out, "Error: a host tool name must be a string, not %s",
@@ -423,43 +468,8 @@ static int answer(msb_host_tool_run *run, json_t *name, json_t *args, bool not_j
 			    q);
 		goto out;
 	}
-	/* 13.21: what is knowable before the body runs, so a sink tool never
-	 * acts for a response nobody can be handed. Reserve the slot now. */
-	const msb_transfer_limits *l = &r->limits;
-	pthread_mutex_lock(&run->lock);
-	int budget = 0;
-	if (run->delivered + 1 > l->max_files)
-		budget = 1;
-	else if (run->delivered_bytes + SMALLEST_RESPONSE + (uint64_t)framing > l->max_total_bytes)
-		budget = 2;
-	else if (SMALLEST_RESPONSE + (uint64_t)framing > l->max_bytes_per_file)
-		budget = 3;
-	else
-		run->delivered++;
-	pthread_mutex_unlock(&run->lock);
-	if (budget) {
+	if (!reserve_slot(run, framing, out, &rc)) {
 		json_decref(given);
-		if (budget == 1)
-			rc = refuse(
-				out,
-				"Error: this run's delivered-response cap (%llu) is exhausted — "
-				"finish with the results already delivered",
-				(unsigned long long)l->max_files);
-		else if (budget == 2)
-			rc = refuse(out,
-				    "Error: this run's response byte budget (%llu) is exhausted — "
-				    "finish with the results already delivered",
-				    (unsigned long long)l->max_total_bytes);
-		else {
-			msb__log(&r->log, MSB_LOG_WARNING, "hosttools",
-				 "the per-response cap (%llu bytes) cannot hold a one-byte value "
-				 "inside this transport's %lld bytes of framing, so nothing can be "
-				 "delivered",
-				 (unsigned long long)l->max_bytes_per_file, (long long)framing);
-			rc = refuse(out, "Error: no host-tool response can fit this run's "
-					 "per-response cap — report this and carry on without host "
-					 "tools");
-		}
 		goto out;
 	}
 	rc = deliver(run, &e, q, given, framing, out, c, err);
@@ -477,7 +487,7 @@ out:
 	return rc;
 }
 
-int msb_hosttools__door(msb_host_tool_run *run, json_t *name, json_t *args, bool not_json,
+int msb_hosttools__door(msb_host_tool_run *run, json_t *name, json_t *args, const char *unreadable,
 			int64_t framing, msb_host_tool_result *out, msb_error **err)
 {
 	if (!run || !out)
@@ -490,7 +500,7 @@ int msb_hosttools__door(msb_host_tool_run *run, json_t *name, json_t *args, bool
 				     (long long)framing);
 	msb_host_tool_result res = {NULL, NULL};
 	struct called c = {NULL, false, NULL, NULL, 0};
-	int rc = answer(run, name, args, not_json, framing, &res, &c, err);
+	int rc = answer(run, name, args, unreadable, framing, &res, &c, err);
 	const msb_observer *o = run->reg->has_observer ? &run->reg->observer : NULL;
 	if (msb_observer__wants(o, host_tool_called) && (rc == 0 || c.outcome)) {
 		/* 13.29: every way out is recorded, refusals and exhausted caps included. */
@@ -531,7 +541,8 @@ int msb_host_tool_run_call(msb_host_tool_run *run, const char *name, const char 
 		bad = ja == NULL;
 	}
 	int rc = (name && !jn) ? msb__error_nomem(err)
-			       : msb_hosttools__door(run, jn, ja, bad, framing_bytes, out, err);
+			       : msb_hosttools__door(run, jn, ja, bad ? NOT_JSON : NULL,
+						     framing_bytes, out, err);
 	json_decref(jn);
 	json_decref(ja);
 	return rc;
@@ -548,10 +559,16 @@ int msb_host_tool_run_call_request(msb_host_tool_run *run, const char *request_j
 		request_json ? json_loadb(request_json, len, JSON_REJECT_DUPLICATES, &je) : NULL;
 	bool bad = !req || !json_is_object(req);
 	int rc = msb_hosttools__door(run, bad ? NULL : json_object_get(req, "name"),
-				     bad ? NULL : json_object_get(req, "arguments"), bad,
-				     framing_bytes, out, err);
+				     bad ? NULL : json_object_get(req, "arguments"),
+				     bad ? NOT_JSON : NULL, framing_bytes, out, err);
 	json_decref(req);
 	return rc;
+}
+
+int msb_hosttools__refuse_request(msb_host_tool_run *run, const char *sentence,
+				  int64_t framing_bytes, msb_host_tool_result *out, msb_error **err)
+{
+	return msb_hosttools__door(run, NULL, NULL, sentence, framing_bytes, out, err);
 }
 
 char *msb_hosttools__response_body(msb_host_tool_result *res)

@@ -170,6 +170,7 @@ static const char *type_of(json_t *v)
 	case JSON_TRUE:
 	case JSON_FALSE:
 		return "boolean";
+	case JSON_NULL:
 	default:
 		return "null";
 	}

@@ -81,7 +81,7 @@ static void record_free(struct msb_cleanup_record *rec)
 {
 	if (rec->notice.free)
 		rec->notice.free(rec->notice.ud);
-	msb_sbref__unref(rec->inst);
+	msb_lifecycle__sbref_unref(rec->inst);
 	free(rec->instance_id);
 	free(rec->call);
 	free(rec);
@@ -178,7 +178,7 @@ static void hold_free(struct msb_call_hold *h)
 	if (!h)
 		return;
 	for (size_t i = 0; i < h->n_instances; i++)
-		msb_sbref__unref(h->instances[i]);
+		msb_lifecycle__sbref_unref(h->instances[i]);
 	free(h->instances);
 	msb_key_free(h->key);
 	msb_spec_unref(h->spec);
@@ -298,17 +298,17 @@ int msb_admission__add_instance(struct msb_call_hold *h, msb_sandbox *sb, msb_sa
 	const char *id = msb_sandbox_instance_id(sb);
 	for (size_t i = 0; i < h->n_instances; i++)
 		if (msb__streq_null(h->instances[i]->instance_id, id)) {
-			msb_sandbox_release(sb);
+			msb_sandbox_free(sb);
 			*out = h->instances[i]->sb;
 			return 0;
 		}
 	struct msb_sbref **v = msb__reallocarray(h->instances, h->n_instances + 1, sizeof(*v));
 	if (!v) {
-		msb_sandbox_release(sb);
+		msb_sandbox_free(sb);
 		return msb__error_nomem(err);
 	}
 	h->instances = v;
-	struct msb_sbref *ref = msb_sbref__new(sb, h->backend);
+	struct msb_sbref *ref = msb_lifecycle__sbref_new(sb, h->backend);
 	if (!ref)
 		return msb__error_nomem(err);
 	h->instances[h->n_instances++] = ref;
@@ -340,7 +340,7 @@ int msb_admission__queue(struct msb_call_hold *h, struct msb_sbref *inst, msb_cl
 		return msb__error_nomem(err);
 	}
 	rec->rung = rung;
-	rec->inst = msb_sbref__ref(inst);
+	rec->inst = msb_lifecycle__sbref_ref(inst);
 	rec->timeout = timeout > 0 ? timeout : h->cleanup_timeout;
 	if (notice)
 		rec->notice = *notice;
@@ -419,9 +419,9 @@ static bool clean_instance(struct msb_router *r, struct msb_slot *s,
 	}
 
 	struct msb_dispose_outcome o;
-	msb_lifecycle__dispose_one(r, s->backend, s->key, s->kind, id, msb_deadline__after(timeout),
-				   NULL, lc->policy != MSB_FAILED_RECLAIM_KEEP, MSB_CLEAR_INSTANCE,
-				   &o);
+	msb_lifecycle__dispose_one(r, s->backend, s->key, s->kind, id,
+				   msb_lifecycle__deadline_after(timeout), NULL,
+				   lc->policy != MSB_FAILED_RECLAIM_KEEP, MSB_CLEAR_INSTANCE, &o);
 	msb_ev_disposal_result res = {
 		.backend = r->entries[s->backend].name, .failed = !o.landed, .code = o.code};
 	msb_lifecycle__emit_disposed(r, s->key, s->kind, id, o.landed, &res, 1, "framework", call);

@@ -14,7 +14,7 @@
 
 #define SLICE_NS 10000000 /* how often a wait looks at its cancel token */
 
-int64_t msb_deadline__after(double seconds)
+int64_t msb_lifecycle__deadline_after(double seconds)
 {
 	int64_t now = msb__now_ns();
 	if (!isfinite(seconds) || seconds > 1e9)
@@ -40,8 +40,8 @@ static void cond_init_monotonic(pthread_cond_t *c)
 	pthread_condattr_destroy(&a);
 }
 
-void msb_step__init(struct msb_step *s, void (*run)(struct msb_step *),
-		    void (*late)(struct msb_step *), void (*destroy)(struct msb_step *))
+void msb_lifecycle__step_init(struct msb_step *s, void (*run)(struct msb_step *),
+			      void (*late)(struct msb_step *), void (*destroy)(struct msb_step *))
 {
 	s->run = run;
 	s->late = late;
@@ -52,7 +52,7 @@ void msb_step__init(struct msb_step *s, void (*run)(struct msb_step *),
 	s->abandoned = false;
 }
 
-void msb_step__destroy(struct msb_step *s)
+void msb_lifecycle__step_destroy(struct msb_step *s)
 {
 	if (!s)
 		return;
@@ -73,7 +73,7 @@ static void finish(struct msb_step *s)
 		return;
 	if (s->late)
 		s->late(s);
-	msb_step__destroy(s);
+	msb_lifecycle__step_destroy(s);
 }
 
 static void *worker(void *arg)
@@ -84,7 +84,7 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-void msb_step__start(struct msb_step *s)
+void msb_lifecycle__step_start(struct msb_step *s)
 {
 	pthread_attr_t a;
 	pthread_t t;
@@ -104,7 +104,7 @@ void msb_step__start(struct msb_step *s)
 	}
 }
 
-int msb_step__wait(struct msb_step *s, int64_t deadline_ns, msb_cancel *cancel)
+int msb_lifecycle__step_wait(struct msb_step *s, int64_t deadline_ns, msb_cancel *cancel)
 {
 	int rc = 0;
 	pthread_mutex_lock(&s->m);
@@ -129,7 +129,7 @@ int msb_step__wait(struct msb_step *s, int64_t deadline_ns, msb_cancel *cancel)
 	return rc;
 }
 
-bool msb_step__abandon(struct msb_step *s)
+bool msb_lifecycle__step_abandon(struct msb_step *s)
 {
 	pthread_mutex_lock(&s->m);
 	bool give_up = !s->done;
@@ -139,11 +139,12 @@ bool msb_step__abandon(struct msb_step *s)
 	return give_up;
 }
 
-bool msb_step__run_bounded(struct msb_step *s, int64_t deadline_ns, msb_cancel *cancel, int *rc)
+bool msb_lifecycle__step_run_bounded(struct msb_step *s, int64_t deadline_ns, msb_cancel *cancel,
+				     int *rc)
 {
-	msb_step__start(s);
-	int r = msb_step__wait(s, deadline_ns, cancel);
-	if (r < 0 && msb_step__abandon(s)) {
+	msb_lifecycle__step_start(s);
+	int r = msb_lifecycle__step_wait(s, deadline_ns, cancel);
+	if (r < 0 && msb_lifecycle__step_abandon(s)) {
 		*rc = r;
 		return false;
 	}
@@ -154,14 +155,14 @@ bool msb_step__run_bounded(struct msb_step *s, int64_t deadline_ns, msb_cancel *
 /* ---- shared sandbox handles --------------------------------------------------------------------
  */
 
-struct msb_sbref *msb_sbref__new(msb_sandbox *sb, size_t backend)
+struct msb_sbref *msb_lifecycle__sbref_new(msb_sandbox *sb, size_t backend)
 {
 	struct msb_sbref *h = calloc(1, sizeof(*h));
 	char *id = sb ? msb__strdup(msb_sandbox_instance_id(sb)) : NULL;
 	if (!h || (sb && !id)) {
 		free(h);
 		free(id);
-		msb_sandbox_release(sb);
+		msb_sandbox_free(sb);
 		return NULL;
 	}
 	atomic_init(&h->refs, 1);
@@ -171,18 +172,18 @@ struct msb_sbref *msb_sbref__new(msb_sandbox *sb, size_t backend)
 	return h;
 }
 
-struct msb_sbref *msb_sbref__ref(struct msb_sbref *h)
+struct msb_sbref *msb_lifecycle__sbref_ref(struct msb_sbref *h)
 {
 	if (h)
 		atomic_fetch_add(&h->refs, 1);
 	return h;
 }
 
-void msb_sbref__unref(struct msb_sbref *h)
+void msb_lifecycle__sbref_unref(struct msb_sbref *h)
 {
 	if (!h || atomic_fetch_sub(&h->refs, 1) != 1)
 		return;
-	msb_sandbox_release(h->sb);
+	msb_sandbox_free(h->sb);
 	free(h->instance_id);
 	free(h);
 }
@@ -212,7 +213,7 @@ static void sandbox_step_run(struct msb_step *s)
 static void sandbox_step_destroy(struct msb_step *s)
 {
 	struct sandbox_step *st = (struct sandbox_step *)s;
-	msb_sbref__unref(st->h);
+	msb_lifecycle__sbref_unref(st->h);
 	free(st->directory);
 	msb_error_free(st->e);
 	free(st);
@@ -227,14 +228,15 @@ int msb_lifecycle__sandbox_step(struct msb_sbref *h, enum msb_sandbox_step_op op
 		free(st);
 		return msb__error_nomem(err);
 	}
-	msb_step__init(&st->base, sandbox_step_run, NULL, sandbox_step_destroy);
-	st->h = msb_sbref__ref(h);
+	msb_lifecycle__step_init(&st->base, sandbox_step_run, NULL, sandbox_step_destroy);
+	st->h = msb_lifecycle__sbref_ref(h);
 	st->op = op;
 	st->timeout = timeout;
 	/* The sandbox gets the bound too; the step holds it even when the
 	 * sandbox does not honour it. */
 	int rc;
-	if (!msb_step__run_bounded(&st->base, msb_deadline__after(timeout), cancel, &rc)) {
+	if (!msb_lifecycle__step_run_bounded(&st->base, msb_lifecycle__deadline_after(timeout),
+					     cancel, &rc)) {
 		const char *what = op == MSB_STEP_RECLAIM ? "reclaim" : "reset";
 		if (rc == MSB_E_CANCELLED)
 			return msb_error_set(err, rc, "%s cancelled", what);
@@ -245,6 +247,6 @@ int msb_lifecycle__sandbox_step(struct msb_sbref *h, enum msb_sandbox_step_op op
 		msb__error_propagate(err, st->e);
 		st->e = NULL;
 	}
-	msb_step__destroy(&st->base);
+	msb_lifecycle__step_destroy(&st->base);
 	return rc;
 }

@@ -250,15 +250,15 @@ void msb_lifecycle__dispose_one(struct msb_router *r, size_t backend, const msb_
 		out->detail = msb__strdup("out of memory");
 		return;
 	}
-	msb_step__init(&d->base, dispose_run, dispose_late, dispose_destroy);
+	msb_lifecycle__step_init(&d->base, dispose_run, dispose_late, dispose_destroy);
 	d->lc = msb_lifecycle__ref(lc);
 	d->backend = msb_backend_ref(r->entries[backend].backend);
 	d->index = backend;
 	d->mode = mode;
 	d->since = msb_unclean__snapshot(lc);
 
-	msb_step__start(&d->base);
-	int rc = msb_step__wait(&d->base, deadline_ns, cancel);
+	msb_lifecycle__step_start(&d->base);
+	int rc = msb_lifecycle__step_wait(&d->base, deadline_ns, cancel);
 	uint64_t own = 0;
 	if (rc < 0) {
 		/* Given up at the bound. The timeout is recorded first, and the
@@ -270,7 +270,7 @@ void msb_lifecycle__dispose_one(struct msb_router *r, size_t backend, const msb_
 				rc == MSB_E_CANCELLED ? "the disposal was cancelled"
 						      : "the disposal did not finish in time");
 		d->own_timeout = own;
-		if (msb_step__abandon(&d->base)) {
+		if (msb_lifecycle__step_abandon(&d->base)) {
 			out->cancelled = rc == MSB_E_CANCELLED;
 			out->code = MSB_DISPOSAL_TIMEOUT;
 			out->detail =
@@ -314,7 +314,7 @@ void msb_lifecycle__dispose_one(struct msb_router *r, size_t backend, const msb_
 			msb_unclean__record(lc, key, backend, bname, kind, instance_id, out->code,
 					    out->detail);
 	}
-	msb_step__destroy(&d->base);
+	msb_lifecycle__step_destroy(&d->base);
 }
 
 void msb_lifecycle__emit_disposed(struct msb_router *r, const msb_key *key, const char *kind,
@@ -357,7 +357,7 @@ int msb_router_dispose_kind(msb_router *r, const msb_key *key, const char *kind,
 	msb_cancel *cancel = opts ? opts->cancel : NULL;
 	const char *call = opts ? opts->call : NULL;
 
-	int64_t deadline = msb_deadline__after(timeout);
+	int64_t deadline = msb_lifecycle__deadline_after(timeout);
 	msb_error *le = NULL;
 	rc = msb_lifecycle__key_lock(r->lc, key, deadline, cancel, &le);
 	if (rc == MSB_E_CANCELLED)

@@ -38,25 +38,26 @@ struct msb_step {
 	bool abandoned;
 };
 
-void msb_step__init(struct msb_step *s, void (*run)(struct msb_step *),
-		    void (*late)(struct msb_step *), void (*destroy)(struct msb_step *));
+void msb_lifecycle__step_init(struct msb_step *s, void (*run)(struct msb_step *),
+			      void (*late)(struct msb_step *), void (*destroy)(struct msb_step *));
 /* Start run() on a detached helper thread (inline when no thread can be made). */
-void msb_step__start(struct msb_step *s);
+void msb_lifecycle__step_start(struct msb_step *s);
 /* Wait until run() returns or `deadline_ns` (CLOCK_MONOTONIC) passes or
  * `cancel` fires: 0, MSB_E_TIMEOUT or MSB_E_CANCELLED. */
-int msb_step__wait(struct msb_step *s, int64_t deadline_ns, msb_cancel *cancel);
+int msb_lifecycle__step_wait(struct msb_step *s, int64_t deadline_ns, msb_cancel *cancel);
 /* Give the step up after a failed wait. false when run() finished after all
  * (the caller still owns the step and its results); true when the helper
  * thread now owns it. Fields the caller writes before this call are seen by
  * late(). */
-bool msb_step__abandon(struct msb_step *s);
+bool msb_lifecycle__step_abandon(struct msb_step *s);
 /* Free a step the caller owns (finished, or never abandoned). */
-void msb_step__destroy(struct msb_step *s);
+void msb_lifecycle__step_destroy(struct msb_step *s);
 /* start + wait + abandon; true when run() finished (the caller owns s). */
-bool msb_step__run_bounded(struct msb_step *s, int64_t deadline_ns, msb_cancel *cancel, int *rc);
+bool msb_lifecycle__step_run_bounded(struct msb_step *s, int64_t deadline_ns, msb_cancel *cancel,
+				     int *rc);
 
 /* Seconds from now as a CLOCK_MONOTONIC deadline, saturating. */
-int64_t msb_deadline__after(double seconds);
+int64_t msb_lifecycle__deadline_after(double seconds);
 
 /* ---- a shared sandbox handle -------------------------------------------------------------------
  * The call and a step abandoned on it may both still use a handle. */
@@ -66,9 +67,9 @@ struct msb_sbref {
 	char *instance_id;
 	size_t backend;
 };
-struct msb_sbref *msb_sbref__new(msb_sandbox *sb, size_t backend); /* takes sb */
-struct msb_sbref *msb_sbref__ref(struct msb_sbref *h);
-void msb_sbref__unref(struct msb_sbref *h);
+struct msb_sbref *msb_lifecycle__sbref_new(msb_sandbox *sb, size_t backend); /* takes sb */
+struct msb_sbref *msb_lifecycle__sbref_ref(struct msb_sbref *h);
+void msb_lifecycle__sbref_unref(struct msb_sbref *h);
 
 /* A sandbox operation (reclaim or reset) as a bounded step. Returns the
  * operation's code, MSB_E_TIMEOUT or MSB_E_CANCELLED; *err gets the

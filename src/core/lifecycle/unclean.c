@@ -247,7 +247,7 @@ int msb_router_dispose_unclean(msb_router *r, const msb_key *key, double timeout
 	const char *instance_id = opts ? opts->instance_id : NULL;
 	msb_cancel *cancel = opts ? opts->cancel : NULL;
 
-	int64_t deadline = msb_deadline__after(timeout);
+	int64_t deadline = msb_lifecycle__deadline_after(timeout);
 	msb_error *le = NULL;
 	rc = msb_lifecycle__key_lock(r->lc, key, deadline, cancel, &le);
 	if (rc == MSB_E_CANCELLED)

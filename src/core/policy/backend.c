@@ -202,7 +202,7 @@ int msb_backend_acquire(msb_backend *b, const msb_key *key, const msb_spec *spec
 	msb_sandbox *sb = NULL;
 	r = b->ops.acquire(b->impl, key, spec, &sb, &e);
 	if (r != 0) {
-		msb_sandbox_release(sb);
+		msb_sandbox_free(sb);
 		if (r < 0 && e)
 			return msb__error_propagate(err, e);
 		msb_error_free(e);

@@ -298,17 +298,28 @@ static int limits_from_json(json_t *v, const char *where, msb_sandbox_limits *ou
 	msb_sandbox_limits l = MSB_DEFAULT_SANDBOX_LIMITS;
 	for (size_t i = 0; limits_keys[i]; i++) {
 		json_t *d = json_object_get(v, limits_keys[i]);
-		if (!d || json_is_null(d))
-			continue;
+		if (!d)
+			continue; /* absent: that direction's default */
 		_cleanup_free_ char *w = msb__asprintf("%s.limits.%s", where, limits_keys[i]);
 		if (!w)
 			return msb__error_nomem(err);
 		if (!json_is_object(d)) {
 			_cleanup_free_ char *what = msb__asprintf(
-				"a pair whose %s is not a TransferLimits object", limits_keys[i]);
+				"a pair whose %s is %s", limits_keys[i],
+				json_is_null(d) ? "null" : "not a TransferLimits object");
 			if (!what)
 				return msb__error_nomem(err);
 			return limits_shape_error(where, what, err);
+		}
+		const char *field;
+		json_t *fv;
+		json_object_foreach (d, field, fv) {
+			if (json_is_null(fv))
+				return msb_error_set(
+					err, MSB_E_TYPE,
+					"%s.%s must be a non-negative integer, not null "
+					"(leave it out to keep its default)",
+					w, field);
 		}
 		int r = msb_vocab__transfer_limits_from_json(
 			d, w, i == 0 ? &l.files_in : &l.files_out, err);
@@ -327,6 +338,32 @@ static const char *const declarations_keys[] = {
 	"isolation_scopes", "egress_method_tokens",
 	"observes_egress",  NULL,
 };
+
+/*
+ * An absent key keeps its default; an explicit null is no value of any
+ * declaration (a set, the limits pair, a flag) and is refused like any other
+ * malformed value (4.11, 4.12), never read as the default.
+ */
+static int refuse_nulls(json_t *obj, const char *where, msb_error **err)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach (obj, key, v) {
+		if (!json_is_null(v))
+			continue;
+		if (strcmp(key, "limits") == 0)
+			return limits_shape_error(where,
+						  "null (leave `limits` out for the default)", err);
+		return msb_error_set(err, MSB_E_TYPE,
+				     "%s.%s must be %s, not null (leave it out for the default)",
+				     where, key,
+				     strcmp(key, "observes_egress") == 0 ? "true or false"
+				     : strcmp(key, "egress_method_tokens") == 0
+					     ? "a set of method tokens or \"*\""
+					     : "a set (a JSON array of names)");
+	}
+	return 0;
+}
 
 static int method_tokens_from_json(json_t *v, const char *where, msb_declarations *d,
 				   const char ***tokens, msb_error **err)
@@ -373,6 +410,9 @@ int msb_declarations__from_object(json_t *obj, const char *where, msb_declaratio
 	if (r < 0)
 		return r;
 
+	if ((r = refuse_nulls(obj, where, err)) < 0)
+		return r;
+
 	msb_declarations d = MSB_DEFAULT_BACKEND_DECLARATIONS;
 	_cleanup_free_ const char **tokens = NULL;
 	if ((r = msb_json__get_set(obj, "capabilities", where, MSB_SET_CAPABILITY, &d.capabilities,
@@ -388,13 +428,11 @@ int msb_declarations__from_object(json_t *obj, const char *where, msb_declaratio
 		return r;
 
 	json_t *limits = json_object_get(obj, "limits");
-	if (limits && !json_is_null(limits) &&
-	    (r = limits_from_json(limits, where, &d.limits, err)) < 0)
+	if (limits && (r = limits_from_json(limits, where, &d.limits, err)) < 0)
 		return r;
 
 	json_t *mt = json_object_get(obj, "egress_method_tokens");
-	if (mt && !json_is_null(mt) &&
-	    (r = method_tokens_from_json(mt, where, &d, &tokens, err)) < 0)
+	if (mt && (r = method_tokens_from_json(mt, where, &d, &tokens, err)) < 0)
 		return r;
 
 	/* Tokens: uppercase RFC 9110 tokens, each once (3.7, 23.5). */

@@ -22,9 +22,11 @@ int msb_router__validate_options(const msb_router_options *o, msb_error **err)
 		return msb_error_set(err, MSB_E_VALUE, "router options: unsupported version %u",
 				     o->version);
 	if (!msb_isolation_name(o->min_isolation))
-		return msb_error_set(err, MSB_E_VALUE,
-				     "router min_isolation: %d is not a rung: the ladder is %s",
-				     (int)o->min_isolation, msb_isolation_ladder());
+		return msb_error_set(
+			err, MSB_E_VALUE,
+			"router min_isolation: %d is not a rung, not a valid Isolation: the "
+			"ladder is %s",
+			(int)o->min_isolation, msb_isolation_ladder());
 	if (!msb_selection_name(o->selection))
 		return msb_error_set(err, MSB_E_VALUE,
 				     "router selection: %d is not a selection: expected fixed or "
@@ -154,7 +156,8 @@ static int resolve_fixed(struct msb_router *r, msb_error **err)
 	if (rc < 0)
 		return rc;
 	if (!e->is_rung || !msb_meets_floor(e->rung, r->opts.min_isolation)) {
-		_cleanup_free_ char *m = msb_router__floor_message(e, r->opts.min_isolation, NULL);
+		_cleanup_free_ char *m =
+			msb_router__floor_message(e, r->opts.min_isolation, NULL, false);
 		if (!m)
 			return msb__error_nomem(err);
 		return msb_error_set(err, MSB_E_BACKEND_NOT_PERMITTED, "%s", m);
@@ -181,7 +184,7 @@ static int judge_per_spec(struct msb_router *r, msb_error **err)
 		const struct msb_router_entry *e = &r->entries[i];
 		if (e->is_rung && msb_meets_floor(e->rung, r->opts.min_isolation))
 			continue;
-		char *m = msb_router__floor_message(e, r->opts.min_isolation, NULL);
+		char *m = msb_router__floor_message(e, r->opts.min_isolation, NULL, false);
 		if (!m) {
 			msb__buf_free(&below);
 			msb__buf_free(&refusals);

@@ -54,10 +54,15 @@ int msb_router__check_denials(const struct msb_router *r, const msb_spec *spec, 
 /* ---- 1. the minimum-isolation floor ------------------------------------------------ */
 
 char *msb_router__floor_message(const struct msb_router_entry *e, msb_isolation floor,
-				const char *kind)
+				const char *kind, bool spec_asked)
 {
 	_cleanup_free_ char *whose = NULL;
-	if (kind)
+	if (kind && spec_asked)
+		/* The spec raised the floor itself: say so in the seed's words. */
+		whose = msb__asprintf(" the '%s' workload runs under: the workload requires at "
+				      "least '%s'",
+				      kind, msb_isolation_name(floor));
+	else if (kind)
 		whose = msb__asprintf(" the '%s' workload runs under", kind);
 	else
 		whose = strdup("");
@@ -81,11 +86,15 @@ static int check_floor(const struct msb_router *r, const struct msb_router_entry
 	/* The stricter of the host's floor and the spec's: a spec may raise
 	 * the floor for itself and never lower it (3.16, 6.5). */
 	msb_isolation floor = r->opts.min_isolation, asked;
-	if (msb_spec_min_isolation(spec, &asked))
+	const bool has_ask = msb_spec_min_isolation(spec, &asked);
+	if (has_ask)
 		floor = msb_isolation_stricter(floor, asked);
 	if (e->is_rung && msb_meets_floor(e->rung, floor))
 		return 0;
-	_cleanup_free_ char *m = msb_router__floor_message(e, floor, msb_spec_kind(spec));
+	/* The spec's own rung is the effective floor: it asks above the backend. */
+	const bool spec_asked = has_ask && floor == asked;
+	_cleanup_free_ char *m =
+		msb_router__floor_message(e, floor, msb_spec_kind(spec), spec_asked);
 	if (!m)
 		return msb__error_nomem(err);
 	return msb_error_set(err, MSB_E_BACKEND_NOT_PERMITTED, "%s", m);
@@ -163,6 +172,14 @@ static int check_os_family(const struct msb_router_entry *e, const msb_spec *spe
 		return 0; /* a spec that asks nothing is refused by nothing */
 	if (e->decl->os_families & (msb_os_family_set)family)
 		return 0;
+	if (!e->decl->os_families)
+		/* Silence is the absence of an answer (4.6), said in the seed's words. */
+		return msb_error_set(
+			err, MSB_E_OS_FAMILY_NOT_SUPPORTED,
+			"sandbox backend '%s' cannot hand out the '%s' guest shape the "
+			"'%s' workload is written for: it offers no guest whose shape "
+			"it states (it declares nothing)",
+			e->name, msb_os_family_name(family), msb_spec_kind(spec));
 	_cleanup_free_ char *d = msb_os_family_set_format(e->decl->os_families);
 	if (!d)
 		return msb__error_nomem(err);

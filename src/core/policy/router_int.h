@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Internal to the router, the backend object and the JSON loaders
- * (src/core/policy/backend.c, declarations.c, router*.c).
+ * (src/core/policy/backend.c, declarations.c, router*.c) and to the router's
+ * lifecycle (src/core/lifecycle).
  */
 #ifndef MSB_CORE_ROUTER_INT_H
 #define MSB_CORE_ROUTER_INT_H
@@ -11,15 +12,7 @@
 #include "core/core.h"
 
 /* ---- backend.c ------------------------------------------------------------
- *
- * A refusal judged when the router resolves the backend rather than when it
- * is loaded (checklist 5.16, 23.10): a router loaded from JSON registers a
- * backend whose description carries a legacy top-level declaration key or
- * unusable declarations, and refuses it only if it is resolved (FIXED) or
- * registered for routing (PER_SPEC). Sets a copy of `message`.
- */
-int msb_backend__set_deferred_refusal(msb_backend *b, int code, const char *message,
-				      msb_error **err);
+ * (msb_backend__set_deferred_refusal: core/core.h) */
 /* 0, or the deferred refusal's code with *err set from it. */
 int msb_backend__deferred_refusal(const msb_backend *b, msb_error **err);
 /* Hand the backend its egress reporter (4.22). */
@@ -30,11 +23,6 @@ void msb_backend__set_egress_reporter(msb_backend *b, const msb_egress_reporter 
 /* Reject what a typed declarations value can still get wrong: an unknown
  * version, bits outside a set, a NULL or invalid or repeated method token. */
 int msb_declarations__validate(const msb_declarations *d, const char *where, msb_error **err);
-
-/* Declarations from a JSON object already parsed (strict); `where` names it
- * in messages. The result is one allocation (free()). */
-int msb_declarations__from_object(json_t *obj, const char *where, msb_declarations **out,
-				  msb_error **err);
 
 /* The kinds of string set a JSON document may carry. */
 enum msb_set_kind {
@@ -99,11 +87,6 @@ int msb_router__route(const struct msb_router *r, const msb_spec *spec, size_t *
 		      msb_isolation_scope *effective_scope, msb_error **err);
 /* The message a backend below the floor (or off the ladder) is refused with. */
 char *msb_router__floor_message(const struct msb_router_entry *e, msb_isolation floor,
-				const char *kind);
-
-/* router_json.c: options from an already-parsed object. `extra_key` (may be
- * NULL) is one more key the caller reads itself ("backends"). */
-int msb_router__options_from_object(json_t *obj, const char *where, const char *extra_key,
-				    msb_router_options *out, char **selected_out, msb_error **err);
+				const char *kind, bool spec_asked);
 
 #endif

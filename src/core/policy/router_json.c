@@ -262,6 +262,12 @@ static int backend_from_object(json_t *obj, const char *where, bool defer, msb_b
 		    0)
 			return r;
 		r = legacy_refusal(obj, where, &deferred);
+		/* Absent keeps the type's default; null is no BackendDeclarations. */
+		if (r == 0 && json_is_null(json_object_get(obj, "declarations")))
+			r = msb_error_set(&deferred, MSB_E_TYPE,
+					  "%s.declarations must be a BackendDeclarations object, "
+					  "not null (leave it out for the type's default)",
+					  where);
 		if (r == 0 && decl_obj) {
 			_cleanup_free_ char *w = msb__asprintf("%s.declarations", where);
 			if (!w)

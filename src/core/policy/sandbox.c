@@ -12,6 +12,7 @@
 #include <msb/backend.h>
 #include <msb/sandbox.h>
 
+#include "core/policy/exec_opts.h"
 #include "util/util.h"
 
 struct msb_sandbox {
@@ -244,10 +245,10 @@ int msb_sandbox_new(const msb_sandbox_ops *ops, void *impl, const char *backend_
 			goto release_impl;
 		}
 	}
-	if (ops->version != MSB_SANDBOX_OPS_VERSION) {
+	if (ops->version != 1 && ops->version != MSB_SANDBOX_OPS_VERSION) {
 		r = msb_error_set(err, MSB_E_VALUE,
-				  "sandbox ops version %u is not supported (want %u)", ops->version,
-				  (unsigned)MSB_SANDBOX_OPS_VERSION);
+				  "sandbox ops version %u is not supported (want 1 to %u)",
+				  ops->version, (unsigned)MSB_SANDBOX_OPS_VERSION);
 		goto release_impl;
 	}
 	if (!backend_name) {
@@ -270,7 +271,13 @@ int msb_sandbox_new(const msb_sandbox_ops *ops, void *impl, const char *backend_
 		r = msb__error_nomem(err);
 		goto release_impl;
 	}
-	sb->ops = *ops;
+	if (ops->version == 1) {
+		/* a vtable built against version 1 ends before exec_io */
+		memcpy(&sb->ops, ops, offsetof(msb_sandbox_ops, exec_io));
+		sb->ops.exec_io = 0;
+	} else {
+		sb->ops = *ops;
+	}
 	sb->ops_id = ops;
 	sb->impl = impl;
 	*out = sb;
@@ -281,7 +288,7 @@ release_impl:
 	return r;
 }
 
-void msb_sandbox_release(msb_sandbox *sb)
+void msb_sandbox_free(msb_sandbox *sb)
 {
 	if (!sb)
 		return;
@@ -301,6 +308,11 @@ const char *msb_sandbox_instance_id(const msb_sandbox *sb)
 const char *msb_sandbox_backend_name(const msb_sandbox *sb)
 {
 	return sb ? sb->backend_name : "";
+}
+
+unsigned msb_sandbox_exec_io(const msb_sandbox *sb)
+{
+	return sb ? sb->ops.exec_io : 0;
 }
 
 /* ---- argument checks ------------------------------------------------------- */
@@ -342,9 +354,10 @@ static int check_file_name(const char *path, const char *op, msb_error **err)
 	return 0;
 }
 
+/* The request as the backend will see it (*local: version 2, checked). */
 static int check_exec_request(const msb_sandbox *sb, const msb_exec_request *req,
 			      const msb_exec_result *out, const char *op, bool bounded,
-			      msb_error **err)
+			      msb_exec_request *local, msb_error **err)
 {
 	int r = check_handle(sb, op, err);
 	if (r < 0)
@@ -352,9 +365,9 @@ static int check_exec_request(const msb_sandbox *sb, const msb_exec_request *req
 	if ((r = check_nonnull(req, op, "request", err)) < 0 ||
 	    (r = check_nonnull(out, op, "result pointer", err)) < 0)
 		return r;
-	if (req->version != MSB_EXEC_REQUEST_VERSION)
-		return msb_error_set(err, MSB_E_VALUE, "%s: request version %u is not supported",
-				     op, req->version);
+	if ((r = msb__exec_prepare(sb->ops.exec_io, sb->backend_name, req, local, op, err)) < 0)
+		return r;
+	req = local;
 	if ((req->argv != NULL) == (req->shell != NULL))
 		return msb_error_set(err, MSB_E_VALUE,
 				     "%s: give exactly one of argv and shell, not %s", op,
@@ -397,21 +410,23 @@ static int finish_exec(int r, msb_exec_result *tmp, msb_exec_result *out)
 int msb_sandbox_exec(msb_sandbox *sb, const msb_exec_request *req, msb_exec_result *out,
 		     msb_error **err)
 {
-	int r = check_exec_request(sb, req, out, "exec", false, err);
+	msb_exec_request local;
+	int r = check_exec_request(sb, req, out, "exec", false, &local, err);
 	if (r < 0)
 		return r;
 	msb_exec_result tmp = {0};
-	return finish_exec(sb->ops.exec(sb->impl, req, &tmp, err), &tmp, out);
+	return finish_exec(sb->ops.exec(sb->impl, &local, &tmp, err), &tmp, out);
 }
 
 int msb_sandbox_exec_bounded(msb_sandbox *sb, const msb_exec_request *req, msb_exec_result *out,
 			     msb_error **err)
 {
-	int r = check_exec_request(sb, req, out, "exec_bounded", true, err);
+	msb_exec_request local;
+	int r = check_exec_request(sb, req, out, "exec_bounded", true, &local, err);
 	if (r < 0)
 		return r;
 	msb_exec_result tmp = {0};
-	return finish_exec(sb->ops.exec_bounded(sb->impl, req, &tmp, err), &tmp, out);
+	return finish_exec(sb->ops.exec_bounded(sb->impl, &local, &tmp, err), &tmp, out);
 }
 
 int msb_sandbox_run_code(msb_sandbox *sb, const char *code, double timeout, msb_cancel *cancel,

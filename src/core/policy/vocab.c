@@ -123,10 +123,13 @@ int msb_isolation_parse(const char *s, msb_isolation *out, msb_error **err)
 				return 0;
 			}
 		}
-		return msb_error_set(err, MSB_E_VALUE, "`%s` is not a rung: the ladder is %s", s,
-				     LADDER);
+		return msb_error_set(err, MSB_E_VALUE,
+				     "`%s` is not a rung, not a valid Isolation: the ladder is %s",
+				     s, LADDER);
 	}
-	return msb_error_set(err, MSB_E_VALUE, "a missing value is not a rung: the ladder is %s",
+	return msb_error_set(err, MSB_E_VALUE,
+			     "a missing value is not a rung, not a valid Isolation: the ladder "
+			     "is %s",
 			     LADDER);
 }
 

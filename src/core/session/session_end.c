@@ -88,9 +88,10 @@ static void deliver(void *ud, msb_reclaim_disposal disposal)
 	copy->s = msb_tool_session_ref(s);
 	cs->note = copy;
 	cs->disposal = disposal;
-	msb_step__init(&cs->base, callback_run, NULL, callback_destroy);
+	msb_lifecycle__step_init(&cs->base, callback_run, NULL, callback_destroy);
 	int rc;
-	if (!msb_step__run_bounded(&cs->base, msb_deadline__after(s->reclaim_timeout), NULL, &rc)) {
+	if (!msb_lifecycle__step_run_bounded(
+		    &cs->base, msb_lifecycle__deadline_after(s->reclaim_timeout), NULL, &rc)) {
 		msb__log(&s->r->lg, MSB_LOG_WARNING, "session",
 			 "tool `%s` call `%s`: on_reclaim_failure did not return within %g s",
 			 s->name, n->call, s->reclaim_timeout);
@@ -100,7 +101,7 @@ static void deliver(void *ud, msb_reclaim_disposal disposal)
 		msb__log(&s->r->lg, MSB_LOG_WARNING, "session",
 			 "tool `%s` call `%s`: on_reclaim_failure failed (returned %d)", s->name,
 			 n->call, cs->rc);
-	msb_step__destroy(&cs->base);
+	msb_lifecycle__step_destroy(&cs->base);
 }
 
 static struct failure_note *note_new(struct msb_tool_call *c, const msb_key *key,

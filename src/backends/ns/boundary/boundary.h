@@ -278,4 +278,8 @@ typedef struct msb_ns_doctor {
 int msb_ns__doctor(msb_ns_doctor **out, msb_error **err);
 void msb_ns__doctor_free(msb_ns_doctor *d);
 
+/* A shim's answer on its control socket: `line` and, with it, at most two
+ * descriptors (SCM_RIGHTS). 0 or -errno. (control.c) */
+int msb_ns__send_fds(int conn, const char *line, const int *fds, size_t n);
+
 #endif

@@ -384,10 +384,22 @@ struct spawn_fds {
 	dev_t layer_dev[MSB_NS_MAX_LAYERS];
 	ino_t layer_ino[MSB_NS_MAX_LAYERS];
 	int layer_fds[MSB_NS_MAX_LAYERS]; /* filled by the child */
+	/* v1: the sandbox's `tasks` files (msb_ns__cgroup_tasks_fds), for the
+	 * child; the parent closes its copies once it is cloned */
+	int tasks[3];
+	size_t n_tasks;
 };
+
+static void close_tasks(struct spawn_fds *f)
+{
+	for (size_t i = 0; i < f->n_tasks; i++)
+		close(f->tasks[i]);
+	f->n_tasks = 0;
+}
 
 static void close_fds(struct spawn_fds *f)
 {
+	close_tasks(f);
 	int *all[] = {&f->agent,   &f->image,	&f->stage,   &f->null,
 		      &f->sync[0], &f->sync[1], &f->errp[0], &f->errp[1]};
 	for (size_t i = 0; i < MSB_ARRAY_SIZE(all); i++)
@@ -446,11 +458,130 @@ static int open_inputs(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, 
 	return 0;
 }
 
+/* What the child needs: the inputs opened for it, its ids, its argv. */
+/* The agent's environment; with the `host` image's synthesized /etc, its fd. */
+#define AGENT_ENV                                                                                  \
+	(char *)"MSB_AGENT_LISTEN_FD=3",                                                           \
+		(char *)"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",       \
+		(char *)"HOME=/root"
+static char *const agent_envp[] = {AGENT_ENV, NULL};
+static char *const agent_envp_etc[] = {AGENT_ENV, (char *)"MSB_AGENT_ETC_FD=4", NULL};
+
+static void child_ctx_init(struct child_ctx *c, const msb_ns_config *cfg,
+			   const msb_ns_spawn_opts *opts, struct spawn_fds *f, bool single_id,
+			   bool v1, char *const *argv)
+{
+	*c = (struct child_ctx){
+		.cfg = cfg,
+		.rf = {.cfg = cfg,
+		       .stage_path = opts->state_dir,
+		       .work_path = opts->work_path,
+		       .stage_dev = f->stage_st.st_dev,
+		       .stage_ino = f->stage_st.st_ino,
+		       .work_dev = f->work_st.st_dev,
+		       .work_ino = f->work_st.st_ino,
+		       .image_dev = f->image_st.st_dev,
+		       .image_ino = f->image_st.st_ino,
+		       .stage_fd = -1,
+		       .work_fd = -1,
+		       .image_fd = -1,
+		       .layer_dev = f->layer_dev,
+		       .layer_ino = f->layer_ino,
+		       .layer_fds = f->layer_fds,
+		       .single_id = single_id,
+		       .layer_fd = -1,
+		       .shm_fd = -1,
+		       .etc_fd = -1},
+		.sync_fd = f->sync[0],
+		.err_fd = f->errp[1],
+		.agent_fd = f->agent,
+		.listen_fd = opts->listen_fd,
+		.null_fd = f->null,
+		.stdio_fd = opts->stdio_fd,
+		.single_id = single_id,
+		.unshare_cgroup = v1,
+		.tasks_fds = f->tasks,
+		.n_tasks = f->n_tasks,
+		.argv = argv,
+		.envp = agent_envp,
+		.envp_etc = agent_envp_etc,
+	};
+}
+
 /* Kill and reap a child that did not make it. */
 static void abandon(msb_ns_sandbox *sb)
 {
 	msb_ns__kill(sb);
 	msb_ns__wait(sb);
+}
+
+/* After the clone: map the child's ids and let it go on (on v1 it moves
+ * itself into its cgroups, child_main); timed into sb->timing, *t4 when
+ * done. */
+static int release_child(msb_ns_sandbox *sb, const msb_ns_config *cfg, int sync_fd, bool single_id,
+			 int64_t t2, int64_t *t4, msb_error **err)
+{
+	int r = write_maps(sb->pid, cfg, single_id, err);
+	if (r == 0 && send_sync(sync_fd, SYNC_MAPPED) < 0)
+		r = msb_error_set(err, MSB_E_RUNTIME,
+				  "ns spawn: the child died before its ids "
+				  "were mapped");
+	*t4 = msb__now_ns();
+	sb->timing.map_ns = *t4 - t2;
+	sb->timing.attach_ns = 0; /* v1: the child's own, below its work */
+	if (r == 0)
+		send_sync(sync_fd, SYNC_GO); /* a dead child shows on the error pipe */
+	return r;
+}
+
+/* The child's verdict on the error pipe, from `since` on: EOF once it has
+ * exec'd the agent (0), its failure message (into msg, NUL-terminated; its
+ * length), or nothing within the spawn timeout (*timed_out). */
+static size_t read_verdict(int errfd, int64_t since, char *msg, size_t size, bool *timed_out)
+{
+	size_t len = 0;
+	*timed_out = false;
+	for (;;) {
+		int64_t left = SPAWN_TIMEOUT_MS - (msb__now_ns() - since) / 1000000;
+		struct pollfd pfd = {.fd = errfd, .events = POLLIN};
+		int pr = left > 0 ? poll(&pfd, 1, (int)left) : 0;
+		if (pr < 0 && errno == EINTR)
+			continue;
+		if (pr <= 0) {
+			*timed_out = true;
+			break;
+		}
+		ssize_t n = read(errfd, msg + len, size - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		if (len == size - 1)
+			break;
+	}
+	msg[len] = '\0';
+	return len;
+}
+
+/* The agent was exec'd: its process must still be there, and its start
+ * time (which pins it against pid reuse) readable. */
+static int check_alive(msb_ns_sandbox *sb, msb_error **err)
+{
+	siginfo_t si;
+	memset(&si, 0, sizeof(si));
+	if (waitid((idtype_t)P_PIDFD, (id_t)sb->pidfd, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+	    si.si_pid != 0) {
+		int code = si.si_status;
+		bool sig = si.si_code != CLD_EXITED;
+		return msb_error_set(err, MSB_E_RUNTIME,
+				     "ns spawn: the sandbox's init %s %d during start",
+				     sig ? "was killed by signal" : "exited with status", code);
+	}
+	int r = msb_ns__proc_start_time(sb->pid, &sb->start_time);
+	if (r < 0)
+		return msb__error_errno(err, r, "ns spawn: read the init's start time");
+	return 0;
 }
 
 int msb_ns__spawn(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, msb_ns_sandbox **out,
@@ -482,73 +613,28 @@ int msb_ns__spawn(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, msb_n
 	if (opts->cgroup && (r = msb_ns__cgroup_setup(opts->cgroup, err)) < 0)
 		return r;
 	int cgroup_fd = opts->cgroup ? msb_ns__cgroup_clone_fd(opts->cgroup) : -1;
-	int tasks[3];
-	size_t n_tasks = 0;
-	if ((r = msb_ns__cgroup_tasks_fds(opts->cgroup, tasks, 3, &n_tasks, err)) < 0)
-		return r;
-	int64_t tc_done = msb__now_ns();
-
 	struct spawn_fds f = {.agent = -1,
 			      .image = -1,
 			      .stage = -1,
 			      .null = -1,
 			      .sync = {-1, -1},
 			      .errp = {-1, -1}};
+	if ((r = msb_ns__cgroup_tasks_fds(opts->cgroup, f.tasks, 3, &f.n_tasks, err)) < 0)
+		return r;
+	int64_t tc_done = msb__now_ns();
 	r = open_inputs(cfg, opts, &f, err);
 	if (r < 0) {
 		close_fds(&f);
-		for (size_t i = 0; i < n_tasks; i++)
-			close(tasks[i]);
 		return r;
 	}
 	char *default_argv[] = {(char *)"msb-agent", (char *)"--work", cfg->work_dir, NULL};
-	char *envp[] = {(char *)"MSB_AGENT_LISTEN_FD=3",
-			(char *)"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-			(char *)"HOME=/root", NULL, NULL};
-	char *envp_etc[MSB_ARRAY_SIZE(envp)];
-	memcpy(envp_etc, envp, sizeof(envp));
-	envp_etc[3] = (char *)"MSB_AGENT_ETC_FD=4";
-	struct child_ctx c = {
-		.cfg = cfg,
-		.rf = {.cfg = cfg,
-		       .stage_path = opts->state_dir,
-		       .work_path = opts->work_path,
-		       .stage_dev = f.stage_st.st_dev,
-		       .stage_ino = f.stage_st.st_ino,
-		       .work_dev = f.work_st.st_dev,
-		       .work_ino = f.work_st.st_ino,
-		       .image_dev = f.image_st.st_dev,
-		       .image_ino = f.image_st.st_ino,
-		       .stage_fd = -1,
-		       .work_fd = -1,
-		       .image_fd = -1,
-		       .layer_dev = f.layer_dev,
-		       .layer_ino = f.layer_ino,
-		       .layer_fds = f.layer_fds,
-		       .single_id = single_id,
-		       .layer_fd = -1,
-		       .shm_fd = -1,
-		       .etc_fd = -1},
-		.sync_fd = f.sync[0],
-		.err_fd = f.errp[1],
-		.agent_fd = f.agent,
-		.listen_fd = opts->listen_fd,
-		.null_fd = f.null,
-		.stdio_fd = opts->stdio_fd,
-		.single_id = single_id,
-		.unshare_cgroup = v1,
-		.tasks_fds = tasks,
-		.n_tasks = n_tasks,
-		.argv = opts->agent_argv ? opts->agent_argv : default_argv,
-		.envp = envp,
-		.envp_etc = envp_etc,
-	};
+	struct child_ctx c;
+	child_ctx_init(&c, cfg, opts, &f, single_id, v1,
+		       opts->agent_argv ? opts->agent_argv : default_argv);
 
 	msb_ns_sandbox *sb = calloc(1, sizeof(*sb));
 	if (!sb) {
 		close_fds(&f);
-		for (size_t i = 0; i < n_tasks; i++)
-			close(tasks[i]);
 		return msb__error_nomem(err);
 	}
 	sb->pidfd = -1;
@@ -563,8 +649,7 @@ int msb_ns__spawn(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, msb_n
 		child_main(&c);
 	}
 	int64_t t2 = msb__now_ns();
-	for (size_t i = 0; i < n_tasks; i++)
-		close(tasks[i]); /* the child has its own */
+	close_tasks(&f); /* the child has its own */
 	if (pid < 0) {
 		close_fds(&f);
 		free(sb);
@@ -577,18 +662,9 @@ int msb_ns__spawn(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, msb_n
 	f.errp[1] = -1;
 	sb->timing.clone_ns = t2 - t1;
 
-	r = write_maps(pid, cfg, single_id, err);
-	if (r == 0 && send_sync(f.sync[1], SYNC_MAPPED) < 0)
-		r = msb_error_set(err, MSB_E_RUNTIME,
-				  "ns spawn: the child died before its ids "
-				  "were mapped");
-	int64_t t3 = msb__now_ns();
-	sb->timing.map_ns = t3 - t2;
-	int64_t t4 = t3;
+	int64_t t4 = t2;
 	sb->timing.cgroup_ns = tc_done - tc;
-	sb->timing.attach_ns = 0; /* v1: the child's own, below its work */
-	if (r == 0)
-		send_sync(f.sync[1], SYNC_GO); /* a dead child shows on the error pipe */
+	r = release_child(sb, cfg, f.sync[1], single_id, t2, &t4, err);
 	if (r < 0) {
 		abandon(sb);
 		msb_ns__sandbox_free(sb);
@@ -597,66 +673,27 @@ int msb_ns__spawn(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, msb_n
 	}
 
 	char msg[512];
-	size_t len = 0;
 	bool timed_out = false;
-	for (;;) {
-		int64_t left = SPAWN_TIMEOUT_MS - (msb__now_ns() - t4) / 1000000;
-		struct pollfd pfd = {.fd = f.errp[0], .events = POLLIN};
-		int pr = left > 0 ? poll(&pfd, 1, (int)left) : 0;
-		if (pr < 0 && errno == EINTR)
-			continue;
-		if (pr <= 0) {
-			timed_out = true;
-			break;
-		}
-		ssize_t n = read(f.errp[0], msg + len, sizeof(msg) - 1 - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-		if (len == sizeof(msg) - 1)
-			break;
-	}
-	msg[len] = '\0';
+	size_t len = read_verdict(f.errp[0], t4, msg, sizeof(msg), &timed_out);
 	int lr = timed_out || len > 0 ? 0 : recv_layer(f.sync[1], &sb->layer_fd, &sb->shm_fd);
 	close_fds(&f);
 	int64_t t5 = msb__now_ns();
 	sb->timing.wait_ns = t5 - t4;
-	if (timed_out) {
+	if (timed_out)
+		r = msb_error_set(err, MSB_E_TIMEOUT,
+				  "ns spawn: the sandbox did not start within %d ms",
+				  SPAWN_TIMEOUT_MS);
+	else if (len > 0)
+		r = msb_error_set(err, MSB_E_RUNTIME, "ns spawn: %s", msg);
+	else if (lr < 0)
+		r = msb__error_errno(err, lr,
+				     "ns spawn: the child did not hand over its writable layer");
+	else
+		r = check_alive(sb, err);
+	if (r < 0) {
 		abandon(sb);
 		msb_ns__sandbox_free(sb);
-		return msb_error_set(err, MSB_E_TIMEOUT,
-				     "ns spawn: the sandbox did not start within %d ms",
-				     SPAWN_TIMEOUT_MS);
-	}
-	if (len > 0) {
-		abandon(sb);
-		msb_ns__sandbox_free(sb);
-		return msb_error_set(err, MSB_E_RUNTIME, "ns spawn: %s", msg);
-	}
-	if (lr < 0) {
-		abandon(sb);
-		msb_ns__sandbox_free(sb);
-		return msb__error_errno(err, lr,
-					"ns spawn: the child did not hand over its writable layer");
-	}
-	siginfo_t si;
-	memset(&si, 0, sizeof(si));
-	if (waitid((idtype_t)P_PIDFD, (id_t)sb->pidfd, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-	    si.si_pid != 0) {
-		int code = si.si_status;
-		bool sig = si.si_code != CLD_EXITED;
-		abandon(sb);
-		msb_ns__sandbox_free(sb);
-		return msb_error_set(err, MSB_E_RUNTIME,
-				     "ns spawn: the sandbox's init %s %d during start",
-				     sig ? "was killed by signal" : "exited with status", code);
-	}
-	if ((r = msb_ns__proc_start_time(pid, &sb->start_time)) < 0) {
-		abandon(sb);
-		msb_ns__sandbox_free(sb);
-		return msb__error_errno(err, r, "ns spawn: read the init's start time");
+		return r;
 	}
 	sb->timing.total_ns = msb__now_ns() - t0;
 	*out = sb;

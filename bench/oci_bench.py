@@ -1,0 +1,222 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""The `oci` backend beside the bare runtime it drives, side by side in one run.
+
+    bench/oci_bench.py [--build DIR] [-n N] [--runtimes runsc,crun] [--json OUT]
+
+Needs root, and the runtimes (scripts/install-deps). For each runtime R:
+
+  cold run    `msb run --config {"type":"oci","runtime":R} -- true`: a
+              call-scoped sandbox acquired, /bin/true run in it, disposed -
+              beside `R run` of a bundle whose process is /bin/true (create,
+              start, wait, delete): what a user runs instead.
+  acquire     `msb acquire` of a new key (the sandbox stays; it is disposed
+              untimed): the cold start alone.
+  warm exec   `msb exec -- true` into a warm sandbox (a CLI process: acquire
+              of the existing sandbox, connect, exec) - beside `R exec` of
+              /bin/true into a running container (`R run --detach`, process
+              sleep).
+
+The bare bundles are as close to the sandbox's as the runtime's own means
+allow: the host's /usr (and /bin, /lib... as the host has them) bound read
+only, fresh /proc, pid, network, ipc, uts and mount namespaces; runsc with
+--network none and --ignore-cgroups, crun with --cgroup-manager=disabled in a
+private mount namespace (a hybrid cgroup2 hierarchy hidden, as msb-oci-shim
+does). msb's sandboxes add what the backend always has: a user namespace, an
+overlay root with a size-capped tmpfs layer, cgroup limits, the agent.
+
+N runs per case (default 20), the cases of one runtime in a shuffled order
+each round; medians and p90s (nearest rank), and each msb case's median over
+its bare counterpart's. Everything started is stopped and every temporary
+directory removed on exit. Standard library only; never a test.
+"""
+import argparse
+import ctypes
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLONE_NEWNS = 0x00020000
+MS_REC, MS_PRIVATE, MNT_DETACH = 0x4000, 0x40000, 2
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def private_mounts():
+    """preexec for crun: a mount namespace of its own, the hybrid cgroup2 hidden."""
+    if _libc.unshare(CLONE_NEWNS) != 0:
+        os._exit(126)
+    _libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None)
+    _libc.umount2(b"/sys/fs/cgroup/unified", MNT_DETACH)
+
+
+def bundle(base, name, args):
+    d = os.path.join(base, name)
+    rootfs = os.path.join(d, "rootfs")
+    os.makedirs(os.path.join(rootfs, "proc"))
+    os.makedirs(os.path.join(rootfs, "dev"))
+    os.makedirs(os.path.join(rootfs, "usr"))
+    mounts = [{"destination": "/proc", "type": "proc", "source": "proc"},
+              {"destination": "/usr", "type": "bind", "source": "/usr",
+               "options": ["rbind", "ro"]}]
+    for top in ("bin", "sbin", "lib", "lib64", "lib32", "libx32"):
+        src = "/" + top
+        if os.path.islink(src):
+            os.symlink(os.readlink(src), os.path.join(rootfs, top))
+        elif os.path.isdir(src):
+            os.makedirs(os.path.join(rootfs, top))
+            mounts.append({"destination": src, "type": "bind", "source": src,
+                           "options": ["rbind", "ro"]})
+    spec = {
+        "ociVersion": "1.0.2",
+        "process": {"terminal": False, "user": {"uid": 0, "gid": 0}, "args": args,
+                    "env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "cwd": "/",
+                    "noNewPrivileges": True},
+        "root": {"path": "rootfs", "readonly": True},
+        "hostname": "bench",
+        "mounts": mounts,
+        "linux": {"namespaces": [{"type": t} for t in
+                                 ("pid", "network", "ipc", "uts", "mount")]},
+    }
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(spec, f)
+    return d
+
+
+def runtime_argv(rt, path, root):
+    if rt == "runsc":
+        return [path, "--root", root, "--network", "none", "--ignore-cgroups"]
+    return [path, "--root", root, "--cgroup-manager=disabled"]
+
+
+def timed(argv, preexec=None):
+    t = time.perf_counter()
+    p = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, preexec_fn=preexec, timeout=120)
+    dt = time.perf_counter() - t
+    if p.returncode != 0:
+        raise RuntimeError(f"{argv[:6]}... exited {p.returncode}: {p.stderr[-300:]!r}")
+    return dt * 1000
+
+
+def pct(v, q):
+    s = sorted(v)
+    return s[min(len(s) - 1, int(q * (len(s) - 1) + 0.5))]
+
+
+def bench_runtime(rt, args, msb, tmp):
+    path = shutil.which(rt)
+    if not path:
+        return {"runtime": rt, "error": "not in PATH"}
+    state = os.path.join(tmp, f"state-{rt}")
+    os.makedirs(state)
+    os.chmod(state, 0o711)
+    cfg = os.path.join(tmp, f"{rt}.json")
+    with open(cfg, "w") as f:
+        json.dump({"type": "oci", "runtime": rt, "state_dir": state}, f)
+    common = ["--config", cfg, "--min-isolation", "container"]
+    pre = private_mounts if rt == "crun" else None
+    rroot = os.path.join(tmp, f"rt-{rt}")
+    true_b = bundle(tmp, f"true-{rt}", ["/bin/true"])
+    sleep_b = bundle(tmp, f"sleep-{rt}", ["/bin/sleep", "100000"])
+    base = runtime_argv(rt, path, rroot)
+    counter = [0]
+
+    def msb_run():
+        return timed([msb, "run", *common, "--", "true"])
+
+    def msb_acquire():
+        counter[0] += 1
+        thread = f"acq-{counter[0]}"
+        dt = timed([msb, "acquire", *common, "--thread", thread])
+        subprocess.run([msb, "dispose", "--config", cfg, "--thread", thread],
+                       capture_output=True)
+        return dt
+
+    def msb_exec():
+        return timed([msb, "exec", *common, "--thread", "warm", "--", "true"])
+
+    def bare_run():
+        counter[0] += 1
+        return timed(base + ["run", "--bundle", true_b, f"b{counter[0]}"], pre)
+
+    def bare_exec():
+        return timed(base + ["exec", "warm", "/bin/true"], pre)
+
+    # The warm ones: a sandbox, and a detached container.
+    subprocess.run([msb, "acquire", *common, "--thread", "warm"], check=True,
+                   capture_output=True)
+    subprocess.run(base + ["run", "--detach", "--bundle", sleep_b, "warm"], check=True,
+                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, preexec_fn=pre)
+    cases = {"msb run": msb_run, f"{rt} run": bare_run, "msb acquire": msb_acquire,
+             "msb exec": msb_exec, f"{rt} exec": bare_exec}
+    samples = {k: [] for k in cases}
+    try:
+        for fn in cases.values():  # warm-up, untimed
+            fn()
+        for _ in range(args.n):
+            order = list(cases)
+            random.shuffle(order)
+            for k in order:
+                samples[k].append(cases[k]())
+    finally:
+        subprocess.run(base + ["kill", "warm", "KILL"], capture_output=True, preexec_fn=pre)
+        time.sleep(0.3)
+        subprocess.run(base + ["delete", "--force", "warm"], capture_output=True,
+                       preexec_fn=pre)
+        subprocess.run([msb, "dispose", "--config", cfg, "--thread", "warm"],
+                       capture_output=True)
+    out = {"runtime": rt, "n": args.n, "cases": {}}
+    for k, v in samples.items():
+        out["cases"][k] = {"p50_ms": round(pct(v, 0.5), 2), "p90_ms": round(pct(v, 0.9), 2)}
+    c = out["cases"]
+    out["ratios"] = {
+        "cold run: msb run / bare run": round(c["msb run"]["p50_ms"] / c[f"{rt} run"]["p50_ms"], 2),
+        "warm exec: msb exec / bare exec": round(c["msb exec"]["p50_ms"] /
+                                                 c[f"{rt} exec"]["p50_ms"], 2),
+    }
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("-n", type=int, default=20)
+    ap.add_argument("--runtimes", default="runsc,crun")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("oci_bench: needs root")
+    msb = os.path.join(args.build, "cli", "msb")
+    os.environ.setdefault("MSB_OCI_SHIM", os.path.join(args.build, "src", "backends", "oci",
+                                                       "msb-oci-shim"))
+    os.environ.setdefault("MSB_AGENT", os.path.join(args.build, "agent", "msb-agent"))
+    tmp = tempfile.mkdtemp(prefix="msb-oci-bench-", dir="/tmp")
+    os.chmod(tmp, 0o711)
+    results = []
+    try:
+        for rt in args.runtimes.split(","):
+            r = bench_runtime(rt, args, msb, tmp)
+            results.append(r)
+            print(f"== {rt} (n={args.n}; ms)")
+            for k, v in r.get("cases", {}).items():
+                print(f"  {k:14} p50 {v['p50_ms']:8.2f}  p90 {v['p90_ms']:8.2f}")
+            for k, v in r.get("ratios", {}).items():
+                print(f"  {k:34} {v:.2f}x")
+            if "error" in r:
+                print("  " + r["error"])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

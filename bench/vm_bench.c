@@ -1,0 +1,253 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The `vm` backend beside `ns`, in one run (issue 18; run by hand as root,
+ * never as a test):
+ *
+ *   vm_bench [N_BOOTS] [N_EXECS]      (defaults 5 and 30)
+ *
+ *   vm_cold_boot     acquire of a new VM until its agent answers (qemu start,
+ *                    kernel boot, guest init, port pump), p50 of N_BOOTS, each
+ *                    VM disposed after
+ *   vm_warm_exec     exec of /bin/true into one warm VM, p50 of N_EXECS
+ *   ns_warm_exec     the same into one warm `ns` sandbox
+ *   vm_stat          stat_file of the storage base: a file request (fork and
+ *                    confinement in the guest, no execve)
+ *   vm_ping          a PING round trip to the warm VM's agent: the channel
+ *                    alone (unix socket, shim, mux, virtio-serial, pump)
+ *   vm_idle_pss      Pss of the idle VM's qemu plus its shim (smaps_rollup)
+ *
+ * Environment: MSB_VM_SHIM, MSB_SHIM, MSB_AGENT as for the tests. State goes
+ * to a private root under /tmp; the built initramfs and image are cached in
+ * /tmp/msb-vm-bench-cache. Prints one JSON object.
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <msb/msb.h>
+#include <msb/ns.h>
+#include <msb/vm.h>
+
+#include "client/client.h"
+#include "util/fs.h"
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double p50(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp);
+	return v[n / 2];
+}
+
+static void die(const char *what, msb_error *err)
+{
+	fprintf(stderr, "vm_bench: %s: %s\n", what, err ? msb_error_message(err) : "failed");
+	exit(1);
+}
+
+static msb_spec *spec(void)
+{
+	msb_spec_builder *b = msb_spec_builder_new("bench");
+	msb_spec_builder_set_requires(b, MSB_CAP_EXEC);
+	msb_spec *s = NULL;
+	msb_error *err = NULL;
+	if (msb_spec_build(b, &s, &err) < 0)
+		die("spec", err);
+	msb_spec_builder_free(b);
+	return s;
+}
+
+static msb_sandbox *acquire(msb_backend *be, const char *thread)
+{
+	msb_key key = {.scope = "bench", .thread_id = thread, .agent_dir = "/a"};
+	msb_spec *s = spec();
+	msb_sandbox *sb = NULL;
+	msb_error *err = NULL;
+	if (msb_backend_acquire(be, &key, s, &sb, &err) < 0)
+		die("acquire", err);
+	msb_spec_unref(s);
+	return sb;
+}
+
+static void dispose(msb_backend *be, const char *thread)
+{
+	msb_scope_purge p;
+	msb_error *err = NULL;
+	if (msb_backend_dispose_scope(be, "bench", thread, &p, &err) < 0)
+		die("dispose", err);
+}
+
+static double exec_true(msb_sandbox *sb)
+{
+	static const char *argv[] = {"/bin/true", NULL};
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	req.argv = argv;
+	msb_exec_result res;
+	msb_error *err = NULL;
+	double t = now_ms();
+	if (msb_sandbox_exec(sb, &req, &res, &err) < 0 || res.exit_code != 0)
+		die("exec", err);
+	t = now_ms() - t;
+	msb_exec_result_clear(&res);
+	return t;
+}
+
+static double warm_exec(msb_sandbox *sb, int n)
+{
+	double *v = calloc((size_t)n, sizeof(*v));
+	exec_true(sb); /* connect once */
+	for (int i = 0; i < n; i++)
+		v[i] = exec_true(sb);
+	double r = p50(v, n);
+	free(v);
+	return r;
+}
+
+static long pss_kib(int pid)
+{
+	char p[64], line[256];
+	snprintf(p, sizeof(p), "/proc/%d/smaps_rollup", pid);
+	FILE *f = fopen(p, "re");
+	long v = -1;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Pss: %ld kB", &v) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+static int read_pid(const char *dir, const char *file)
+{
+	char p[512];
+	snprintf(p, sizeof(p), "%s/%s", dir, file);
+	FILE *f = fopen(p, "re");
+	int pid = 0;
+	if (f && fscanf(f, "%d", &pid) != 1)
+		pid = 0;
+	if (f)
+		fclose(f);
+	return pid;
+}
+
+int main(int argc, char **argv)
+{
+	int boots = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 5;
+	int execs = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 30;
+	if (boots < 1 || execs < 1)
+		return 2;
+	char root[] = "/tmp/msb-vm-bench-XXXXXX";
+	if (!mkdtemp(root))
+		return 1;
+	msb_vm_options vo = MSB_VM_OPTIONS_INIT;
+	vo.state_root = root;
+	vo.cache_dir = "/tmp/msb-vm-bench-cache";
+	msb_backend *vm = NULL;
+	msb_error *err = NULL;
+	if (msb_vm_backend_new(&vo, &vm, &err) < 0)
+		die("vm backend", err);
+	msb_ns_options no = MSB_NS_OPTIONS_INIT;
+	no.state_root = root;
+	msb_backend *ns = NULL;
+	if (msb_ns_backend_new(&no, &ns, &err) < 0)
+		die("ns backend", err);
+
+	double *boot = calloc((size_t)boots, sizeof(*boot));
+	for (int i = 0; i < boots; i++) {
+		char th[16];
+		snprintf(th, sizeof(th), "cold%d", i);
+		double t = now_ms();
+		msb_sandbox *sb = acquire(vm, th);
+		exec_true(sb);
+		boot[i] = now_ms() - t;
+		msb_sandbox_free(sb);
+		dispose(vm, th);
+	}
+	double boot_min = boot[0], boot_max = boot[0];
+	for (int i = 1; i < boots; i++) {
+		boot_min = boot[i] < boot_min ? boot[i] : boot_min;
+		boot_max = boot[i] > boot_max ? boot[i] : boot_max;
+	}
+	double boot_p50 = p50(boot, boots);
+
+	msb_sandbox *w = acquire(vm, "warm");
+	double vm_exec = warm_exec(w, execs);
+	double *sv = calloc((size_t)execs, sizeof(*sv));
+	for (int i = 0; i < execs; i++) {
+		bool present;
+		msb_entry e;
+		double t = now_ms();
+		if (msb_sandbox_stat_file(w, ".", ".", &present, &e, &err) < 0)
+			die("stat", err);
+		sv[i] = now_ms() - t;
+		msb_entry_clear(&e);
+	}
+	double vm_stat = p50(sv, execs);
+	free(sv);
+	sleep(5); /* idle: free page reporting settles */
+	char vmdir[256] = "";
+	char vmroot[128];
+	snprintf(vmroot, sizeof(vmroot), "%s/vm", root);
+	DIR *d = opendir(vmroot);
+	for (struct dirent *de; d && (de = readdir(d));)
+		if (strncmp(de->d_name, "msb-", 4) == 0)
+			snprintf(vmdir, sizeof(vmdir), "%s/%.40s", vmroot, de->d_name);
+	if (d)
+		closedir(d);
+	char sock[300];
+	snprintf(sock, sizeof(sock), "%s/agent.sock", vmdir);
+	msb_client *c = NULL;
+	if (msb_client__connect(sock, 10, &c, &err) < 0)
+		die("connect", err);
+	double *pv = calloc((size_t)execs, sizeof(*pv));
+	for (int i = 0; i < execs; i++) {
+		double t = now_ms();
+		if (msb_client__ping(c, 10, &err) < 0)
+			die("ping", err);
+		pv[i] = now_ms() - t;
+	}
+	double ping = p50(pv, execs);
+	free(pv);
+	msb_client__free(c);
+	long qemu_pss = pss_kib(read_pid(vmdir, "init.pid"));
+	long shim_pss = pss_kib(read_pid(vmdir, "shim.pid"));
+	msb_sandbox_free(w);
+	dispose(vm, "warm");
+
+	msb_sandbox *n = acquire(ns, "warm");
+	double ns_exec = warm_exec(n, execs);
+	msb_sandbox_free(n);
+	dispose(ns, "warm");
+
+	double load[1] = {0};
+	getloadavg(load, 1);
+	printf("{\"vm_cold_boot_p50_ms\": %.0f, \"vm_cold_boot_min_ms\": %.0f, "
+	       "\"vm_cold_boot_max_ms\": %.0f, \"boots\": %d, "
+	       "\"vm_warm_exec_p50_ms\": %.2f, \"ns_warm_exec_p50_ms\": %.2f, "
+	       "\"x_ns\": %.1f, \"vm_ping_p50_ms\": %.2f, \"vm_stat_p50_ms\": %.2f, \"execs\": %d, "
+	       "\"vm_idle_qemu_pss_kib\": "
+	       "%ld, "
+	       "\"vm_idle_shim_pss_kib\": %ld, \"accel\": \"%s\", \"loadavg_1m\": %.1f}\n",
+	       boot_p50, boot_min, boot_max, boots, vm_exec, ns_exec, vm_exec / ns_exec, ping,
+	       vm_stat, execs, qemu_pss, shim_pss,
+	       strcmp(msb_backend_isolation(vm), "microvm") == 0 ? "kvm" : "tcg", load[0]);
+	free(boot);
+	msb_backend_unref(vm);
+	msb_backend_unref(ns);
+	msb__rm_rf(root);
+	return 0;
+}

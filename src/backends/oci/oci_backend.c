@@ -1,0 +1,661 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The `oci` backend: get-or-create under flock on the key-derived state
+ * directory `<root>/oci/<name>/`, a per-sandbox msb-oci-shim started
+ * detached, disposal selected from labels on disk - the ns backend's life
+ * cycle (ns_backend.c) around another shim.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <jansson.h>
+
+#include "backends/oci/oci_int.h"
+#include "backends/types.h"
+#include "util/fs.h"
+#include "util/json.h"
+
+#ifndef MSB_LIBEXECDIR
+#define MSB_LIBEXECDIR "/usr/local/libexec/msb"
+#endif
+
+#define PURGE_TIMEOUT_MS 8000
+
+/* What every oci backend declares, whatever its runtime: the ns file plane
+ * (the storage base is a host directory bound in), reset, both scopes;
+ * egress closed only (no network device but lo). */
+static const msb_declarations oci_declarations = {
+	.version = MSB_DECLARATIONS_VERSION,
+	.capabilities = MSB_CAP_EXEC | MSB_CAP_FILES_IN | MSB_CAP_FILES_OUT | MSB_CAP_FILES_LIST |
+			MSB_CAP_FILES_DELETE | MSB_CAP_RECLAIM | MSB_CAP_SNAPSHOT,
+	.limits = {{256u << 20, 1u << 30, 4096}, {256u << 20, 1u << 30, 4096}},
+	.egress_modes = MSB_EGRESS_CLOSED,
+	.os_families = MSB_OS_POSIX,
+	.isolation_scopes = MSB_SCOPE_CONVERSATION | MSB_SCOPE_CALL,
+};
+
+const char *msb_oci__rung(oci_runtime rt)
+{
+	return rt == OCI_RUNSC ? "hardened_container" : "container";
+}
+
+/* `name` in $PATH, executable; NULL when absent. */
+char *msb_oci__find_in_path(const char *name)
+{
+	const char *path = getenv("PATH");
+	if (!path || !*path)
+		path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+	while (*path) {
+		const char *colon = strchr(path, ':');
+		size_t n = colon ? (size_t)(colon - path) : strlen(path);
+		if (n > 0 && path[0] == '/') {
+			char *cand = msb__asprintf("%.*s/%s", (int)n, path, name);
+			/* guest-names: ok - the host's PATH */
+			if (cand && access(cand, X_OK) == 0)
+				return cand;
+			free(cand);
+		}
+		if (!colon)
+			break;
+		path = colon + 1;
+	}
+	return NULL;
+}
+
+int msb_oci__check_traversable(const char *path, msb_error **err)
+{
+	_cleanup_free_ char *p = strdup(path);
+	if (!p)
+		return msb__error_nomem(err);
+	for (;;) {
+		struct stat st;
+		/* guest-names: ok - the host's state root and its ancestors */
+		if (stat(p, &st) < 0)
+			return msb__error_errno(err, errno, "oci: `%s`", p);
+		if (!(st.st_mode & S_IXOTH))
+			return msb_error_set(
+				err, MSB_E_PERMISSION,
+				"oci: `%s` must let others traverse it (o+x): the "
+				"runtime reaches the sandbox's root as its mapped root",
+				p);
+		char *slash = strrchr(p, '/');
+		if (!slash || slash == p)
+			return 0;
+		*slash = '\0';
+	}
+}
+
+static void backend_clear(oci_backend *b)
+{
+	msb_ns__backend_clear(&b->ns);
+	free(b->runtime_path);
+	free(b->platform);
+	memset(b, 0, sizeof(*b));
+}
+
+static int backend_init(oci_backend *b, const msb_oci_options *opts, msb_error **err)
+{
+	msb_oci_options defaults = MSB_OCI_OPTIONS_INIT;
+	if (!opts)
+		opts = &defaults;
+	if (opts->version != MSB_OCI_OPTIONS_VERSION)
+		return msb_error_set(err, MSB_E_VALUE, "oci options: unsupported version %u",
+				     opts->version);
+	memset(b, 0, sizeof(*b));
+	const char *rt = opts->runtime ? opts->runtime : "runsc";
+	int k = msb_oci__runtime_from_name(rt);
+	if (k < 0)
+		return msb_error_set(err, MSB_E_VALUE,
+				     "oci: runtime `%s`: expected `runsc`, `crun` or `runc`", rt);
+	b->runtime = (oci_runtime)k;
+	if (b->runtime == OCI_RUNC)
+		/* runc proxies a foreground container's stdio through pipes of its
+		 * own (the agent needs the socket itself), and moves the container
+		 * into cgroups of its own, out of the sandbox's limits. */
+		return msb_error_set(err, MSB_E_NOT_IMPLEMENTED,
+				     "oci: runtime `runc` is not served yet: it relays stdio "
+				     "through pipes and moves the container out of the sandbox's "
+				     "cgroup; use `crun` for the container rung");
+	if (opts->platform && b->runtime != OCI_RUNSC)
+		return msb_error_set(err, MSB_E_VALUE,
+				     "oci: `platform` is gVisor's: it applies to runsc, not `%s`",
+				     rt);
+	if (geteuid() != 0)
+		return msb_error_set(err, MSB_E_PERMISSION,
+				     "oci: the runtimes run as root: %s needs euid 0", rt);
+	if (opts->runtime_path) {
+		if (opts->runtime_path[0] != '/')
+			return msb_error_set(err, MSB_E_VALUE,
+					     "oci: runtime_path `%s` must be absolute",
+					     opts->runtime_path);
+		b->runtime_path = strdup(opts->runtime_path);
+	} else if (!(b->runtime_path = msb_oci__find_in_path(rt))) {
+		return msb_error_set(err, MSB_E_NOT_FOUND,
+				     "oci: the runtime `%s` is not in PATH (scripts/install-deps "
+				     "installs runsc and crun)",
+				     rt);
+	}
+	b->platform = b->runtime == OCI_RUNSC
+			      ? strdup(opts->platform ? opts->platform : OCI_DEFAULT_PLATFORM)
+			      : NULL;
+	const char *shim =
+		opts->shim_path && *opts->shim_path ? opts->shim_path : getenv("MSB_OCI_SHIM");
+	_cleanup_free_ char *shim_path =
+		shim && *shim ? strdup(shim) : msb__asprintf("%s/msb-oci-shim", MSB_LIBEXECDIR);
+	if (!b->runtime_path || (b->runtime == OCI_RUNSC && !b->platform) || !shim_path) {
+		backend_clear(b);
+		return msb__error_nomem(err);
+	}
+	msb_ns_options o = MSB_NS_OPTIONS_INIT;
+	o.name = opts->name ? opts->name : "oci";
+	o.state_root = opts->state_root;
+	o.shim_path = shim_path;
+	o.agent_path = opts->agent_path;
+	o.image = opts->image;
+	o.memory_bytes = opts->memory_bytes;
+	o.pids_max = opts->pids_max;
+	o.cpu_millis = opts->cpu_millis;
+	o.writable_bytes = opts->writable_bytes;
+	o.start_timeout = opts->start_timeout > 0 ? opts->start_timeout : 60.0;
+	int r = msb_ns__backend_init(&b->ns, &o, err);
+	if (r < 0) {
+		free(b->runtime_path);
+		free(b->platform);
+		memset(b, 0, sizeof(*b));
+		return msb_error_wrap(err, "oci");
+	}
+	/* <root>/oci beside <root>/ns; <dir>/<name>/agent.sock fits sun_path. */
+	char *dir = msb__asprintf("%s/oci", b->ns.state_root);
+	if (!dir) {
+		backend_clear(b);
+		return msb__error_nomem(err);
+	}
+	free(b->ns.state_dir);
+	b->ns.state_dir = dir;
+	if (strlen(dir) + 1 + 36 + 1 + strlen(MSB_NS_STATE_SOCKET) >= 108) {
+		backend_clear(b);
+		return msb_error_set(err, MSB_E_VALUE,
+				     "oci: state directory `%s` is too long for a unix socket path",
+				     dir);
+	}
+	return 0;
+}
+
+static int random_hex(char *out, size_t nbytes)
+{
+	static const char hex[] = "0123456789abcdef";
+	uint8_t buf[32];
+	if (nbytes > sizeof(buf))
+		return -EINVAL;
+	size_t got = 0;
+	while (got < nbytes) {
+		ssize_t n = getrandom(buf + got, nbytes - got, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		got += (size_t)n;
+	}
+	for (size_t i = 0; i < nbytes; i++) {
+		out[2 * i] = hex[buf[i] >> 4];
+		out[2 * i + 1] = hex[buf[i] & 15];
+	}
+	out[2 * nbytes] = '\0';
+	return 0;
+}
+
+/* The shim's configuration: the ns keys (image, limits, work dir, host
+ * name) and the runtime's. */
+static int shim_config(const oci_backend *b, const msb_spec *spec, const char *work_dir,
+		       const char *name, char **out, msb_error **err)
+{
+	_cleanup_free_ char *base = NULL;
+	int r = msb_ns__shim_config(&b->ns, spec, work_dir, name, &base, err);
+	if (r < 0)
+		return r;
+	_cleanup_json_ json_t *o = json_loads(base, 0, NULL);
+	if (!json_is_object(o) ||
+	    json_object_set_new(o, "runtime", json_string(msb_oci__runtime_name(b->runtime))) < 0 ||
+	    json_object_set_new(o, "runtime_path", json_string(b->runtime_path)) < 0 ||
+	    (b->platform && json_object_set_new(o, "platform", json_string(b->platform)) < 0))
+		return msb__error_nomem(err);
+	if (!(*out = msb__json_dump(o)))
+		return msb__error_nomem(err);
+	return 0;
+}
+
+/*
+ * Start msb-oci-shim detached (forked twice: nobody's child here, never our
+ * zombie). It reports on the pipe: "ok\n" once the agent answered, or
+ * "error: REASON\n".
+ */
+static int start_shim(const oci_backend *b, const char *dir, double timeout, msb_error **err)
+{
+	_cleanup_free_ char *cfg = msb__asprintf("%s/shim.json", dir);
+	if (!cfg)
+		return msb__error_nomem(err);
+	const char *argv[] = {b->ns.shim_path, "--state", dir,		"--agent", b->ns.agent_path,
+			      "--config",      cfg,	  "--ready-fd", "3",	   NULL};
+	int pipefd[2];
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return msb__error_errno(err, errno, "cannot start the oci shim");
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid_t child = fork();
+	if (child == 0) {
+		/* Only async-signal-safe calls from here to execve. */
+		if (fork() != 0)
+			_exit(0);
+		if (pipefd[1] == 3) {
+			int fl = fcntl(3, F_GETFD);
+			fcntl(3, F_SETFD, fl & ~FD_CLOEXEC);
+		} else if (dup2(pipefd[1], 3) < 0) {
+			_exit(127);
+		}
+		/* guest-names: ok - /dev/null */
+		int devnull = open("/dev/null", O_RDWR);
+		if (devnull >= 0) {
+			dup2(devnull, 0);
+			dup2(devnull, 1);
+			dup2(devnull, 2);
+		}
+		struct sigaction dfl = {.sa_handler = SIG_DFL};
+		for (int s = 1; s < 65; s++)
+			sigaction(s, &dfl, NULL);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		extern char **environ;
+		execve(b->ns.shim_path, (char *const *)argv, environ);
+		_exit(127);
+	}
+	int fork_errno = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	close(pipefd[1]);
+	if (child < 0) {
+		close(pipefd[0]);
+		return msb__error_errno(err, fork_errno, "cannot start the oci shim");
+	}
+	while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
+		;
+	char buf[1024];
+	size_t got = 0;
+	int64_t deadline = msb__now_ns() + (int64_t)(timeout * 1e9);
+	while (got < sizeof(buf) - 1) {
+		int64_t left = (deadline - msb__now_ns()) / 1000000;
+		if (left <= 0)
+			break;
+		struct pollfd pfd = {.fd = pipefd[0], .events = POLLIN};
+		int r = poll(&pfd, 1, (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		ssize_t n = read(pipefd[0], buf + got, sizeof(buf) - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		if (memchr(buf, '\n', got))
+			break;
+	}
+	close(pipefd[0]);
+	buf[got] = '\0';
+	char *nl = strchr(buf, '\n');
+	if (nl)
+		*nl = '\0';
+	if (strcmp(buf, "ok") == 0)
+		return 0;
+	if (strncmp(buf, "error: ", 7) == 0)
+		return msb_error_set(err, MSB_E_RUNTIME, "oci sandbox not created: %s", buf + 7);
+	if (got == 0 && msb__now_ns() >= deadline)
+		return msb_error_set(err, MSB_E_TIMEOUT,
+				     "oci sandbox not created: the shim did not report within %g s",
+				     timeout);
+	return msb_error_set(err, MSB_E_RUNTIME,
+			     "oci sandbox not created: the shim `%s` exited without reporting",
+			     b->ns.shim_path);
+}
+
+static int purge_sandbox(const oci_backend *b, const char *name, msb_error **err)
+{
+	_cleanup_free_ char *dir = msb__asprintf("%s/%s", b->ns.state_dir, name);
+	if (!dir)
+		return msb__error_nomem(err);
+	return msb_oci__state_purge(dir, false, PURGE_TIMEOUT_MS, err);
+}
+
+static int clear_dir(int dfd)
+{
+	int dup = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
+	if (dup < 0)
+		return -errno;
+	DIR *d = fdopendir(dup);
+	if (!d) {
+		close(dup);
+		return -errno;
+	}
+	rewinddir(d);
+	int r = 0;
+	struct dirent *de;
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+			int q = msb__rm_rf_at(dfd, de->d_name);
+			if (q < 0 && r == 0)
+				r = q;
+		}
+	closedir(d);
+	return r;
+}
+
+/* <root> and <root>/oci exist, others may traverse them (0711 when made
+ * here), and so may every directory above. (The shim makes the sandbox's own
+ * directory 0711 whatever the umask made it.) */
+static int prepare_root(const oci_backend *b, msb_error **err)
+{
+	/* guest-names: ok - the state root is the host's (its owner picks it) */
+	int r = msb__mkdir_p(b->ns.state_dir, 0711);
+	if (r < 0)
+		return msb__error_errno(err, r, "oci: cannot create the state directory `%s`",
+					b->ns.state_dir);
+	return msb_oci__check_traversable(b->ns.state_dir, err);
+}
+
+static int oci_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_sandbox **out,
+		       msb_error **err)
+{
+	oci_backend *b = impl;
+	const char *kind = msb_spec_kind(spec);
+	const char *work_dir = msb_spec_work_dir(spec);
+	if (!work_dir)
+		work_dir = MSB_DEFAULT_WORK_DIR;
+	if (work_dir[0] != '/')
+		return msb_error_set(err, MSB_E_VALUE,
+				     "oci: work_dir `%s` must be an absolute guest path", work_dir);
+	if (msb_spec_egress(spec) != MSB_EGRESS_CLOSED)
+		return msb_error_set(err, MSB_E_EGRESS_NOT_ENFORCED,
+				     "the `%s` backend serves egress `closed` only", b->ns.name);
+	int r = msb_ns__limits_check(&b->ns, spec, err);
+	if (r < 0)
+		return r;
+	char name[37];
+	msb_ns__name(key, kind, name);
+	if ((r = prepare_root(b, err)) < 0)
+		return r;
+	/* guest-names: ok - the state root is the host's */
+	_cleanup_close_ int statefd = open(b->ns.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (statefd < 0)
+		return msb__error_errno(err, errno, "oci: cannot open `%s`", b->ns.state_dir);
+
+	for (int attempt = 0; attempt < 8; attempt++) {
+		if (mkdirat(statefd, name, 0711) < 0 && errno != EEXIST)
+			return msb__error_errno(err, errno, "oci: cannot create `%s`", name);
+		_cleanup_close_ int dfd =
+			openat(statefd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (dfd < 0) {
+			if (errno == ENOENT)
+				continue;
+			return msb__error_errno(err, errno, "oci: cannot open `%s`", name);
+		}
+		while (flock(dfd, LOCK_EX) < 0)
+			if (errno != EINTR)
+				return msb__error_errno(err, errno, "oci: cannot lock `%s`", name);
+		struct stat st;
+		if (fstat(dfd, &st) < 0)
+			return msb__error_errno(err, errno, "oci: cannot stat `%s`", name);
+		if (st.st_nlink == 0)
+			continue;
+
+		int64_t pid = 0;
+		msb_ns__shim_alive(dfd, &pid, NULL);
+		msb_ns_labels labels = {0};
+		if (pid > 0 && msb_ns__labels_read(dfd, &labels, NULL) == 0 &&
+		    msb__streq_null(labels.kind, kind)) {
+			r = msb_ns__limits_match(dfd, name, &b->ns, spec, err);
+			if (r == 0)
+				r = msb_oci__sandbox_new(b, name, &labels, out, err);
+			msb_ns__labels_clear(&labels);
+			return r;
+		}
+		msb_ns__labels_clear(&labels);
+		r = purge_sandbox(b, name, err);
+		if (r < 0)
+			return msb_error_wrap(err, "oci: cannot clear the stale sandbox `%s`",
+					      name);
+		if ((r = clear_dir(dfd)) < 0)
+			return msb__error_errno(err, r, "oci: cannot clear stale state in `%s`",
+						name);
+		char instance[33];
+		if (random_hex(instance, 16) < 0)
+			return msb__error_errno(err, errno,
+						"oci: no randomness for an instance id");
+		msb_ns_labels nl = {
+			.scope = (char *)key->scope,
+			.thread_id = (char *)key->thread_id,
+			.agent_dir = (char *)key->agent_dir,
+			.kind = (char *)kind,
+			.call_id = (char *)key->call_id,
+			.instance_id = instance,
+			.work_dir = (char *)work_dir,
+			.created_ns = msb__realtime_ns(),
+		};
+		/* Labels first, so a purge finds the sandbox even if setup fails (4.20). */
+		if ((r = msb_ns__labels_write(dfd, &nl, err)) < 0)
+			return r;
+		_cleanup_free_ char *cfg = NULL;
+		if ((r = shim_config(b, spec, work_dir, name, &cfg, err)) < 0)
+			return r;
+		r = msb__write_file_atomic_at(dfd, "shim.json", cfg, strlen(cfg), 0600);
+		if (r < 0)
+			return msb__error_errno(err, r, "oci: cannot write the shim configuration");
+		_cleanup_free_ char *dir = msb__asprintf("%s/%s", b->ns.state_dir, name);
+		if (!dir)
+			return msb__error_nomem(err);
+		r = start_shim(b, dir, b->ns.start_timeout, err);
+		if (r < 0) {
+			purge_sandbox(b, name, NULL);
+			clear_dir(dfd);
+			unlinkat(statefd, name, AT_REMOVEDIR);
+			return r;
+		}
+		return msb_oci__sandbox_new(b, name, &nl, out, err);
+	}
+	return msb_error_set(err, MSB_E_RUNTIME, "oci: `%s` kept disappearing during acquire",
+			     name);
+}
+
+/* Visit every sandbox directory; `select` returns true to tear it down. */
+typedef bool (*select_fn)(const msb_ns_labels *l, void *ud);
+
+static int sweep(oci_backend *b, select_fn select, void *ud, uint64_t *disposed,
+		 msb_disposal_failure ***failures, size_t *n_failures)
+{
+	/* guest-names: ok - the state root is the host's */
+	int statefd = open(b->ns.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (statefd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	DIR *d = fdopendir(statefd);
+	if (!d) {
+		int e = -errno;
+		close(statefd);
+		return e;
+	}
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, "msb-", 4) != 0)
+			continue;
+		int dfd = openat(dirfd(d), de->d_name,
+				 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (dfd < 0)
+			continue;
+		while (flock(dfd, LOCK_EX) < 0 && errno == EINTR)
+			;
+		msb_ns_labels l = {0};
+		bool labelled = msb_ns__labels_read(dfd, &l, NULL) == 0;
+		bool take = labelled && select(&l, ud);
+		int64_t shim = 0;
+		if (!labelled && (msb_ns__shim_alive(dfd, &shim, NULL), shim == 0) &&
+		    faccessat(dfd, MSB_NS_LABELS, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+			/* An acquire died before its labels: nothing can run here. */
+			msb__rm_rf_at(dirfd(d), de->d_name);
+		if (take) {
+			msb_error *perr = NULL;
+			int r = purge_sandbox(b, de->d_name, &perr);
+			if (r < 0) {
+				_cleanup_free_ char *detail = msb__asprintf(
+					"%s: %s", de->d_name, msb_error_message(perr));
+				msb_backends__add_failure(failures, n_failures,
+							  r == MSB_E_RUNTIME ? MSB_DISPOSAL_TIMEOUT
+									     : MSB_DISPOSAL_UNKNOWN,
+							  detail);
+			} else if ((r = msb__rm_rf_at(dirfd(d), de->d_name)) < 0) {
+				_cleanup_free_ char *detail =
+					msb__asprintf("%s: the state directory was kept: %s",
+						      de->d_name, strerror(-r));
+				msb_backends__add_failure(failures, n_failures,
+							  MSB_DISPOSAL_REFUSED, detail);
+			}
+			msb_error_free(perr);
+			if (r == 0 && disposed)
+				(*disposed)++;
+		}
+		msb_ns__labels_clear(&l);
+		close(dfd);
+	}
+	closedir(d);
+	return 0;
+}
+
+struct key_sel {
+	const msb_key *key;
+	const char *kind;
+	const char *instance_id;
+};
+
+static bool select_key(const msb_ns_labels *l, void *ud)
+{
+	struct key_sel *s = ud;
+	return msb_ns__labels_match(l, s->key, s->kind, s->instance_id);
+}
+
+static int oci_dispose(void *impl, const msb_key *key, const char *kind, const char *instance_id,
+		       msb_disposal_failure **failure, msb_error **err)
+{
+	oci_backend *b = impl;
+	struct key_sel sel = {key, kind, instance_id};
+	msb_disposal_failure **fails = NULL;
+	size_t n = 0;
+	int r = sweep(b, select_key, &sel, NULL, &fails, &n);
+	if (r < 0) {
+		_cleanup_free_ char *detail =
+			msb__asprintf("cannot list `%s`: %s", b->ns.state_dir, strerror(-r));
+		return msb_disposal_failure_new(MSB_DISPOSAL_UNREACHABLE, detail, failure, err);
+	}
+	if (n > 0) {
+		r = msb_fold_disposal_failures((const msb_disposal_failure *const *)fails, n,
+					       failure, err);
+		for (size_t i = 0; i < n; i++)
+			msb_disposal_failure_free(fails[i]);
+		free(fails);
+		return r;
+	}
+	*failure = NULL;
+	return 0;
+}
+
+struct scope_sel {
+	const char *scope;
+	const char *thread_id;
+};
+
+static bool select_scope(const msb_ns_labels *l, void *ud)
+{
+	struct scope_sel *s = ud;
+	return msb__streq_null(l->scope, s->scope) && msb__streq_null(l->thread_id, s->thread_id);
+}
+
+static int oci_dispose_scope(void *impl, const char *scope, const char *thread_id,
+			     msb_scope_purge *out, msb_error **err)
+{
+	oci_backend *b = impl;
+	struct scope_sel sel = {scope, thread_id};
+	msb_disposal_failure **fails = NULL;
+	size_t n = 0;
+	uint64_t count = 0;
+	int r = sweep(b, select_scope, &sel, &count, &fails, &n);
+	for (size_t i = 0; i < n; i++)
+		msb_disposal_failure_free(fails[i]);
+	free(fails);
+	if (r < 0)
+		return msb__error_errno(err, r, "oci: cannot list `%s`", b->ns.state_dir);
+	out->disposed = count;
+	out->undisposed = n;
+	return 0;
+}
+
+static void oci_set_egress_reporter(void *impl, const msb_egress_reporter *reporter)
+{
+	oci_backend *b = impl;
+	if (reporter)
+		b->ns.reporter = *reporter;
+	else
+		memset(&b->ns.reporter, 0, sizeof(b->ns.reporter));
+}
+
+static void oci_free(void *impl)
+{
+	oci_backend *b = impl;
+	if (!b)
+		return;
+	backend_clear(b);
+	free(b);
+}
+
+static const msb_backend_ops oci_ops = {
+	.version = MSB_BACKEND_OPS_VERSION,
+	.acquire = oci_acquire,
+	.dispose = oci_dispose,
+	.dispose_scope = oci_dispose_scope,
+	.set_egress_reporter = oci_set_egress_reporter,
+	.free = oci_free,
+};
+
+int msb_oci_backend_new(const msb_oci_options *opts, msb_backend **out, msb_error **err)
+{
+	oci_backend *b = calloc(1, sizeof(*b));
+	if (!b)
+		return msb__error_nomem(err);
+	int r = backend_init(b, opts, err);
+	if (r < 0) {
+		free(b);
+		return r;
+	}
+	msb_backend_info info = {
+		.version = MSB_BACKEND_INFO_VERSION,
+		.name = b->ns.name,
+		.isolation = msb_oci__rung(b->runtime),
+		.declarations = &oci_declarations,
+	};
+	return msb_backend_new(&oci_ops, &info, b, out, err);
+}
+
+const char *msb_oci_backend_state_root(const msb_backend *b)
+{
+	const oci_backend *ob = msb_backend_impl(b, &oci_ops);
+	return ob ? ob->ns.state_root : NULL;
+}
+
+const char *msb_oci_backend_runtime(const msb_backend *b)
+{
+	const oci_backend *ob = msb_backend_impl(b, &oci_ops);
+	return ob ? msb_oci__runtime_name(ob->runtime) : NULL;
+}

@@ -1,0 +1,981 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * msb-oci-shim: creates one `oci` sandbox, holds it, and takes it down.
+ *
+ *   msb-oci-shim --state DIR --agent PATH --config FILE [--ready-fd N]
+ *                [--name NAME] [--log FILE] [--agent-log FILE] [--remove-state-dir]
+ *
+ * In its own mount namespace it builds the root (oci_rootfs.h), writes the
+ * bundle (oci_spec.h), and runs the OCI runtime's `run` with msb-agent
+ * --stdio as the container's init: the runtime's stdin is one end of a
+ * socket pair whose other end the shim keeps. Hosts connect to agent.sock;
+ * the relay (oci_relay.h) carries their channels onto that one connection.
+ * The runtime, and with it every process it starts (gVisor's sentry and
+ * gofer, crun's container), runs in the sandbox's cgroup, so the limits hold
+ * them all and a teardown finds them all. Control socket (shim.sock) and
+ * state files as msb-shim's; docs/internals/oci-backend.md has the details.
+ */
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include "backends/oci/oci_relay.h"
+#include "backends/oci/oci_rootfs.h"
+#include "backends/oci/oci_shim.h"
+#include "backends/oci/oci_spec.h"
+#include "util/fs.h"
+#include "util/sha256.h"
+#include "util/syscalls.h"
+
+#define CONFIG_MAX (64 * 1024)
+#define STALE_TIMEOUT_MS 2000
+#define CONTROL_READ_MS 2000
+#define START_TIMEOUT_MS 60000
+#define RUNTIME_EXIT_MS 3000
+#define TAIL_MAX 600
+/* runsc: the host's cgroup limits for guest limits of N processes and M bytes:
+ * gVisor's own threads (about 80 at rest, about 10 per guest process) and
+ * memory (its sentry, gofer and runsc run: about 50 MiB) come on top. */
+#define RUNSC_PIDS_BASE 256u
+#define RUNSC_PIDS_PER_TASK 16u
+#define RUNSC_MEMORY_OVERHEAD (128ull << 20)
+
+struct shim {
+	char *state_dir;
+	char *agent;
+	char *config_path;
+	char *name;
+	const char *log_path;
+	const char *agent_log_path;
+	bool remove_dir;
+	int ready_fd;
+	int dfd;
+	int pfd;	   /* the private tmpfs, <state>/run, while the sandbox is up */
+	char *private_dir; /* its path */
+	int work_fd;
+	int agent_log_fd;
+	int ctl_fd;
+	int ctl_conn;
+	oci_shim_config cfg;
+	msb_ns_cgroup *cg;
+	oci_rootfs rf;
+	char **host_binds;
+	pid_t rt_pid; /* the runtime's `run` */
+	int rt_pidfd;
+	int out_fd;	     /* the runtime's (and the init's) stdout and stderr */
+	char tail[TAIL_MAX]; /* their last bytes, for an error message */
+	size_t tail_len;
+	oci_relay *relay;
+	bool wrote_pid;
+};
+
+static void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void shim_log(const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n > sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	buf[n++] = '\n';
+	ssize_t w = write(STDERR_FILENO, buf, (size_t)n);
+	(void)w;
+}
+
+static void report(struct shim *s, const char *line)
+{
+	if (s->ready_fd < 0)
+		return;
+	size_t len = strlen(line);
+	while (len > 0) {
+		ssize_t n = write(s->ready_fd, line, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		line += n;
+		len -= (size_t)n;
+	}
+	close(s->ready_fd);
+	s->ready_fd = -1;
+}
+
+/* ---- the runtime's output ------------------------------------------------------- */
+
+/* Read what is there (nonblocking): keep the tail for messages, copy to the
+ * agent log when there is one. Bounded per call. */
+static void drain_output(struct shim *s)
+{
+	char buf[4096];
+	for (int i = 0; s->out_fd >= 0 && i < 16; i++) {
+		ssize_t n = read(s->out_fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0 || (n < 0 && errno != EAGAIN)) {
+			close(s->out_fd);
+			s->out_fd = -1;
+			return;
+		}
+		if (n < 0)
+			return;
+		if (s->agent_log_fd >= 0) {
+			ssize_t w = write(s->agent_log_fd, buf, (size_t)n);
+			(void)w;
+		}
+		size_t k = (size_t)n;
+		if (k >= TAIL_MAX) {
+			memcpy(s->tail, buf + k - TAIL_MAX, TAIL_MAX);
+			s->tail_len = TAIL_MAX;
+		} else {
+			size_t keep = s->tail_len + k > TAIL_MAX ? TAIL_MAX - k : s->tail_len;
+			memmove(s->tail, s->tail + s->tail_len - keep, keep);
+			memcpy(s->tail + keep, buf, k);
+			s->tail_len = keep + k;
+		}
+	}
+}
+
+/* The runtime's last words on one line, printable. */
+static const char *last_words(struct shim *s, char *out, size_t size)
+{
+	drain_output(s);
+	size_t n = s->tail_len < size - 1 ? s->tail_len : size - 1;
+	memcpy(out, s->tail + s->tail_len - n, n);
+	out[n] = '\0';
+	while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' '))
+		out[--n] = '\0';
+	char *start = out;
+	char *nl = strrchr(out, '\n');
+	if (nl)
+		start = nl + 1;
+	for (char *p = start; *p; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+			*p = ' ';
+	return start;
+}
+
+/* ---- teardown -------------------------------------------------------------------- */
+
+static bool wait_pidfd(int pidfd, int timeout_ms)
+{
+	struct pollfd p = {.fd = pidfd, .events = POLLIN};
+	int r;
+	do
+		r = poll(&p, 1, timeout_ms);
+	while (r < 0 && errno == EINTR);
+	return r > 0;
+}
+
+/* Stop the sandbox: nothing in it is worth a graceful end, so the agent's
+ * connection goes, the runtime is killed, and the cgroup kills everything
+ * else it started (a sentry, a gofer, the container's processes); then the
+ * mounts go. Without a cgroup the agent's own exit on the connection's end
+ * takes the container down, and the runtime gets the time to see it. Files
+ * stay. */
+static int stop_sandbox(struct shim *s)
+{
+	int ret = 0;
+	oci_relay_free(s->relay);
+	s->relay = NULL;
+	if (s->rt_pidfd >= 0) {
+		if (s->cg)
+			msb__sys_pidfd_send_signal(s->rt_pidfd, SIGKILL, 0);
+		else if (!wait_pidfd(s->rt_pidfd, RUNTIME_EXIT_MS)) {
+			shim_log("msb-oci-shim: the runtime did not exit: killing it");
+			msb__sys_pidfd_send_signal(s->rt_pidfd, SIGKILL, 0);
+		}
+		close(s->rt_pidfd);
+		s->rt_pidfd = -1;
+	}
+	if (s->rt_pid > 0) {
+		int status;
+		while (waitpid(s->rt_pid, &status, 0) < 0 && errno == EINTR)
+			;
+		s->rt_pid = 0;
+	}
+	drain_output(s);
+	if (s->out_fd >= 0) {
+		close(s->out_fd);
+		s->out_fd = -1;
+	}
+	if (s->cg) {
+		/* Kills what the runtime left (a sentry, a gofer, a container
+		 * whose runtime was killed), then removes the directories. */
+		msb_error *e = NULL;
+		if (msb_ns__cgroup_destroy(s->cg, &e) < 0) {
+			shim_log("msb-oci-shim: %s", msb_error_message(e));
+			ret = -1;
+		}
+		msb_error_free(e);
+		msb_ns__cgroup_free(s->cg);
+		s->cg = NULL;
+	}
+	oci_rootfs_teardown(&s->rf);
+	if (s->pfd >= 0) {
+		close(s->pfd);
+		s->pfd = -1;
+		oci_rootfs_private_release(s->dfd, OCI_STATE_PRIVATE);
+	}
+	if (s->work_fd >= 0) {
+		close(s->work_fd);
+		s->work_fd = -1;
+	}
+	return ret;
+}
+
+static int teardown(struct shim *s)
+{
+	int ret = stop_sandbox(s);
+	if (s->ctl_fd >= 0) {
+		close(s->ctl_fd);
+		s->ctl_fd = -1;
+	}
+	if (s->dfd >= 0 && s->wrote_pid) {
+		int r = msb_oci__state_remove_files(s->dfd);
+		if (r < 0) {
+			shim_log("msb-oci-shim: remove the oci files: %s", strerror(-r));
+			ret = -1;
+		}
+		r = msb_ns__state_remove_files(s->dfd, false);
+		if (r < 0) {
+			shim_log("msb-oci-shim: remove state files: %s", strerror(-r));
+			ret = -1;
+		}
+		/* guest-names: ok - the state dir is host-private; rmdir never follows */
+		if (s->remove_dir && ret == 0 && rmdir(s->state_dir) < 0 && errno != ENOENT) {
+			shim_log("msb-oci-shim: remove `%s`: %s", s->state_dir, strerror(errno));
+			ret = -1;
+		}
+	}
+	return ret;
+}
+
+static _Noreturn void die(struct shim *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static _Noreturn void die(struct shim *s, const char *fmt, ...)
+{
+	char msg[900], line[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	for (char *p = msg; *p; p++)
+		if ((unsigned char)*p < 0x20)
+			*p = ' ';
+	snprintf(line, sizeof(line), "error: %s\n", msg);
+	shim_log("msb-oci-shim: %s", msg);
+	teardown(s);
+	report(s, line);
+	if (s->ctl_conn >= 0) {
+		ssize_t w = send(s->ctl_conn, line, strlen(line), MSG_NOSIGNAL);
+		(void)w;
+	}
+	_exit(1);
+}
+
+static _Noreturn void die_err(struct shim *s, msb_error *e)
+{
+	die(s, "%s", msb_error_message(e) ? msb_error_message(e) : "unknown error");
+}
+
+/* ---- set-up ---------------------------------------------------------------------- */
+
+static int parse_args(struct shim *s, int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(a, "--remove-state-dir") == 0) {
+			s->remove_dir = true;
+			continue;
+		}
+		if (!v)
+			return -1;
+		i++;
+		if (strcmp(a, "--state") == 0) {
+			s->state_dir = (char *)v;
+		} else if (strcmp(a, "--agent") == 0) {
+			s->agent = (char *)v;
+		} else if (strcmp(a, "--config") == 0) {
+			s->config_path = (char *)v;
+		} else if (strcmp(a, "--name") == 0) {
+			s->name = (char *)v;
+		} else if (strcmp(a, "--log") == 0) {
+			s->log_path = v;
+		} else if (strcmp(a, "--agent-log") == 0) {
+			s->agent_log_path = v;
+		} else if (strcmp(a, "--ready-fd") == 0) {
+			char *end;
+			errno = 0;
+			long fd = strtol(v, &end, 10);
+			if (errno || *end || fd < 3 || fd > INT_MAX || fcntl((int)fd, F_GETFD) < 0)
+				return -1;
+			s->ready_fd = (int)fd;
+			fcntl(s->ready_fd, F_SETFD, FD_CLOEXEC);
+		} else {
+			return -1;
+		}
+	}
+	return s->state_dir && s->agent && s->config_path ? 0 : -1;
+}
+
+static void resolve_paths(struct shim *s)
+{
+	/* guest-names: ok - the agent binary: the host's */
+	char *agent = realpath(s->agent, NULL);
+	if (!agent)
+		die(s, "agent `%s`: %s", s->agent, strerror(errno));
+	s->agent = agent;
+	/* guest-names: ok - shim.json in the host-private state dir */
+	char *cfg = realpath(s->config_path, NULL);
+	if (!cfg)
+		die(s, "config `%s`: %s", s->config_path, strerror(errno));
+	s->config_path = cfg;
+	/* guest-names: ok - the state dir: host-private */
+	if (mkdir(s->state_dir, 0711) < 0 && errno != EEXIST)
+		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
+	/* guest-names: ok - the state dir: host-private */
+	char *dir = realpath(s->state_dir, NULL);
+	if (!dir)
+		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
+	s->state_dir = dir;
+	if (!(s->private_dir = msb__asprintf("%s/%s", dir, OCI_STATE_PRIVATE)))
+		die(s, "out of memory");
+	const char *base = strrchr(dir, '/');
+	s->name = strdup(s->name ? s->name : base && base[1] ? base + 1 : "sandbox");
+	if (!s->name)
+		die(s, "out of memory");
+}
+
+static void load_config(struct shim *s)
+{
+	/* guest-names: ok - shim.json, in the state dir */
+	_cleanup_close_ int fd = open(s->config_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		die(s, "config `%s`: %s", s->config_path, strerror(errno));
+	_cleanup_free_ char *buf = malloc(CONFIG_MAX + 1);
+	if (!buf)
+		die(s, "out of memory");
+	size_t len = 0;
+	for (;;) {
+		ssize_t n = read(fd, buf + len, CONFIG_MAX + 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			die(s, "config `%s`: %s", s->config_path, strerror(errno));
+		if (n == 0)
+			break;
+		len += (size_t)n;
+		if (len > CONFIG_MAX)
+			die(s, "config `%s`: larger than %d bytes", s->config_path, CONFIG_MAX);
+	}
+	msb_error *e = NULL;
+	if (msb_oci__shim_config_parse(&s->cfg, buf, len, &e) < 0)
+		die_err(s, e);
+	/*
+	 * Under gVisor the guest's processes are no host processes: the host's
+	 * cgroup holds gVisor's own sentry, gofer and ptrace stubs, and the
+	 * kernel's OOM killer (or a thread the sentry cannot make) takes the
+	 * whole sandbox. So gVisor bounds each guest process itself, with the
+	 * limits it enforces - RLIMIT_AS (one process maps at most the memory
+	 * limit) and RLIMIT_NPROC (the pids limit counts guest processes) - and
+	 * the cgroup (make_cgroup) leaves room for gVisor above them.
+	 */
+	if (s->cfg.runtime == OCI_RUNSC &&
+	    ((s->cfg.ns.memory_max &&
+	      msb_ns__config_set_rlimit(&s->cfg.ns, RLIMIT_AS, s->cfg.ns.memory_max) < 0) ||
+	     (s->cfg.ns.pids_max &&
+	      msb_ns__config_set_rlimit(&s->cfg.ns, RLIMIT_NPROC, s->cfg.ns.pids_max) < 0)))
+		die(s, "out of memory");
+}
+
+static void detach(struct shim *s)
+{
+	if (getsid(0) != getpid() && setsid() < 0) {
+		pid_t pid = fork();
+		if (pid < 0)
+			die(s, "fork: %s", strerror(errno));
+		if (pid > 0)
+			_exit(0);
+		if (setsid() < 0)
+			die(s, "setsid: %s", strerror(errno));
+	}
+	if (chdir("/") < 0)
+		die(s, "chdir /: %s", strerror(errno));
+	/* guest-names: ok - /dev/null */
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null < 0)
+		die(s, "/dev/null: %s", strerror(errno));
+	int out = null;
+	if (s->log_path) {
+		/* guest-names: ok - the shim's log, a host path (O_NOFOLLOW) */
+		out = open(s->log_path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+			   0600);
+		if (out < 0)
+			die(s, "log `%s`: %s", s->log_path, strerror(errno));
+	}
+	if (dup2(null, STDIN_FILENO) < 0 || dup2(out, STDOUT_FILENO) < 0 ||
+	    dup2(out, STDERR_FILENO) < 0)
+		die(s, "redirect stdio: %s", strerror(errno));
+	if (out != null)
+		close(out);
+	close(null);
+}
+
+/*
+ * The runtime reaches the bundle's root and bind sources as the sandbox's
+ * mapped root (a user namespace), which is nobody to the host: the state
+ * directory and every directory above it must let others traverse.
+ */
+static void check_traversable(struct shim *s)
+{
+	_cleanup_free_ char *path = strdup(s->state_dir);
+	if (!path)
+		die(s, "out of memory");
+	for (;;) {
+		struct stat st;
+		/* guest-names: ok - the state dir and its ancestors: the host's */
+		if (stat(path, &st) < 0)
+			die(s, "`%s`: %s", path, strerror(errno));
+		if (!(st.st_mode & S_IXOTH))
+			die(s,
+			    "`%s` must be traversable by others (o+x): the runtime reaches the "
+			    "sandbox's root as its mapped root, uid %u",
+			    path, (unsigned)s->cfg.ns.uid_base);
+		char *slash = strrchr(path, '/');
+		if (!slash || slash == path)
+			break;
+		*slash = '\0';
+	}
+}
+
+static void check_state_dir(struct shim *s)
+{
+	/* guest-names: ok - the state dir: host-private */
+	s->dfd = open(s->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (s->dfd < 0)
+		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
+	struct stat st;
+	if (fstat(s->dfd, &st) < 0)
+		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
+	if (st.st_uid != geteuid() || (st.st_mode & 022))
+		die(s, "state dir `%s` must belong to uid %u and not be group/other writable",
+		    s->state_dir, (unsigned)geteuid());
+	if (fchmod(s->dfd, 0711) < 0)
+		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
+	check_traversable(s);
+	pid_t pid;
+	uint64_t start;
+	if (msb_ns__read_pid_file(s->dfd, MSB_NS_STATE_SHIM_PID, &pid, &start) == 0) {
+		int fd = msb_ns__pidfd_if_same(pid, start);
+		if (fd >= 0) {
+			close(fd);
+			die(s, "a shim (pid %d) already holds `%s`", (int)pid, s->state_dir);
+		}
+		msb_error *e = NULL;
+		if (msb_oci__state_purge(s->state_dir, false, STALE_TIMEOUT_MS, &e) < 0)
+			die(s, "clean up after a dead shim: %s", msb_error_message(e));
+	}
+}
+
+static void write_pid(struct shim *s)
+{
+	uint64_t start;
+	int r = msb_ns__proc_start_time(getpid(), &start);
+	if (r == 0)
+		r = msb_ns__write_pid_file(s->dfd, MSB_NS_STATE_SHIM_PID, getpid(), start);
+	if (r < 0)
+		die(s, "write %s: %s", MSB_NS_STATE_SHIM_PID, strerror(-r));
+	s->wrote_pid = true;
+}
+
+static void make_work(struct shim *s)
+{
+	if (mkdirat(s->dfd, MSB_NS_STATE_WORK, 0700) < 0 && errno != EEXIST)
+		die(s, "create work/: %s", strerror(errno));
+	int fd = openat(s->dfd, MSB_NS_STATE_WORK, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		die(s, "work/ must be a directory: %s", strerror(errno));
+	if (fchown(fd, s->cfg.ns.uid_base, s->cfg.ns.gid_base) < 0 || fchmod(fd, 0700) < 0) {
+		close(fd);
+		die(s, "own work/: %s", strerror(errno));
+	}
+	s->work_fd = fd;
+}
+
+static int listen_at(struct shim *s, const char *name, int backlog)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", s->state_dir, name);
+	if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", s->dfd, name);
+	if (unlinkat(s->dfd, name, 0) < 0 && errno != ENOENT)
+		die(s, "remove a stale %s: %s", name, strerror(errno));
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		die(s, "socket: %s", strerror(errno));
+	/* guest-names: ok - the sockets live in the host-private state dir */
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		die(s, "bind %s: %s", name, strerror(errno));
+	}
+	if (listen(fd, backlog) < 0) {
+		close(fd);
+		die(s, "listen: %s", strerror(errno));
+	}
+	return fd;
+}
+
+static void make_cgroup(struct shim *s)
+{
+	msb_error *e = NULL;
+	uint8_t d[32];
+	msb_sha256 h;
+	msb__sha256_init(&h);
+	msb__sha256_update(&h, s->state_dir, strlen(s->state_dir));
+	msb__sha256_final(&h, d);
+	_cleanup_free_ char *leaf =
+		msb__asprintf("%s-%02x%02x%02x%02x", s->name, d[0], d[1], d[2], d[3]);
+	if (!leaf)
+		die(s, "out of memory");
+	/* runsc: the host's limits hold gVisor as well as the guest (load_config). */
+	msb_ns_config host = s->cfg.ns;
+	if (s->cfg.runtime == OCI_RUNSC) {
+		if (host.memory_max)
+			host.memory_max += RUNSC_MEMORY_OVERHEAD;
+		if (host.pids_max)
+			host.pids_max =
+				host.pids_max > (4194304 - RUNSC_PIDS_BASE) / RUNSC_PIDS_PER_TASK
+					? 4194304
+					: RUNSC_PIDS_BASE + RUNSC_PIDS_PER_TASK * host.pids_max;
+	}
+	if (msb_ns__cgroup_plan(&host, leaf, &s->cg, &e) < 0)
+		die_err(s, e);
+	if (!s->cg)
+		return;
+	_cleanup_free_ char *rec = msb_ns__cgroup_record(s->cg);
+	if (!rec)
+		die(s, "out of memory");
+	int r = msb__write_file_atomic_at(s->dfd, MSB_NS_STATE_CGROUPS, rec, strlen(rec), 0644);
+	if (r < 0)
+		die(s, "write %s: %s", MSB_NS_STATE_CGROUPS, strerror(-r));
+	if (msb_ns__cgroup_setup(s->cg, &e) < 0)
+		die_err(s, e);
+}
+
+/* Move `pid` into the sandbox's cgroup (every v1 hierarchy, or the v2 one). */
+static void join_cgroup(struct shim *s, pid_t pid)
+{
+	if (!s->cg)
+		return;
+	msb_error *e = NULL;
+	if (msb_ns__cgroup_version(s->cg) == 1) {
+		if (msb_ns__cgroup_attach(s->cg, pid, &e) < 0)
+			die_err(s, e);
+		return;
+	}
+	const char *dir = msb_ns__cgroup_path(s->cg, "memory");
+	if (!dir)
+		dir = msb_ns__cgroup_path(s->cg, "pids");
+	if (!dir)
+		return;
+	char path[PATH_MAX], v[24];
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	snprintf(v, sizeof(v), "%d", (int)pid);
+	/* guest-names: ok - cgroupfs, the sandbox's own directory */
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, v, strlen(v)) < 0)
+		die(s, "cgroup: attach to `%s`: %s", dir, strerror(errno));
+}
+
+static void write_bundle(struct shim *s)
+{
+	if (s->cfg.ns.image == MSB_NS_IMAGE_HOST && !s->host_binds &&
+	    oci_rootfs_host_binds(&s->host_binds) < 0)
+		die(s, "list the host's directories: %s", strerror(errno));
+	oci_spec_input in = {
+		.cfg = &s->cfg,
+		.state_dir = s->state_dir,
+		.private_dir = s->private_dir,
+		.agent_path = s->agent,
+		.host_binds = s->host_binds,
+	};
+	_cleanup_free_ char *text = NULL;
+	if (oci_spec_write(&in, &text) < 0)
+		die(s, "out of memory");
+	if (mkdirat(s->pfd, OCI_STATE_BUNDLE, 0700) < 0 && errno != EEXIST)
+		die(s, "create bundle/: %s", strerror(errno));
+	_cleanup_close_ int bfd =
+		openat(s->pfd, OCI_STATE_BUNDLE, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (bfd < 0)
+		die(s, "open bundle/: %s", strerror(errno));
+	int r = msb__write_file_atomic_at(bfd, "config.json", text, strlen(text), 0600);
+	if (r < 0)
+		die(s, "write bundle/config.json: %s", strerror(-r));
+	if (mkdirat(s->pfd, OCI_STATE_RUNTIME, 0700) < 0 && errno != EEXIST)
+		die(s, "create runtime/: %s", strerror(errno));
+}
+
+/* argv of the runtime's `run`, NULL-terminated, in `v` (at most 32). */
+static void runtime_argv(struct shim *s, const char **v, char *root, char *bundle, char *pidfile)
+{
+	size_t n = 0;
+	v[n++] = s->cfg.runtime_path;
+	v[n++] = "--root";
+	v[n++] = root;
+	switch (s->cfg.runtime) {
+	case OCI_RUNSC:
+		/* No network device but lo; no cgroups of its own (the shim's hold
+		 * it); no overlay of its own (the root's writes reach the shim's,
+		 * whose upper directory the host reads); logs to its stderr. */
+		v[n++] = "--network";
+		v[n++] = "none";
+		v[n++] = "--ignore-cgroups";
+		v[n++] = "--overlay2";
+		v[n++] = "none";
+		v[n++] = "--platform";
+		v[n++] = s->cfg.platform;
+		v[n++] = "--log-fd";
+		v[n++] = "2";
+		/* MSB_OCI_RUNSC_DEBUG=DIR/: gVisor's own debug logs (and strace) there. */
+		if (getenv("MSB_OCI_RUNSC_DEBUG") && getenv("MSB_OCI_RUNSC_DEBUG")[0] == '/') {
+			v[n++] = "--debug";
+			v[n++] = "--strace";
+			v[n++] = "--debug-log";
+			v[n++] = getenv("MSB_OCI_RUNSC_DEBUG");
+		}
+		break;
+	case OCI_CRUN:
+		v[n++] = "--cgroup-manager=disabled";
+		break;
+	case OCI_RUNC:
+		break;
+	}
+	v[n++] = "run";
+	v[n++] = "--bundle";
+	v[n++] = bundle;
+	v[n++] = "--pid-file";
+	v[n++] = pidfile;
+	v[n++] = s->name;
+	v[n] = NULL;
+}
+
+/* Fork the runtime: stdin is `sock` (the agent's connection), stdout and
+ * stderr a pipe the shim drains. It joins the cgroup before it execs, and
+ * dies with the shim. */
+static void spawn_runtime(struct shim *s, int sock)
+{
+	_cleanup_free_ char *root = msb__asprintf("%s/%s", s->private_dir, OCI_STATE_RUNTIME);
+	_cleanup_free_ char *bundle = msb__asprintf("%s/%s", s->private_dir, OCI_STATE_BUNDLE);
+	_cleanup_free_ char *pidfile =
+		msb__asprintf("%s/%s", s->private_dir, OCI_STATE_CONTAINER_PID);
+	if (!root || !bundle || !pidfile)
+		die(s, "out of memory");
+	const char *argv[32];
+	runtime_argv(s, argv, root, bundle, pidfile);
+	int go[2], out[2];
+	if (pipe2(go, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
+		die(s, "pipe: %s", strerror(errno));
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid < 0)
+		die(s, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		close(go[1]);
+		close(out[0]);
+		char c;
+		if (read(go[0], &c, 1) != 1)
+			_exit(127);
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+			_exit(127);
+		if (dup2(sock, STDIN_FILENO) < 0 || dup2(out[1], STDOUT_FILENO) < 0 ||
+		    dup2(out[1], STDERR_FILENO) < 0)
+			_exit(127);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		signal(SIGPIPE, SIG_DFL);
+		extern char **environ;
+		execve(argv[0], (char *const *)argv, environ);
+		_exit(127);
+	}
+	close(go[0]);
+	close(out[1]);
+	s->rt_pid = pid;
+	s->rt_pidfd = msb__sys_pidfd_open(pid, 0);
+	if (s->rt_pidfd < 0)
+		die(s, "pidfd of the runtime: %s", strerror(-s->rt_pidfd));
+	s->out_fd = out[0];
+	int fl = fcntl(s->out_fd, F_GETFL);
+	fcntl(s->out_fd, F_SETFL, fl | O_NONBLOCK);
+	join_cgroup(s, pid);
+	if (write(go[1], "g", 1) != 1)
+		die(s, "release the runtime: %s", strerror(errno));
+	close(go[1]);
+}
+
+/* The runtime's --pid-file names the container's process (crun: its init;
+ * runsc: the sandbox's sentry); init.pid records it with its start time. */
+static void record_init(struct shim *s)
+{
+	_cleanup_free_ char *text = NULL;
+	/* crun writes it once the container runs, which may be after the
+	 * agent's HELLO: wait for it a little. */
+	int r;
+	long pid = 0;
+	int64_t deadline = msb__now_ns() + 5000000000LL;
+	for (;;) {
+		free(text);
+		text = NULL;
+		r = msb__read_file_at(s->pfd, OCI_STATE_CONTAINER_PID, 64, &text, NULL);
+		char *end = NULL;
+		errno = 0;
+		pid = r == 0 ? strtol(text, &end, 10) : 0;
+		if (r == 0 && !errno && end != text && pid > 0 && pid <= INT32_MAX)
+			break;
+		/* Absent, or not whole yet (it is not written atomically). */
+		if ((r < 0 && r != -ENOENT) || msb__now_ns() >= deadline ||
+		    wait_pidfd(s->rt_pidfd, 1))
+			die(s, "the runtime wrote no pid to %s: %s", OCI_STATE_CONTAINER_PID,
+			    r < 0 ? strerror(-r) : "not a pid");
+	}
+	uint64_t start;
+	r = msb_ns__proc_start_time((pid_t)pid, &start);
+	if (r == 0)
+		r = msb_ns__write_pid_file(s->dfd, MSB_NS_STATE_INIT_PID, (pid_t)pid, start);
+	if (r < 0)
+		die(s, "write %s: %s", MSB_NS_STATE_INIT_PID, strerror(-r));
+}
+
+static void start_sandbox(struct shim *s)
+{
+	int64_t t0 = msb__now_ns();
+	make_work(s);
+	make_cgroup(s);
+	char why_[300];
+	if (oci_rootfs_private_tmpfs(s->dfd, OCI_STATE_PRIVATE, &s->pfd, why_, sizeof(why_)) < 0)
+		die(s, "%s", why_);
+	s->rf = (oci_rootfs)OCI_ROOTFS_INIT(&s->cfg.ns, s->pfd);
+	if (oci_rootfs_build(&s->rf) < 0)
+		die(s, "root filesystem: %s", s->rf.err);
+	write_bundle(s);
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		die(s, "socketpair: %s", strerror(errno));
+	int64_t t1 = msb__now_ns();
+	spawn_runtime(s, sv[1]);
+	close(sv[1]);
+	if (oci_relay_new(sv[0], &s->relay) < 0)
+		die(s, "out of memory");
+	char why[300];
+	if (oci_relay_handshake(s->relay, START_TIMEOUT_MS, why, sizeof(why)) < 0) {
+		char words[TAIL_MAX + 1];
+		wait_pidfd(s->rt_pidfd, 500);
+		die(s, "%s did not start the sandbox: %s (%s)",
+		    msb_oci__runtime_name(s->cfg.runtime), why,
+		    last_words(s, words, sizeof(words)));
+	}
+	int64_t t2 = msb__now_ns();
+	record_init(s);
+	oci_relay_listen(s->relay, listen_at(s, MSB_NS_STATE_SOCKET, 128));
+	shim_log("msb-oci-shim: sandbox `%s` ready under %s: %.3f ms (root and bundle %.3f, "
+		 "runtime to the agent's HELLO %.3f)",
+		 s->name, msb_oci__runtime_name(s->cfg.runtime), (double)(t2 - t0) / 1e6,
+		 (double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6);
+}
+
+/* Reset: the pristine state of creation, from the same configuration. */
+static void reset_sandbox(struct shim *s)
+{
+	shim_log("msb-oci-shim: reset of `%s`", s->name);
+	if (stop_sandbox(s) < 0)
+		die(s, "reset: the old sandbox did not go");
+	unlinkat(s->dfd, MSB_NS_STATE_INIT_PID, 0);
+	/* The private tmpfs went with the old sandbox; work/ goes here. */
+	int r = msb__rm_rf_at(s->dfd, MSB_NS_STATE_WORK);
+	if (r < 0)
+		die(s, "reset: remove the old files: %s", strerror(-r));
+	start_sandbox(s);
+}
+
+static void serve_control(struct shim *s)
+{
+	int conn = accept4(s->ctl_fd, NULL, NULL, SOCK_CLOEXEC);
+	if (conn < 0)
+		return;
+	char line[MSB_NS_CONTROL_LINE_MAX];
+	size_t len = 0;
+	int64_t deadline = msb__now_ns() + (int64_t)CONTROL_READ_MS * 1000000;
+	while (len < sizeof(line) - 1 && !memchr(line, '\n', len)) {
+		int64_t left = (deadline - msb__now_ns()) / 1000000;
+		struct pollfd p = {.fd = conn, .events = POLLIN};
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			break;
+		ssize_t n = read(conn, line + len, sizeof(line) - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	line[len] = '\0';
+	char *nl = strchr(line, '\n');
+	if (!nl) {
+		close(conn);
+		return;
+	}
+	*nl = '\0';
+	if (strcmp(line, MSB_NS_CONTROL_FDS) == 0) {
+		int fds[2] = {s->rf.layer_fd, s->rf.shm_fd};
+		if (fds[0] < 0 || fds[1] < 0)
+			msb_ns__send_fds(conn, "error: the writable layer is not held\n", NULL, 0);
+		else
+			msb_ns__send_fds(conn, "ok\n", fds, 2);
+	} else if (strcmp(line, MSB_NS_CONTROL_RESET) == 0) {
+		s->ctl_conn = conn;
+		reset_sandbox(s);
+		s->ctl_conn = -1;
+		msb_ns__send_fds(conn, "ok\n", NULL, 0);
+	} else {
+		msb_ns__send_fds(conn, "error: unknown request\n", NULL, 0);
+	}
+	close(conn);
+}
+
+static int make_signalfd(void)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGQUIT);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		return -errno;
+	int fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	return fd < 0 ? -errno : fd;
+}
+
+/* Serve until the sandbox ends, a signal comes, or the agent's connection
+ * goes. */
+static void serve(struct shim *s, int sfd)
+{
+	size_t cap = 4 + 2 + OCI_RELAY_MAX_PEERS;
+	struct pollfd *p = calloc(cap, sizeof(*p));
+	if (!p)
+		die(s, "out of memory");
+	for (;;) {
+		p[0] = (struct pollfd){.fd = s->rt_pidfd, .events = POLLIN};
+		p[1] = (struct pollfd){.fd = sfd, .events = POLLIN};
+		p[2] = (struct pollfd){.fd = s->ctl_fd, .events = POLLIN};
+		p[3] = (struct pollfd){.fd = s->out_fd, .events = POLLIN};
+		size_t n = 4 + oci_relay_fill(s->relay, p + 4, cap - 4);
+		int pr = poll(p, n, oci_relay_timeout_ms(s->relay));
+		if (pr < 0) {
+			if (errno == EINTR)
+				continue;
+			shim_log("msb-oci-shim: poll: %s", strerror(errno));
+			break;
+		}
+		if (p[3].revents)
+			drain_output(s);
+		if (p[0].revents) {
+			char words[TAIL_MAX + 1];
+			shim_log("msb-oci-shim: the runtime exited: the sandbox is gone (%s)",
+				 last_words(s, words, sizeof(words)));
+			break;
+		}
+		if (p[1].revents) {
+			struct signalfd_siginfo si;
+			if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+				shim_log("msb-oci-shim: signal %u: taking the sandbox down",
+					 (unsigned)si.ssi_signo);
+				break;
+			}
+		}
+		char why[300];
+		if (oci_relay_run(s->relay, p + 4, n - 4, why, sizeof(why)) < 0) {
+			shim_log("msb-oci-shim: %s: taking the sandbox down", why);
+			break;
+		}
+		/* Last: a reset replaces the relay. */
+		if (p[2].revents)
+			serve_control(s);
+	}
+	free(p);
+}
+
+int main(int argc, char **argv)
+{
+	struct shim s = {.ready_fd = -1,
+			 .dfd = -1,
+			 .pfd = -1,
+			 .work_fd = -1,
+			 .agent_log_fd = -1,
+			 .ctl_fd = -1,
+			 .ctl_conn = -1,
+			 .rt_pidfd = -1,
+			 .out_fd = -1};
+	s.rf = (oci_rootfs)OCI_ROOTFS_INIT(NULL, -1);
+	if (parse_args(&s, argc, argv) < 0) {
+		fputs("usage: msb-oci-shim --state DIR --agent PATH --config FILE [--ready-fd N]\n"
+		      "                    [--name NAME] [--log FILE] [--agent-log FILE] "
+		      "[--remove-state-dir]\n",
+		      stderr);
+		if (s.ready_fd >= 0)
+			report(&s, "error: msb-oci-shim: bad arguments\n");
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	int sfd = make_signalfd();
+	if (sfd < 0)
+		die(&s, "signalfd: %s", strerror(-sfd));
+	umask(077);
+	resolve_paths(&s);
+	load_config(&s);
+	detach(&s);
+	/* First: every fd below is opened in the namespace the mounts go to. */
+	char why[300];
+	if (oci_rootfs_private(why, sizeof(why)) < 0)
+		die(&s, "%s", why);
+	if (s.cfg.runtime == OCI_CRUN)
+		oci_rootfs_hide_hybrid_cgroup2();
+	check_state_dir(&s);
+	write_pid(&s);
+	if (s.agent_log_path) {
+		/* guest-names: ok - the agent's log, a host path (O_NOFOLLOW) */
+		s.agent_log_fd = open(s.agent_log_path,
+				      O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (s.agent_log_fd < 0)
+			die(&s, "agent log `%s`: %s", s.agent_log_path, strerror(errno));
+	}
+	s.ctl_fd = listen_at(&s, MSB_NS_STATE_CONTROL, 16);
+	start_sandbox(&s);
+	report(&s, "ok\n");
+	serve(&s, sfd);
+	close(sfd);
+	int r = teardown(&s);
+	msb_oci__shim_config_clear(&s.cfg);
+	msb_strv_free(s.host_binds);
+	close(s.dfd);
+	free(s.state_dir);
+	free(s.private_dir);
+	free(s.agent);
+	free(s.config_path);
+	free(s.name);
+	return r == 0 ? 0 : 1;
+}

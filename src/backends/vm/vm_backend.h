@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The `vm` backend's shape, shared by its host-side files. */
+#ifndef MSB_VM_BACKEND_H
+#define MSB_VM_BACKEND_H
+
+#include "backends/ns/ns_state.h"
+#include "vm_int.h"
+
+typedef struct vm_backend {
+	char *name;
+	char *state_dir; /* <root>/vm */
+	char *cache_dir; /* <root>/vm-cache */
+	char *shim_path;
+	char *agent_path;
+	msb_vm_host host;
+	char *initramfs; /* built, in the cache */
+	char *disk;	 /* the image, in the cache */
+	size_t layers;	 /* oci: the layer directories on the disk; 0 = the disk is the root */
+	bool kvm;	 /* probed working: the rung is microvm */
+	char *accel_why; /* what the probe found */
+	uint64_t memory_bytes, writable_bytes, pids_max, cpu_millis;
+	uint32_t vcpus;
+	double start_timeout;
+} vm_backend;
+
+/* Resolve options; with `build`, also build the initramfs and the image and
+ * probe KVM (the backend proper; msb_vm_list does not need them). */
+int msb_vm__backend_init(vm_backend *b, const msb_vm_options *opts, bool build, msb_error **err);
+void msb_vm__backend_clear(vm_backend *b);
+/* The shim's configuration for one sandbox, as JSON. */
+int msb_vm__shim_config(const vm_backend *b, const msb_spec *spec, const char *work_dir,
+			const char *name, char **out, msb_error **err);
+/* Take down what a shim left in `dir` (processes, cgroups, sockets, jail/). */
+int msb_vm__purge(const char *dir, bool remove_dir, msb_error **err);
+/* A handle onto one running VM (vm_sandbox.c). */
+int msb_vm__sandbox_new(const vm_backend *b, const char *name, const msb_ns_labels *labels,
+			msb_sandbox **out, msb_error **err);
+
+/* The backend from its JSON object (vm_doctor.c): what the backend-type
+ * table's `from_json` for "vm" calls. */
+#include <jansson.h>
+int msb_vm__from_object(json_t *obj, const char *where, msb_backend **out, msb_error **err);
+
+#endif
