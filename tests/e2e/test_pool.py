@@ -130,3 +130,28 @@ def test_claimed_allowlist_sandbox_enforces_the_claimers_rules(msb, state, serve
     assert out["allowed"][0] == 403, out
     assert out["env"]["HTTP_PROXY"], out
     assert msb("pool", "drain", "--state-dir", state).returncode == 0
+
+
+def test_configuration_default_pool_size_pools_msb_run(msb, state, write_json):
+    # defaults.pool_size in the configuration file (docs/cli.md) is the pool
+    # of an ns backend JSON that names none: `msb run` leaves one starting.
+    conf = write_json("config.json", {"router": {"min_isolation": "container"},
+                                      "defaults": {"pool_size": 1}})
+    env = dict(os.environ, MSB_CONFIG=conf)
+    p = msb("config", "show", "--json", "--state-dir", state, env=env)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["values"]["backend.pool_size"] == {"value": 1,
+                                                                  "source": "file"}
+    p = msb("run", "--state-dir", state, "--", "true", env=env)
+    assert p.returncode == 0, p.stderr
+    first = wait_ready(msb, 1, "--state-dir", state)[0]
+    # The next run claims it; a backend JSON's own pool_size (0) wins.
+    p = msb("run", "--state-dir", state, "--", "true", env=env)
+    assert p.returncode == 0, p.stderr
+    again = wait_ready(msb, 1, "--state-dir", state)
+    assert len(again) == 1 and again[0]["name"] != first["name"]
+    cfg = write_json("ns.json", {"type": "ns", "state_dir": state, "pool_size": 0})
+    p = msb("run", "--config", cfg, "--", "true", env=env)
+    assert p.returncode == 0, p.stderr
+    assert pool_ls(msb, "--state-dir", state) == []
+    assert msb("pool", "drain", "--state-dir", state).returncode == 0
