@@ -128,7 +128,7 @@ def test_config_flag_beats_file_beats_default(msb, cfg_env, tmp_path):
     assert v["defaults.pool_size"] == {"value": 3, "source": "file"}
     text = msb("config", "show", env=cfg_env).stdout.decode()
     assert "router.min_isolation" in text and "file" in text
-    assert "read" in text and "pool" in text  # the pool size is stored for the warm pool
+    assert "the warm pool" in text and "docs/pool.md" in text  # what defaults.pool_size does
 
 
 @pytest.mark.parametrize("doc, phrase", [
