@@ -517,6 +517,42 @@ Test(pool, another_template_is_never_handed_out)
 	msb_backend_unref(b);
 }
 
+/* A rebuilt or reinstalled agent (or shim) is another template: a sandbox
+ * pooled with the old binary is never what an acquire gets afterwards. */
+Test(pool, a_replaced_agent_binary_is_never_handed_out)
+{
+	const char *agent = getenv("MSB_AGENT");
+	cr_assert_not_null(agent, "MSB_AGENT is set by meson test");
+	char copy[128], cmd[512];
+	snprintf(copy, sizeof(copy), "%s/msb-agent-copy", root);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", agent, copy);
+	cr_assert_eq(system(cmd), 0);
+	msb_ns_options o = MSB_NS_OPTIONS_INIT;
+	o.state_root = root;
+	o.agent_path = copy;
+	msb_backend *b = NULL;
+	msb_error *err = NULL;
+	cr_assert_eq(msb_ns_backend_new(&o, &b, &err), 0, "%s", msb_error_message(err));
+	msb_spec *spec = spec_of(0);
+	unsigned made = 0;
+	cr_assert_eq(msb_ns_pool_fill(b, spec, 1, &made, &err), 0, "%s", msb_error_message(err));
+	int64_t pool_shim = 0;
+	cr_assert_eq(pooled(b, "ready", &pool_shim), 1);
+	/* The same path, another binary (a reinstall: new inode and mtime). */
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s.new' && mv '%s.new' '%s'", agent, copy, copy, copy);
+	cr_assert_eq(system(cmd), 0);
+	msb_sandbox *sb = acquire(b, "pool-a", spec);
+	char name[64];
+	int64_t shim = 0;
+	entry_of("pool-a", name, sizeof(name), &shim, NULL, 0);
+	cr_assert_neq(shim, pool_shim, "a sandbox of the old agent binary was handed out");
+	msb_sandbox_free(sb);
+	dispose(b, "pool-a");
+	msb_spec_unref(spec);
+	msb_backend_unref(b);
+	unlink(copy);
+}
+
 /* ---- refill, drain --------------------------------------------------------------- */
 
 Test(pool, refilled_after_a_claim)
