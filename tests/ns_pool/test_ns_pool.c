@@ -519,14 +519,33 @@ Test(pool, another_template_is_never_handed_out)
 
 /* A rebuilt or reinstalled agent (or shim) is another template: a sandbox
  * pooled with the old binary is never what an acquire gets afterwards. */
+/* A copy of the file `from` at `to` (a new inode, made beside and renamed
+ * over it), executable. */
+static void install_copy(const char *from, const char *to)
+{
+	char tmp[160];
+	snprintf(tmp, sizeof(tmp), "%s.new", to);
+	int in = open(from, O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(in, 0, "%s", from);
+	int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+	cr_assert_geq(out, 0, "%s", tmp);
+	char buf[65536];
+	ssize_t n;
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		cr_assert_eq(write(out, buf, (size_t)n), n);
+	cr_assert_eq(n, 0);
+	close(in);
+	cr_assert_eq(close(out), 0);
+	cr_assert_eq(rename(tmp, to), 0);
+}
+
 Test(pool, a_replaced_agent_binary_is_never_handed_out)
 {
 	const char *agent = getenv("MSB_AGENT");
 	cr_assert_not_null(agent, "MSB_AGENT is set by meson test");
-	char copy[128], cmd[512];
+	char copy[128];
 	snprintf(copy, sizeof(copy), "%s/msb-agent-copy", root);
-	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", agent, copy);
-	cr_assert_eq(system(cmd), 0);
+	install_copy(agent, copy);
 	msb_ns_options o = MSB_NS_OPTIONS_INIT;
 	o.state_root = root;
 	o.agent_path = copy;
@@ -539,8 +558,7 @@ Test(pool, a_replaced_agent_binary_is_never_handed_out)
 	int64_t pool_shim = 0;
 	cr_assert_eq(pooled(b, "ready", &pool_shim), 1);
 	/* The same path, another binary (a reinstall: new inode and mtime). */
-	snprintf(cmd, sizeof(cmd), "cp '%s' '%s.new' && mv '%s.new' '%s'", agent, copy, copy, copy);
-	cr_assert_eq(system(cmd), 0);
+	install_copy(agent, copy);
 	msb_sandbox *sb = acquire(b, "pool-a", spec);
 	char name[64];
 	int64_t shim = 0;
