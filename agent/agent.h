@@ -131,6 +131,10 @@ struct agent {
 	 * socket, e.g. an OCI runtime's init stdio); when it ends, the agent
 	 * shuts down as on SIGTERM - nobody can reach it any more. */
 	bool stdio;
+	/* The `host` image's synthesized /etc, below the overlay (O_PATH, from
+	 * MSB_AGENT_ETC_FD): hostname and hosts are rewritten there on IDENTITY,
+	 * so that the guest's root stays unchanged. -1 when absent. */
+	int etc_fd;
 	struct egress *egress; /* NULL until a host asks for EGRESS_LISTEN */
 	int sig_fd;
 	char *work; /* the guest storage base, absolute */
@@ -148,6 +152,7 @@ struct agent {
 	bool no_nest;
 	int pidns_fd;	      /* the agent's own pid namespace */
 	pid_t reaper;	      /* the workloads' namespace's init; 0: none */
+	int reaper_ready;     /* its report still to read (the first exec waits); -1 */
 	char nest_error[256]; /* why there is none, for the exec refusal */
 	struct conn *conns;
 	unsigned nconns;
@@ -178,6 +183,11 @@ size_t conn_queued(const struct conn *c);
 void conn_fail(struct conn *c, uint16_t code, const char *msg);
 void conn_close(struct agent *a, struct conn *c);
 void conn_free(struct conn *c);
+
+/* ---- identity.c ---------------------------------------------------------- */
+/* IDENTITY: the sandbox's host name (and /etc, see etc_fd); answers
+ * IDENTITY_OK or fails the connection. */
+void agent_identity(struct agent *a, struct conn *c, const msb_proto_identity *id);
 
 /* ---- exec.c -------------------------------------------------------------- */
 void exec_open(struct agent *a, struct conn *c, uint32_t id, const msb_proto_exec_open *m);
@@ -240,8 +250,9 @@ struct spawn {
 _Noreturn void child_run(const struct spawn *sp);
 
 /* ---- pidns.c ------------------------------------------------------------- */
-/* PID 1: make the workloads' pid namespace (nothing otherwise). -errno, with
- * the reason in a->nest_error. */
+/* PID 1: make the workloads' pid namespace (nothing otherwise): its reaper
+ * is started, and the first exec waits for its report (pidns_ensure).
+ * -errno, with the reason in a->nest_error. */
 int pidns_init(struct agent *a);
 /* Before a workload forks: the namespace exists and its reaper lives, or a
  * new one is made. -errno with the reason in a->nest_error. */

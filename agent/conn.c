@@ -239,6 +239,9 @@ static void on_frame(struct agent *a, struct conn *c, const msb_proto_frame *f)
 		break;
 	case MSB_PROTO_PONG:
 		break;
+	case MSB_PROTO_IDENTITY:
+		agent_identity(a, c, &m.u.identity);
+		break;
 	case MSB_PROTO_ERROR:
 		if (m.channel == 0) {
 			/* the host gives up the connection */

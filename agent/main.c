@@ -475,6 +475,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	unsetenv("MSB_AGENT_LISTEN_FD");
+	/* Optional: the synthesized /etc (msb-agent as a sandbox's init). */
+	a->etc_fd = parse_fd(getenv("MSB_AGENT_ETC_FD"));
+	if (a->etc_fd >= 0 && (fstat(a->etc_fd, &st) < 0 || !S_ISDIR(st.st_mode) ||
+			       fcntl(a->etc_fd, F_SETFD, FD_CLOEXEC) < 0)) {
+		agent_log("MSB_AGENT_ETC_FD: fd %d is not a directory", a->etc_fd);
+		return 2;
+	}
+	unsetenv("MSB_AGENT_ETC_FD");
 
 	a->self = getpid();
 	a->is_init = a->self == 1;

@@ -21,9 +21,11 @@
  * capability - is hidden from them by hidepid: a workload without
  * capabilities fails the kernel's ptrace-read check against it.
  *
- * When the reaper dies (an OOM kill), the kernel kills every workload with
- * it and no process can enter that namespace again; the next exec makes a
- * new one (pidns_ensure) and a new procfs replaces the old one on /proc.
+ * The agent starts the reaper and serves at once; the first exec waits for
+ * the reaper's report (its /proc mounted) before a workload forks. When the
+ * reaper dies (an OOM kill), the kernel kills every workload with it and no
+ * process can enter that namespace again; the next exec makes a new one
+ * (pidns_ensure) and a new procfs replaces the old one on /proc.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -419,15 +421,10 @@ static int start_reaper(struct agent *a, char *why, size_t size)
 		reaper_run(p[1], proc_is_covered(a));
 	}
 	close(p[1]);
-	int r = wait_ready(p[0], why, size);
-	close(p[0]);
-	if (r < 0) {
-		kill(pid, SIGKILL);
-		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-			;
-		return r;
-	}
+	/* Its report is read by the first exec that needs it (reaper_check):
+	 * the reaper mounts its /proc while the agent already serves. */
 	a->reaper = pid;
+	a->reaper_ready = p[0];
 	return 0;
 }
 
@@ -510,6 +507,24 @@ static int writable_dev_nodes(struct agent *a)
 	return r;
 }
 
+/* The reaper started by start_reaper reported ready, or failed (then it is
+ * killed and reaped, and why says what went wrong). */
+static int reaper_check(struct agent *a, char *why, size_t size)
+{
+	if (a->reaper_ready < 0)
+		return 0;
+	int r = wait_ready(a->reaper_ready, why, size);
+	close(a->reaper_ready);
+	a->reaper_ready = -1;
+	if (r < 0 && a->reaper > 0) {
+		kill(a->reaper, SIGKILL);
+		while (waitpid(a->reaper, NULL, 0) < 0 && errno == EINTR)
+			;
+		a->reaper = 0;
+	}
+	return r;
+}
+
 /* --no-nest: gVisor's procfs serves a process's environ, maps, smaps and
  * auxv to anyone (mode 0444, no ptrace check) and its oom_score_adj to
  * its uid, which workloads share. So the agent covers its own /proc/1
@@ -540,18 +555,27 @@ static int cover_own_proc(struct agent *a)
 	return drop_admin(a);
 }
 
+/* The first reaper, not waited for. */
+static int pidns_start(struct agent *a)
+{
+	int r = start_reaper(a, a->nest_error, sizeof(a->nest_error));
+	if (r < 0)
+		agent_log("%s", a->nest_error);
+	return r;
+}
+
 int pidns_init(struct agent *a)
 {
 	a->reaper = 0;
+	a->reaper_ready = -1;
 	a->pidns_fd = -1;
 	if (!a->is_init)
 		return 0; /* an ordinary process (tests): workloads are its children */
 	/* --no-nest (oci under gVisor, whose sentry lets no init make a pid
 	 * namespace without CAP_SYS_ADMIN, which it refuses to run with): the
 	 * workloads share PID 1's namespace. The workload filter still refuses
-	 * every signal, pidfd and ptrace aimed at pid 1; what stays reachable is
-	 * PID 1's own /proc entries, inside gVisor's kernel, where an OOM score
-	 * moves nothing on the host (docs/security.md, the oci section). */
+	 * every signal, pidfd and ptrace aimed at pid 1, and cover_own_proc
+	 * hides PID 1's own /proc entries (docs/security.md, the oci section). */
 	if (a->no_nest) {
 		/* Not dumpable: PID 1's mem, cwd, root and exe then want
 		 * CAP_SYS_PTRACE, which no workload has (a workload's execve
@@ -576,7 +600,8 @@ int pidns_init(struct agent *a)
 			 strerror(errno));
 		return -errno;
 	}
-	return pidns_ensure(a);
+	/* Started, not waited for: the first exec checks its report. */
+	return pidns_start(a);
 }
 
 int pidns_ensure(struct agent *a)
@@ -585,15 +610,21 @@ int pidns_ensure(struct agent *a)
 		return 0;
 	if (a->pidns_fd < 0)
 		return -EPERM; /* pidns_init said why */
+	int r = reaper_check(a, a->nest_error, sizeof(a->nest_error));
+	if (r < 0) {
+		agent_log("%s", a->nest_error);
+		return r;
+	}
 	if (a->reaper > 0) {
 		/* Reaped here, not by the main loop, if it died since. */
 		int st;
-		pid_t r = waitpid(a->reaper, &st, WNOHANG);
-		if (r == 0)
+		if (waitpid(a->reaper, &st, WNOHANG) == 0)
 			return 0;
 		pidns_reaped(a, a->reaper);
 	}
-	int r = start_reaper(a, a->nest_error, sizeof(a->nest_error));
+	r = start_reaper(a, a->nest_error, sizeof(a->nest_error));
+	if (r == 0)
+		r = reaper_check(a, a->nest_error, sizeof(a->nest_error));
 	if (r < 0)
 		agent_log("%s", a->nest_error);
 	return r;
@@ -605,5 +636,9 @@ bool pidns_reaped(struct agent *a, pid_t pid)
 		return false;
 	agent_log("the workloads' reaper (pid %d) died: their pid namespace is gone", (int)pid);
 	a->reaper = 0;
+	if (a->reaper_ready >= 0) {
+		close(a->reaper_ready);
+		a->reaper_ready = -1;
+	}
 	return true;
 }

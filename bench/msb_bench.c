@@ -16,6 +16,14 @@
  *                        exec /bin/true + release: what `msb exec` does
  *   run_b2b              call-scoped acquire + exec /bin/true + dispose
  *   run_idle             the same after MS of idle before each
+ *   steps_b2b, steps_idle a call-scoped run with each step timed apart
+ *   pool_acquire_b2b     acquire of a new key served from the warm pool
+ *                        (docs/pool.md): batches of up to 20 pooled
+ *                        sandboxes filled untimed, then claimed back to back
+ *   pool_acquire_idle    the same, one at a time after MS of idle
+ *   pool_run_b2b         call-scoped acquire (from the pool) + exec /bin/true +
+ *                        dispose, back to back within a batch
+ *   pool_run_idle        the same after MS of idle before each
  *   dispose              dispose of a fresh idle sandbox (acquire untimed)
  *   idle_memory          one idle sandbox: Pss, Rss and USS of shim + agent
  *   many                 M (default 200) idle sandboxes at once: how many
@@ -322,6 +330,7 @@ static int setup(struct bench *b, msb_error **err)
 		return r;
 	msb_router_options ro = MSB_ROUTER_OPTIONS_INIT;
 	ro.min_isolation = MSB_ISOLATION_CONTAINER;
+	b->backend = msb_backend_ref(be);
 	r = msb_router_new(&be, 1, &ro, &b->router, err);
 	msb_backend_unref(be);
 	if (r < 0)
@@ -594,6 +603,160 @@ static void case_run(struct bench *b, const char *name, int idle_ms)
 			       : "call-scoped acquire + exec /bin/true + dispose, back to back");
 }
 
+/*
+ * A call-scoped run split into its steps, each timed on its own within the
+ * same sample: where a run's time goes beyond acquire + exec + dispose
+ * measured apart (issue 17). One JSON line per step and one for the whole
+ * sample (`total`, the steps back to back).
+ */
+#define RUN_STEPS 5
+static void case_run_steps(struct bench *b, const char *name, int idle_ms)
+{
+	static const char *const step[RUN_STEPS] = {"acquire", "exec", "release", "dispose",
+						    "total"};
+	double *v[RUN_STEPS] = {0};
+	int ok = 0;
+	for (int s = 0; s < RUN_STEPS; s++)
+		if (!(v[s] = calloc((size_t)b->n, sizeof(double))))
+			goto out;
+	for (int i = 0; i < b->n; i++) {
+		struct key_buf k;
+		new_key(b, name, true, &k);
+		msb_sandbox *sb = NULL;
+		msb_error *err = NULL;
+		if (idle_ms)
+			sleep_ms(idle_ms);
+		double t[5];
+		t[0] = now_ms();
+		int r = acquire(b, &k, &sb, &err);
+		t[1] = now_ms();
+		if (r == 0)
+			r = exec_true(sb, &err);
+		t[2] = now_ms();
+		msb_sandbox_free(sb);
+		t[3] = now_ms();
+		int d = dispose(b, &k, r < 0 ? NULL : &err);
+		t[4] = now_ms();
+		if (r < 0 || d < 0) {
+			report_error(b, name, "acquire+exec+dispose", err);
+			msb_error_free(err);
+			break;
+		}
+		for (int s = 0; s < 4; s++)
+			v[s][ok] = t[s + 1] - t[s];
+		v[4][ok] = t[4] - t[0];
+		ok++;
+		fork_exec_ms(); /* the other cases' rhythm */
+	}
+	for (int s = 0; s < RUN_STEPS; s++) {
+		char full[96];
+		snprintf(full, sizeof(full), "%s.%s", name, step[s]);
+		report_times(full, v[s], ok, b->n, NULL, 0, NULL, 0,
+			     s == 4 ? "the whole sample: the sum of the steps above"
+				    : "one step of a call-scoped run, timed within it");
+	}
+out:
+	for (int s = 0; s < RUN_STEPS; s++)
+		free(v[s]);
+}
+
+/*
+ * The warm pool (issue 17): what an acquire costs when a pooled sandbox of
+ * its template is ready. The pool is filled untimed (msb_ns_pool_fill, which
+ * waits for the shims), then left 50 ms so the agents finish starting (their
+ * workloads' pid namespace), then claimed: back to back within a batch of up
+ * to 20, or one by one after the idle time. `run` adds exec + dispose.
+ */
+#define POOL_BATCH 20
+static void case_pool(struct bench *b, const char *name, bool run, int idle_ms)
+{
+	struct samples sm;
+	if (samples_init(&sm, b->n) < 0)
+		return;
+	/* run: each step of a sample too (acquire, exec, release, dispose) */
+	double *steps[4] = {0};
+	int nsteps = 0;
+	for (int i = 0; run && i < 4; i++)
+		if (!(steps[i] = calloc((size_t)b->n, sizeof(double))))
+			run = false;
+	int done = 0;
+	while (done < b->n) {
+		unsigned batch =
+			idle_ms ? 1
+				: (unsigned)(b->n - done < POOL_BATCH ? b->n - done : POOL_BATCH);
+		msb_error *err = NULL;
+		unsigned made = 0;
+		if (msb_ns_pool_fill(b->backend, run ? b->call_spec : b->conv_spec, batch, &made,
+				     &err) < 0 ||
+		    made != batch) {
+			report_error(b, name, "pool fill", err);
+			msb_error_free(err);
+			break;
+		}
+		sleep_ms(50);
+		bool failed = false;
+		for (unsigned i = 0; i < batch; i++, done++) {
+			struct key_buf k;
+			new_key(b, name, run, &k);
+			msb_sandbox *sb = NULL;
+			if (idle_ms)
+				sleep_ms(idle_ms);
+			double t[5];
+			struct mark m0 = mark_start();
+			t[0] = m0.t;
+			int r = acquire(b, &k, &sb, &err);
+			t[1] = now_ms();
+			if (r == 0 && run)
+				r = exec_true(sb, &err);
+			t[2] = now_ms();
+			if (run)
+				msb_sandbox_free(sb);
+			t[3] = now_ms();
+			int d = run ? dispose(b, &k, r < 0 ? NULL : &err) : 0;
+			struct mark m1 = mark_end();
+			t[4] = m1.t;
+			if (run && r == 0 && d == 0) {
+				for (int s = 0; s < 4; s++)
+					steps[s][nsteps] = t[s + 1] - t[s];
+				nsteps++;
+			}
+			if (!run) {
+				msb_sandbox_free(sb);
+				dispose(b, &k, NULL);
+			}
+			if (r < 0 || d < 0) {
+				report_error(b, name, run ? "acquire+exec+dispose" : "acquire",
+					     err);
+				msb_error_free(err);
+				failed = true;
+				break;
+			}
+			samples_add(&sm, m0, m1);
+		}
+		if (failed)
+			break;
+	}
+	msb_ns_pool_drain(b->backend, NULL, NULL, NULL);
+	static const char *const step[4] = {"acquire", "exec", "release", "dispose"};
+	for (int s = 0; s < 4 && steps[s]; s++) {
+		char full[96];
+		snprintf(full, sizeof(full), "%s.%s", name, step[s]);
+		report_times(full, steps[s], nsteps, b->n, NULL, 0, NULL, 0,
+			     "one step of the run above, timed within it");
+		free(steps[s]);
+	}
+	samples_report(&sm, name, b->n,
+		       run ? (idle_ms ? "call-scoped acquire from the warm pool + exec /bin/true + "
+					"dispose, after idle"
+				      : "call-scoped acquire from the warm pool + exec /bin/true + "
+					"dispose, back to back")
+		       : idle_ms
+			       ? "acquire of a new key from the warm pool, after idle; fill and "
+				 "dispose untimed"
+			       : "acquire of a new key from the warm pool, back to back; fill and "
+				 "dispose untimed");
+}
+
 static void case_dispose(struct bench *b)
 {
 	struct samples sm;
@@ -631,6 +794,8 @@ static void case_dispose(struct bench *b)
  * then remove the root if this program made it. Returns how many remain. */
 static int cleanup(struct bench *b)
 {
+	if (b->backend)
+		msb_ns_pool_drain(b->backend, NULL, NULL, NULL);
 	msb_ns_options no = MSB_NS_OPTIONS_INIT;
 	no.state_root = b->state_root;
 	msb_ns_entry *e = NULL;
@@ -763,6 +928,18 @@ int main(int argc, char **argv)
 		case_run(&b, "run_b2b", 0);
 	if (selected(&b, "run_idle") && b.idle_ms > 0)
 		case_run(&b, "run_idle", b.idle_ms);
+	if (selected(&b, "steps_b2b"))
+		case_run_steps(&b, "steps_b2b", 0);
+	if (selected(&b, "steps_idle") && b.idle_ms > 0)
+		case_run_steps(&b, "steps_idle", b.idle_ms);
+	if (selected(&b, "pool_acquire_b2b"))
+		case_pool(&b, "pool_acquire_b2b", false, 0);
+	if (selected(&b, "pool_acquire_idle") && b.idle_ms > 0)
+		case_pool(&b, "pool_acquire_idle", false, b.idle_ms);
+	if (selected(&b, "pool_run_b2b"))
+		case_pool(&b, "pool_run_b2b", true, 0);
+	if (selected(&b, "pool_run_idle") && b.idle_ms > 0)
+		case_pool(&b, "pool_run_idle", true, b.idle_ms);
 	if (selected(&b, "dispose"))
 		case_dispose(&b);
 	if (selected(&b, "idle_memory"))
@@ -779,6 +956,7 @@ int main(int argc, char **argv)
 	}
 	msb_spec_unref(b.conv_spec);
 	msb_spec_unref(b.call_spec);
+	msb_backend_unref(b.backend);
 	msb_router_free(b.router);
 	return b.failures ? 1 : 0;
 bad:

@@ -25,6 +25,7 @@ struct bench {
 	char shim[PATH_MAX];
 	char agent[PATH_MAX];
 	msb_router *router;
+	msb_backend *backend; /* the router's, for the warm pool's verbs */
 	msb_spec *conv_spec;
 	msb_spec *call_spec;
 	unsigned long seq;

@@ -3,6 +3,7 @@
 """Time commands side by side, interleaved, and print medians and ratios.
 
     sidebyside.py --cases CASES.json [-n N] [--n-slow N] [--json OUT] [--seed S]
+                  [--idle-ms MS] [--no-slow]
 
 CASES.json is a list of objects:
     {"group": "true", "tool": "docker run --rm", "argv": [...],
@@ -14,7 +15,10 @@ untimed warm-up runs, then rounds: in each round every case that still needs
 samples runs once, in a shuffled order, so that the noise of a shared machine
 falls on every tool alike. N runs for ordinary cases, --n-slow for slow ones.
 Each run is timed from just before posix_spawn to the reaping of the child
-(stdio on /dev/null); a run that exits non-zero counts as a failure.
+(stdio on /dev/null); a run that exits non-zero counts as a failure. With
+--idle-ms, this process sleeps MS before every timed run (the machine idle
+as far as the tools are concerned: caches and CPU frequency as after a
+pause); --no-slow leaves the slow cases out.
 
 "mntns" (optional) names a mount namespace file (/proc/PID/ns/mnt) that the
 command must run in: this process enters it with setns() just before the
@@ -159,11 +163,15 @@ def main():
     ap.add_argument("--n-slow", type=int, default=30)
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--idle-ms", type=int, default=0, help="sleep this long before each run")
+    ap.add_argument("--no-slow", action="store_true", help="leave the slow cases out")
     ap.add_argument("--cpu-file", help="the CPU usage file of the cgroup this program runs in "
                     "alone (cpuacct.usage or cpu.stat): report CPU time per run too")
     args = ap.parse_args()
     with open(args.cases) as f:
         cases = json.load(f)
+    if args.no_slow:
+        cases = [c for c in cases if not c.get("slow")]
     home_fd = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
     env = dict(os.environ)
     fa = [(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
@@ -204,6 +212,8 @@ def main():
         order = [c for c in active if len(c["samples"]) + c["failures"] < c["target"]]
         rng.shuffle(order)
         for c in order:
+            if args.idle_ms > 0:
+                time.sleep(args.idle_ms / 1000)
             ok, ms, cpu = timed_run(c["path"], c["argv"], env, fa, c["sw"], args.cpu_file)
             if ok:
                 c["samples"].append(ms)

@@ -106,6 +106,22 @@ static int base_object(const cli_backend_flags *f, json_t *sources, json_t **out
 	return 0;
 }
 
+/* An ns backend that states no `pool_size` keeps the configuration file's
+ * defaults.pool_size warm sandboxes per template (docs/pool.md). */
+static int default_pool_size(json_t *o, json_t *sources, msb_error **err)
+{
+	const char *type = json_string_value(json_object_get(o, "type"));
+	if (!type || strcmp(type, "ns") != 0 || json_object_get(o, "pool_size"))
+		return 0;
+	const cli_config *c = NULL;
+	int r = cli_config_get(&c, err);
+	if (r < 0 || !c->has_pool_size)
+		return r;
+	if ((r = set_new(o, "pool_size", json_integer((json_int_t)c->pool_size), err)) < 0)
+		return r;
+	return set_new(sources, "pool_size", json_string(SRC_FILE), err);
+}
+
 int cli_backend_object_sourced(const cli_backend_flags *f, json_t **out, json_t **sources_out,
 			       msb_error **err)
 {
@@ -140,6 +156,8 @@ int cli_backend_object_sourced(const cli_backend_flags *f, json_t **out, json_t 
 		if (r == 0 && (r = set_new(o, "egress", eg, err)) == 0)
 			r = set_new(sources, "egress", json_string(SRC_FLAG), err);
 	}
+	if (r == 0)
+		r = default_pool_size(o, sources, err);
 	if (r < 0) {
 		json_decref(o);
 		json_decref(sources);

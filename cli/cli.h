@@ -307,4 +307,13 @@ extern const char cli_overview[], cli_config_overview[], cli_environment[], cli_
 extern const cli_verb verb_run, verb_acquire, verb_exec, verb_ls, verb_dispose, verb_purge,
 	verb_doctor, verb_config, verb_cp, verb_files;
 
+/* msb pool (cli/cmd_pool.c). */
+extern const cli_verb verb_pool;
+/* The rows of `msb ls`: the sandboxes, then the pooled ones (state
+ * `pooled`), as a table or one JSON array (cli/ls_print.c). */
+struct msb_ns_entry;
+struct msb_ns_pool_entry;
+void cli_ls_print(const struct msb_ns_entry *e, size_t n, const struct msb_ns_pool_entry *pe,
+		  size_t pn, const char *backend, bool as_json);
+
 #endif

@@ -415,8 +415,8 @@ static int show(const cli_backend_flags *bf, const char *floor, const uint64_t f
 			free(vt);
 		}
 		json_decref(sv);
-		printf("\n(defaults.pool_size is stored for the warm pool, which reads it; 0 = no "
-		       "pool)\n");
+		printf("\n(defaults.pool_size: the warm pool an `ns` backend whose JSON names no "
+		       "pool_size keeps;\n0 = no pool; docs/pool.md)\n");
 	}
 out:
 	json_decref(values);

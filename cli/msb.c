@@ -21,10 +21,10 @@ static const cli_verb verb_version = {
 };
 
 static const cli_verb *const verbs[] = {
-	&verb_run,    &verb_acquire,	 &verb_exec,  &verb_cp,	   &verb_files,
-	&verb_ls,     &verb_dispose,	 &verb_purge, &verb_check, &verb_config,
-	&verb_doctor, &verb_conformance, &verb_serve, &verb_mcp,   &verb_completion,
-	&verb_man,    &verb_version,
+	&verb_run,	  &verb_acquire, &verb_exec,	    &verb_cp,	 &verb_files,
+	&verb_ls,	  &verb_dispose, &verb_pool,	    &verb_purge, &verb_check,
+	&verb_config,	  &verb_doctor,	 &verb_conformance, &verb_serve, &verb_mcp,
+	&verb_completion, &verb_man,	 &verb_version,
 };
 
 const cli_verb *const *cli_verbs(size_t *n)

@@ -5,7 +5,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -850,6 +849,19 @@ int proxy_run(proxy *p)
 	return 0;
 }
 
+int proxy_reconfigure(proxy *p, msb_egress_config *cfg)
+{
+	if (cfg->max_tunnels != p->cfg.max_tunnels)
+		return -1;
+	/* Open tunnels keep their decision; the next request gets the new rules.
+	 * (The agent's socket is reached through the directory's fd, proxy_start:
+	 * a claim renames the directory.) */
+	msb_egress__config_clear(&p->cfg);
+	p->cfg = *cfg;
+	memset(cfg, 0, sizeof(*cfg));
+	return 0;
+}
+
 void proxy_stop(proxy *p)
 {
 	if (!p)
@@ -909,8 +921,7 @@ static int send_all(int fd, const uint8_t *b, size_t n)
 	return 0;
 }
 
-int proxy_start(proxy **out, msb_egress_config *cfg, int dfd, const char *state_dir, char *errbuf,
-		size_t errlen)
+int proxy_start(proxy **out, msb_egress_config *cfg, int dfd, char *errbuf, size_t errlen)
 {
 	proxy *p = calloc(1, sizeof(*p));
 	if (!p) {
@@ -936,10 +947,7 @@ int proxy_start(proxy **out, msb_egress_config *cfg, int dfd, const char *state_
 		goto fail;
 	}
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", state_dir, MSB_NS_STATE_SOCKET);
-	if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
-		snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dfd,
-			 MSB_NS_STATE_SOCKET);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dfd, MSB_NS_STATE_SOCKET);
 	p->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (p->fd < 0 || connect(p->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		snprintf(errbuf, errlen, "egress: connect to the agent: %s", strerror(errno));

@@ -24,8 +24,7 @@ void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Connect to <state>/agent.sock (dfd is the state directory), say HELLO,
  * ask the agent to listen, and wait for it. Takes ownership of *cfg (its
  * contents; *cfg is zeroed). 0, or -1 with a reason in errbuf. */
-int proxy_start(proxy **out, msb_egress_config *cfg, int dfd, const char *state_dir, char *errbuf,
-		size_t errlen);
+int proxy_start(proxy **out, msb_egress_config *cfg, int dfd, char *errbuf, size_t errlen);
 /* The epoll fd to wait on. */
 int proxy_fd(const proxy *p);
 /* Milliseconds until the next deadline (-1: none). */
@@ -33,6 +32,11 @@ int proxy_timeout_ms(const proxy *p);
 /* Serve what is ready and what is due. Returns -1 once the agent connection
  * is lost (the proxy then holds nothing). */
 int proxy_run(proxy *p);
+/* Decide with another configuration from now on (a claimed pooled
+ * sandbox's allowlist). Takes ownership of *cfg's contents on success.
+ * -1 when it cannot apply to this proxy (another tunnel limit, which the
+ * agent was told at start). */
+int proxy_reconfigure(proxy *p, msb_egress_config *cfg);
 /* Close every tunnel (their records are written) and the connection. */
 void proxy_stop(proxy *p);
 

@@ -4,6 +4,7 @@
  *
  *   msb-shim --state DIR --agent PATH --config FILE [--ready-fd N]
  *            [--name NAME] [--log FILE] [--agent-log FILE] [--remove-state-dir]
+ *            [--egress FILE] [--pool] [--daemon] [--cgroup-key DIR]
  *
  * In DIR it creates agent.sock (listening; the agent accepts on it as fd 3),
  * work/ (bind-mounted at the guest's work_dir, owned by the guest's root),
@@ -27,6 +28,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/file.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -52,6 +54,19 @@ struct shim {
 	const char *log_path;
 	const char *agent_log_path;
 	bool remove_dir;
+	bool pool;   /* --pool: a pooled sandbox (docs/pool.md) */
+	bool named;  /* --name given: the name does not follow the directory */
+	bool daemon; /* --daemon: fork at once; the first process exits */
+	/* --cgroup-key: what the cgroup leaf's digest is taken over instead of
+	 * the state directory (a pooled sandbox: <root>/ns/<name>, so that its
+	 * cgroup is named as a keyed one of the same state root); dropped once
+	 * the directory moved (a claim). */
+	char *cgroup_key;
+	/* shim.json and egress.json when they lie in the state directory (the
+	 * library's case): re-read through dfd, which follows the directory
+	 * when a claim renames it. NULL: only their paths are known. */
+	const char *config_name;
+	const char *egress_name;
 	int ready_fd;
 	int dfd;
 	int listen_fd;
@@ -65,10 +80,13 @@ struct shim {
 	bool wrote_pid;
 	bool dead;		  /* the init died without being asked: record it, keep work/ */
 	msb_egress_config egress; /* loaded; handed to each proxy_start() */
+	int64_t t_main, t_spawn;  /* CLOCK_MONOTONIC: main() began, the spawn began */
 	char *egress_json;
 	size_t egress_len;
 	proxy *proxy;
 };
+
+static void refresh_paths(struct shim *s, bool named);
 
 /* One line to stderr (the shim's log file), in one write. */
 void shim_log(const char *fmt, ...)
@@ -142,6 +160,7 @@ static int teardown(struct shim *s)
 		s->cg = NULL;
 	}
 	if (s->dfd >= 0 && s->wrote_pid) {
+		refresh_paths(s, s->named);
 		int r = msb_ns__state_remove_files(s->dfd, s->dead);
 		if (r < 0) {
 			shim_log("msb-shim: remove state files: %s", strerror(-r));
@@ -212,7 +231,7 @@ static void usage(void)
 	fputs("usage: msb-shim --state DIR --agent PATH --config FILE [--ready-fd N]\n"
 	      "                [--name NAME] [--log FILE] [--agent-log FILE] "
 	      "[--remove-state-dir]\n"
-	      "                [--egress FILE]\n",
+	      "                [--egress FILE] [--pool] [--daemon] [--cgroup-key DIR]\n",
 	      stderr);
 }
 
@@ -223,6 +242,14 @@ static int parse_args(struct shim *s, int argc, char **argv)
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (strcmp(a, "--remove-state-dir") == 0) {
 			s->remove_dir = true;
+			continue;
+		}
+		if (strcmp(a, "--pool") == 0) {
+			s->pool = true;
+			continue;
+		}
+		if (strcmp(a, "--daemon") == 0) {
+			s->daemon = true;
 			continue;
 		}
 		if (!v)
@@ -238,8 +265,11 @@ static int parse_args(struct shim *s, int argc, char **argv)
 			s->egress_path = (char *)v;
 		} else if (strcmp(a, "--name") == 0) {
 			s->name = (char *)v;
+			s->named = true;
 		} else if (strcmp(a, "--log") == 0) {
 			s->log_path = v;
+		} else if (strcmp(a, "--cgroup-key") == 0) {
+			s->cgroup_key = (char *)v;
 		} else if (strcmp(a, "--agent-log") == 0) {
 			s->agent_log_path = v;
 		} else if (strcmp(a, "--ready-fd") == 0) {
@@ -257,6 +287,15 @@ static int parse_args(struct shim *s, int argc, char **argv)
 	return s->state_dir && s->agent && s->config_path ? 0 : -1;
 }
 
+/* `path`'s file name when it lies directly in `dir`, else NULL. */
+static const char *name_in_dir(const char *dir, const char *path)
+{
+	size_t n = strlen(dir);
+	if (strncmp(path, dir, n) != 0 || path[n] != '/' || strchr(path + n + 1, '/'))
+		return NULL;
+	return path + n + 1;
+}
+
 /* Absolute, resolved paths; the state directory is created if missing. */
 static void resolve_paths(struct shim *s)
 {
@@ -270,8 +309,17 @@ static void resolve_paths(struct shim *s)
 	if (!cfg)
 		die(s, "config `%s`: %s", s->config_path, strerror(errno));
 	s->config_path = cfg;
+	if (s->egress_path) {
+		/* guest-names: ok - egress.json in the host-private state dir */
+		char *eg = realpath(s->egress_path, NULL);
+		if (!eg)
+			die(s, "egress `%s`: %s", s->egress_path, strerror(errno));
+		s->egress_path = eg;
+	}
+	/* A pooled sandbox's directory is made by the library, and a drain may
+	 * remove it before this shim gets to it: never make it anew. */
 	/* guest-names: ok - the state dir: host-private */
-	if (mkdir(s->state_dir, 0700) < 0 && errno != EEXIST)
+	if (!s->pool && mkdir(s->state_dir, 0700) < 0 && errno != EEXIST)
 		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
 	/* guest-names: ok - the state dir: host-private */
 	char *dir = realpath(s->state_dir, NULL);
@@ -282,12 +330,50 @@ static void resolve_paths(struct shim *s)
 	s->name = strdup(s->name ? s->name : base && base[1] ? base + 1 : "sandbox");
 	if (!s->name)
 		die(s, "out of memory");
+	s->config_name = name_in_dir(dir, s->config_path);
+	s->egress_name = s->egress_path ? name_in_dir(dir, s->egress_path) : NULL;
 }
 
-static char *read_small(struct shim *s, const char *path, size_t *len)
+/* The state directory's path now, from its descriptor: a claim renames a
+ * pooled sandbox's directory (docs/pool.md), and a reset or a teardown
+ * after it works on the new one. The name follows unless --name fixed it. */
+static void refresh_paths(struct shim *s, bool named)
+{
+	char link[64], buf[PATH_MAX];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", s->dfd);
+	/* guest-names: ok - the host's procfs link of our own descriptor */
+	ssize_t n = readlink(link, buf, sizeof(buf) - 1);
+	if (n <= 0 || buf[0] != '/')
+		return;
+	buf[n] = '\0';
+	if (strcmp(buf, s->state_dir) == 0)
+		return;
+	char *dir = strdup(buf);
+	const char *base = strrchr(buf, '/');
+	char *name = named ? NULL : strdup(base && base[1] ? base + 1 : "sandbox");
+	if (!dir || (!named && !name)) {
+		free(dir);
+		free(name);
+		return;
+	}
+	shim_log("msb-shim: `%s` is now `%s`", s->state_dir, dir);
+	s->cgroup_key = NULL;
+	free(s->state_dir);
+	s->state_dir = dir;
+	if (name) {
+		free(s->name);
+		s->name = name;
+	}
+}
+
+/* A configuration file: `name` in the state directory when known, else
+ * `path`. */
+static char *read_small(struct shim *s, const char *path, const char *name, size_t *len)
 {
 	/* guest-names: ok - configuration files the host wrote, in the state dir */
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int fd = name && s->dfd >= 0
+					 ? openat(s->dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+					 : open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		die(s, "config `%s`: %s", path, strerror(errno));
 	char *buf = malloc(CONFIG_MAX + 1);
@@ -327,40 +413,45 @@ static void start_proxy(struct shim *s)
 	msb_egress_config c;
 	load_egress(s, &c);
 	char why[256];
-	if (proxy_start(&s->proxy, &c, s->dfd, s->state_dir, why, sizeof(why)) < 0)
+	if (proxy_start(&s->proxy, &c, s->dfd, why, sizeof(why)) < 0)
 		die(s, "%s", why);
 }
 
+/* The egress configuration again (a claim wrote the one the sandbox is
+ * handed, docs/pool.md): checked, kept for resets, and put in force. */
+static void reload_egress(struct shim *s)
+{
+	if (!s->egress_path)
+		die(s, "egress: this sandbox has no egress proxy");
+	size_t len = 0;
+	char *json = read_small(s, s->egress_path, s->egress_name, &len);
+	free(s->egress_json);
+	s->egress_json = json;
+	s->egress_len = len;
+	msb_egress_config c;
+	load_egress(s, &c);
+	if (s->proxy && proxy_reconfigure(s->proxy, &c) < 0)
+		die(s, "egress: the new configuration does not fit the running proxy");
+	msb_egress__config_clear(&c);
+}
+
+/* shim.json: at start, and again at a reset (a claim renamed the sandbox,
+ * docs/pool.md). */
 static void load_config(struct shim *s)
 {
-	if (s->egress_path) {
-		s->egress_json = read_small(s, s->egress_path, &s->egress_len);
+	if (s->egress_path && !s->egress_json) {
+		s->egress_json = read_small(s, s->egress_path, s->egress_name, &s->egress_len);
 		load_egress(s, &s->egress);
 		msb_egress__config_clear(&s->egress);
 	}
-	/* guest-names: ok - shim.json, in the state dir */
-	_cleanup_close_ int fd = open(s->config_path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		die(s, "config `%s`: %s", s->config_path, strerror(errno));
-	char *buf = malloc(CONFIG_MAX + 1);
-	if (!buf)
-		die(s, "out of memory");
 	size_t len = 0;
-	for (;;) {
-		ssize_t n = read(fd, buf + len, CONFIG_MAX + 1 - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			die(s, "config `%s`: %s", s->config_path, strerror(errno));
-		if (n == 0)
-			break;
-		len += (size_t)n;
-		if (len > CONFIG_MAX)
-			die(s, "config `%s`: larger than %d bytes", s->config_path, CONFIG_MAX);
-	}
+	char *buf = read_small(s, s->config_path, s->config_name, &len);
 	msb_error *e = NULL;
-	if (msb_ns__config_init(&s->cfg) < 0)
+	msb_ns__config_clear(&s->cfg);
+	if (msb_ns__config_init(&s->cfg) < 0) {
+		free(buf);
 		die(s, "out of memory");
+	}
 	if (msb_ns__config_from_json(&s->cfg, buf, len, &e) < 0) {
 		free(buf);
 		die_err(s, e);
@@ -416,6 +507,18 @@ static void check_state_dir(struct shim *s)
 	if (st.st_uid != geteuid() || (st.st_mode & 022))
 		die(s, "state dir `%s` must belong to uid %u and not be group/other writable",
 		    s->state_dir, (unsigned)geteuid());
+	if (s->pool) {
+		/* Held until the sandbox is ready: a claim passes over a pooled
+		 * sandbox it cannot lock, and a drain waits for it. The library
+		 * made the directory and its pool.json; a drain that came first
+		 * removed them, and nothing may start there then. */
+		while (flock(s->dfd, LOCK_EX) < 0)
+			if (errno != EINTR)
+				die(s, "lock `%s`: %s", s->state_dir, strerror(errno));
+		if (fstat(s->dfd, &st) < 0 || st.st_nlink == 0 ||
+		    faccessat(s->dfd, MSB_NS_POOL_FILE, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+			die(s, "pooled sandbox `%s` was drained before it started", s->state_dir);
+	}
 
 	pid_t pid;
 	uint64_t start;
@@ -469,11 +572,10 @@ static void make_work(struct shim *s)
 /* A listening socket at DIR/name (0700 under umask 077: owner only). */
 static int listen_at(struct shim *s, const char *name, int backlog)
 {
+	/* Through the directory's fd: whatever its path (a long one, or a new
+	 * one after a claim renamed it). */
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", s->state_dir, name);
-	if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
-		/* Too long for sun_path: reach the directory through its fd. */
-		snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", s->dfd, name);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", s->dfd, name);
 	if (unlinkat(s->dfd, name, 0) < 0 && errno != ENOENT)
 		die(s, "remove a stale %s: %s", name, strerror(errno));
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -504,8 +606,9 @@ static void make_cgroup(struct shim *s)
 	 * (parallel test runs do), and their cgroups must not meet. */
 	uint8_t d[32];
 	msb_sha256 h;
+	const char *key = s->cgroup_key ? s->cgroup_key : s->state_dir;
 	msb__sha256_init(&h);
-	msb__sha256_update(&h, s->state_dir, strlen(s->state_dir));
+	msb__sha256_update(&h, key, strlen(key));
 	msb__sha256_final(&h, d);
 	_cleanup_free_ char *leaf =
 		msb__asprintf("%s-%02x%02x%02x%02x", s->name, d[0], d[1], d[2], d[3]);
@@ -554,6 +657,7 @@ static void start_sandbox(struct shim *s)
 	o.stdio_fd = s->agent_log_fd;
 	o.cgroup = s->cg;
 	msb_error *e = NULL;
+	s->t_spawn = msb__now_ns();
 	if (msb_ns__spawn(&s->cfg, &o, &s->sb, &e) < 0)
 		die_err(s, e);
 	/* The agent owns the socket now; the shim is not in the data path. */
@@ -568,11 +672,15 @@ static void start_sandbox(struct shim *s)
 	if (r < 0)
 		die(s, "write %s: %s", MSB_NS_STATE_INIT_PID, strerror(-r));
 	const msb_ns_timing *t = &s->sb->timing;
+	/* The monotonic times let bench/shim_breakdown.py place the shim's own
+	 * start (exec, configuration, state files) around the spawn. */
 	shim_log("msb-shim: sandbox `%s` ready, init pid %d, cgroup v%d: %.3f ms (clone %.3f, "
-		 "maps %.3f, cgroup setup %.3f, attach %.3f, then waited %.3f)",
+		 "maps %.3f, cgroup setup %.3f, attach %.3f, then waited %.3f); monotonic ns: "
+		 "main %lld, spawn %lld, ready %lld",
 		 s->name, (int)s->sb->pid, msb_ns__cgroup_version(s->cg), (double)t->total_ns / 1e6,
 		 (double)t->clone_ns / 1e6, (double)t->map_ns / 1e6, (double)t->cgroup_ns / 1e6,
-		 (double)t->attach_ns / 1e6, (double)t->wait_ns / 1e6);
+		 (double)t->attach_ns / 1e6, (double)t->wait_ns / 1e6, (long long)s->t_main,
+		 (long long)s->t_spawn, (long long)msb__now_ns());
 }
 
 /*
@@ -583,6 +691,8 @@ static void start_sandbox(struct shim *s)
  */
 static void reset_sandbox(struct shim *s)
 {
+	refresh_paths(s, s->named);
+	load_config(s);
 	shim_log("msb-shim: reset of `%s`", s->name);
 	proxy_stop(s->proxy);
 	s->proxy = NULL;
@@ -646,6 +756,11 @@ static void serve_control(struct shim *s)
 			msb_ns__send_fds(conn, "error: the writable layer is not held\n", NULL, 0);
 		else
 			msb_ns__send_fds(conn, "ok\n", fds, 2);
+	} else if (strcmp(line, MSB_NS_CONTROL_EGRESS) == 0) {
+		s->ctl_conn = conn;
+		reload_egress(s);
+		s->ctl_conn = -1;
+		msb_ns__send_fds(conn, "ok\n", NULL, 0);
 	} else if (strcmp(line, MSB_NS_CONTROL_RESET) == 0) {
 		s->ctl_conn = conn;
 		reset_sandbox(s);
@@ -679,11 +794,21 @@ int main(int argc, char **argv)
 			 .agent_log_fd = -1,
 			 .ctl_fd = -1,
 			 .ctl_conn = -1};
+	s.t_main = msb__now_ns();
 	if (parse_args(&s, argc, argv) < 0) {
 		usage();
 		if (s.ready_fd >= 0)
 			report(&s, "error: msb-shim: bad arguments\n");
 		return 2;
+	}
+	if (s.daemon) {
+		/* Whoever started us reaps this first process at once; the shim
+		 * goes on in a child nobody waits for (it is re-parented). */
+		pid_t pid = fork();
+		if (pid < 0)
+			die(&s, "fork: %s", strerror(errno));
+		if (pid > 0)
+			_exit(0);
 	}
 	signal(SIGPIPE, SIG_IGN);
 	/* Signals are blocked from the start so that a SIGTERM during set-up
@@ -702,6 +827,10 @@ int main(int argc, char **argv)
 	start_sandbox(&s);
 	start_proxy(&s);
 	msb__fault_point("shim.spawned");
+	/* Ready: a pooled sandbox may be claimed from now on (before "ok": one
+	 * that says it is ready is). */
+	if (s.pool)
+		flock(s.dfd, LOCK_UN);
 	report(&s, "ok\n");
 
 	for (;;) {

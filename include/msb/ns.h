@@ -12,7 +12,7 @@
  * As a backend type (msb/backend.h) `ns` reads backend JSON with the keys of
  * msb_ns_options by the same names - name, state_dir, image, memory_bytes,
  * pids_max, cpu_millis, writable_bytes, start_timeout, egress (an object,
- * docs/egress.md) - and its doctor probes what the boundary needs (user
+ * docs/egress.md), pool_size (docs/pool.md) - and its doctor probes what the boundary needs (user
  * namespaces, overlayfs, cgroup v2/v1, seccomp, openat2, Landlock, ...).
  *
  * Thread-safety: the backend and its sandboxes may be used from any thread;
@@ -75,13 +75,20 @@ typedef struct msb_ns_options {
 	 * Version 1 options (without these fields) are still accepted. */
 	msb_ns_progress_fn progress;
 	void *progress_userdata;
+	/* Version 3. The warm pool (docs/pool.md): how many sandboxes of each
+	 * template this backend keeps ready ahead of any acquire, refilled in
+	 * the background after each claim. 0 (the default) = no pool kept by
+	 * this backend; acquire still claims from one another process filled.
+	 * At most MSB_NS_POOL_MAX. */
+	unsigned pool_size;
 } msb_ns_options;
-#define MSB_NS_OPTIONS_VERSION 2
+#define MSB_NS_OPTIONS_VERSION 3
 #define MSB_NS_OPTIONS_INIT                                                                        \
 	{                                                                                          \
 		MSB_NS_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL,   \
-			NULL                                                                       \
+			NULL, 0                                                                    \
 	}
+#define MSB_NS_POOL_MAX 64u
 
 /* Make the backend. Nothing is started until acquire. */
 MSB_EXTERN int msb_ns_backend_new(const msb_ns_options *opts, msb_backend **out, msb_error **err);
@@ -120,6 +127,42 @@ typedef struct msb_ns_entry {
 MSB_EXTERN int msb_ns_list(const msb_ns_options *opts, msb_ns_entry **entries, size_t *n,
 			   msb_error **err);
 MSB_EXTERN void msb_ns_entries_free(msb_ns_entry *entries, size_t n);
+
+/*
+ * The warm pool (docs/pool.md). A pooled sandbox is made ahead of any
+ * acquire from a template - the backend's options and what of the spec does
+ * not depend on a key (image, limits, work_dir, egress mode) - and given its
+ * identity (name, labels, host name, egress rules) by the acquire that
+ * claims it. Pools live under the state root, so one process fills what
+ * another claims. `b` must be an ns backend (MSB_E_VALUE otherwise).
+ */
+
+/* Start pooled sandboxes for the template of `spec` until n (0: the
+ * backend's pool_size) are ready or starting, and wait for the ones started
+ * here. *made (may be NULL): how many came up. */
+MSB_EXTERN int msb_ns_pool_fill(msb_backend *b, const msb_spec *spec, unsigned n, unsigned *made,
+				msb_error **err);
+
+/* One pooled sandbox as its directory shows it. */
+typedef struct msb_ns_pool_entry {
+	char *name;	   /* "msb-" + 32 hex, until a claim renames it */
+	char *template_id; /* 16 hex digits: the pool it belongs to */
+	const char *state; /* "ready" (claimable), "starting", "stale" (discarded by the
+			      next claim or fill) */
+	int64_t shim_pid;  /* 0 when not known alive */
+	int64_t created_ns;
+} msb_ns_pool_entry;
+
+/* Every pooled sandbox under b's state root. */
+MSB_EXTERN int msb_ns_pool_list(const msb_backend *b, msb_ns_pool_entry **entries, size_t *n,
+				msb_error **err);
+MSB_EXTERN void msb_ns_pool_entries_free(msb_ns_pool_entry *entries, size_t n);
+
+/* Take down and remove every pooled sandbox (of template_id only, when not
+ * NULL), waiting for those still starting; the pool's directories go too.
+ * *removed (may be NULL): how many. */
+MSB_EXTERN int msb_ns_pool_drain(msb_backend *b, const char *template_id, size_t *removed,
+				 msb_error **err);
 
 /*
  * The state root an ns backend resolved (its options' state_root, else

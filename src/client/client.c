@@ -216,16 +216,21 @@ static int next_frame(msb_client *c, int64_t deadline, msb_proto_frame *f)
 	}
 }
 
-static int hello(msb_client *c, int64_t deadline, msb_error **err)
+static int hello_send(msb_client *c, msb_error **err)
+{
+	msb_proto_hello mine;
+	msb_proto_hello_default(&mine, MSB_PROTO_ROLE_HOST);
+	uint8_t buf[64];
+	return msb_client__queue_small(c, buf, msb_proto_enc_hello(buf, sizeof(buf), &mine), err);
+}
+
+/* The agent's HELLO, to ours already sent. */
+static int hello_recv(msb_client *c, int64_t deadline, msb_error **err)
 {
 	msb_proto_hello mine, theirs;
 	msb_proto_hello_default(&mine, MSB_PROTO_ROLE_HOST);
-	uint8_t buf[64];
-	int rc = msb_client__queue_small(c, buf, msb_proto_enc_hello(buf, sizeof(buf), &mine), err);
-	if (rc < 0)
-		return rc;
 	msb_proto_frame f;
-	rc = next_frame(c, deadline, &f);
+	int rc = next_frame(c, deadline, &f);
 	if (rc == 0) {
 		msb_client__drop(c);
 		return msb_error_set(err, MSB_E_TIMEOUT,
@@ -257,6 +262,12 @@ static int hello(msb_client *c, int64_t deadline, msb_error **err)
 	return 0;
 }
 
+static int hello(msb_client *c, int64_t deadline, msb_error **err)
+{
+	int rc = hello_send(c, err);
+	return rc < 0 ? rc : hello_recv(c, deadline, err);
+}
+
 static int connect_path(const char *path, int64_t deadline, int *out, msb_error **err)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -286,6 +297,30 @@ static int connect_path(const char *path, int64_t deadline, int *out, msb_error 
 	}
 	*out = TAKE_FD(fd);
 	return 0;
+}
+
+int msb_client__ensure_begin(msb_client *c, int64_t deadline, bool *fresh, msb_error **err)
+{
+	*fresh = false;
+	if (c->fd >= 0)
+		return 0;
+	if (!c->path)
+		return msb_error_set(err, MSB_E_PROTOCOL,
+				     "connection to the sandbox agent is closed");
+	int rc = connect_path(c->path, deadline, &c->fd, err);
+	if (rc == 0)
+		rc = hello_send(c, err);
+	if (rc < 0)
+		return rc;
+	/* Every agent takes frames this large, whatever its HELLO will say. */
+	c->peer_max_payload = MSB_PROTO_MIN_PAYLOAD;
+	*fresh = true;
+	return 0;
+}
+
+int msb_client__ensure_finish(msb_client *c, int64_t deadline, msb_error **err)
+{
+	return hello_recv(c, deadline, err);
 }
 
 int msb_client__ensure(msb_client *c, int64_t deadline, msb_error **err)
@@ -338,6 +373,22 @@ int msb_client__connect(const char *socket_path, double timeout, msb_client **ou
 	if (rc < 0) {
 		msb_client__free(c);
 		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+int msb_client__open(const char *socket_path, msb_client **out, msb_error **err)
+{
+	msb_client *c;
+	if (!socket_path)
+		return msb_error_set(err, MSB_E_VALUE, "agent socket path is required");
+	int rc = client_new(&c, err);
+	if (rc < 0)
+		return rc;
+	if (!(c->path = msb__strdup(socket_path))) {
+		msb_client__free(c);
+		return msb__error_nomem(err);
 	}
 	*out = c;
 	return 0;
@@ -434,6 +485,59 @@ int msb_client__ping(msb_client *c, double timeout, msb_error **err)
 		return rc;
 	pthread_mutex_lock(&c->lock);
 	rc = ping_locked(c, timeout, err);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+/* ---- identity ------------------------------------------------------------ */
+
+static int identity_locked(msb_client *c, const char *hostname, double timeout, msb_error **err)
+{
+	int64_t deadline = msb_client__deadline(timeout);
+	uint64_t cookie = (uint64_t)msb__now_ns();
+	uint8_t buf[MSB_PROTO_HEADER_SIZE + 12 + MSB_PROTO_MAX_HOSTNAME];
+	int len = msb_proto_enc_identity(buf, sizeof(buf), cookie, hostname);
+	if (len < 0)
+		return msb_error_set(err, MSB_E_VALUE, "host name `%s`: %s", hostname,
+				     msb_proto_strerror(len));
+	/* On a new connection, IDENTITY goes right behind our HELLO: the frame
+	 * is smaller than any agent's least maximum, and the agent reads both
+	 * in one wake-up (one round trip, not two). */
+	bool fresh = false;
+	int rc = msb_client__ensure_begin(c, deadline, &fresh, err);
+	if (rc < 0)
+		return rc;
+	if ((rc = msb_client__queue_small(c, buf, len, err)) < 0)
+		return rc;
+	if (fresh && (rc = msb_client__ensure_finish(c, deadline, err)) < 0)
+		return rc;
+	msb_proto_frame f;
+	rc = next_frame(c, deadline, &f);
+	if (rc == 0) {
+		msb_client__drop(c);
+		return msb_error_set(err, MSB_E_TIMEOUT, "sandbox agent did not answer IDENTITY");
+	}
+	if (rc == -EPROTO)
+		return msb_client__violation(c, err, "bad frame");
+	if (rc < 0)
+		return msb_client__lost(c, rc, "IDENTITY", err);
+	if (f.type == MSB_PROTO_ERROR && f.channel == 0)
+		return msb_client__peer_error(c, &f, err);
+	uint64_t got;
+	if (f.type != MSB_PROTO_IDENTITY_OK || msb_proto_dec_identity_ok(&f, &got) < 0 ||
+	    got != cookie)
+		return msb_client__violation(c, err, "expected IDENTITY_OK, got %s",
+					     msb_proto_type_name(f.type));
+	return 0;
+}
+
+int msb_client__identity(msb_client *c, const char *hostname, double timeout, msb_error **err)
+{
+	int rc = msb__check_timeout(timeout, "timeout", err);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&c->lock);
+	rc = identity_locked(c, hostname, timeout, err);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }

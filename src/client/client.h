@@ -27,6 +27,9 @@ typedef struct msb_client msb_client;
  * seconds. Errors: MSB_E_VALUE (bad path or timeout), MSB_E_RUNTIME (cannot
  * connect), MSB_E_TIMEOUT, MSB_E_PROTOCOL (bad or refused HELLO). */
 int msb_client__connect(const char *socket_path, double timeout, msb_client **out, msb_error **err);
+/* A client of the agent at socket_path that has not connected yet: its
+ * first call connects (MSB_E_VALUE for no path). */
+int msb_client__open(const char *socket_path, msb_client **out, msb_error **err);
 /* The same over a connected stream socket, which the client owns from now on
  * (closed on failure too). Such a client does not reconnect. */
 int msb_client__connect_fd(int fd, double timeout, msb_client **out, msb_error **err);
@@ -114,5 +117,10 @@ void msb_client__procs_free(msb_client_proc *procs, size_t n);
 
 /* Round trip a PING. */
 int msb_client__ping(msb_client *c, double timeout, msb_error **err);
+
+/* Give the sandbox the host name `hostname` (IDENTITY: the agent sets it and
+ * rewrites the `host` image's /etc/hostname and /etc/hosts); 0 once the
+ * agent confirmed. MSB_E_VALUE for a name the protocol does not carry. */
+int msb_client__identity(msb_client *c, const char *hostname, double timeout, msb_error **err);
 
 #endif

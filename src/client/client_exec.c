@@ -473,6 +473,59 @@ static int run_result(struct run *rp, msb_exec_result *out, msb_error **err)
 	return 0;
 }
 
+/* Connect if need be and send the request: on a new connection, a request
+ * that fits the least maximum any agent takes goes out right behind our
+ * HELLO (one round trip, not two). */
+static int exec_start(msb_client *c, struct run *r, const msb_exec_request *req, uint32_t extra,
+		      int64_t deadline, msb_error **err)
+{
+	int rc;
+	bool fresh = false;
+	if ((rc = msb_client__ensure_begin(c, deadline, &fresh, err)) < 0) {
+		if (rc == MSB_E_TIMEOUT)
+			msb__error_set_timeout(err, MSB_SIGNAL_ABSENT, NULL, 0);
+		return rc;
+	}
+	/* What depends on the agent's protocol version (a terminal, a flag of
+	 * the caller's) waits for its HELLO. */
+	if (fresh && (extra != 0 || (req->io && req->io->tty))) {
+		fresh = false;
+		if ((rc = msb_client__ensure_finish(c, deadline, err)) < 0) {
+			if (rc == MSB_E_TIMEOUT)
+				msb__error_set_timeout(err, MSB_SIGNAL_ABSENT, NULL, 0);
+			return rc;
+		}
+	}
+	r->chan = msb_client__channel(c);
+	if (r->chan == 0) {
+		msb_client__drop(c);
+		return msb_error_set(err, MSB_E_RUNTIME, "agent connection out of channel ids");
+	}
+	if ((rc = run_init(c, r, req, err)) < 0)
+		return rc;
+	if (fresh) {
+		/* Queued behind HELLO if it fits; else after the agent's HELLO
+		 * says how large a frame it takes. */
+		msb_error *e = NULL;
+		bool early = open_channel(c, r, req, extra, deadline, &e) == 0;
+		msb_error_free(e);
+		if ((rc = msb_client__ensure_finish(c, deadline, err)) < 0) {
+			if (rc == MSB_E_TIMEOUT)
+				msb__error_set_timeout(err, MSB_SIGNAL_ABSENT, NULL, 0);
+			return rc;
+		}
+		if (!early && (rc = open_channel(c, r, req, extra, deadline, err)) < 0)
+			return rc;
+	} else if ((rc = open_channel(c, r, req, extra, deadline, err)) < 0) {
+		return rc;
+	}
+	/* The request on the wire (the loop below sends what the socket did not
+	 * take and reports a failed send). */
+	if (msb_proto_outq_send(&c->out, c->fd) == 0 && msb_client__queued(c) == 0)
+		msb__fault_point("exec.sent");
+	return 0;
+}
+
 static int exec_locked(msb_client *c, const msb_exec_request *req, uint32_t extra, int64_t deadline,
 		       msb_exec_result *out, msb_error **err)
 {
@@ -483,26 +536,10 @@ static int exec_locked(msb_client *c, const msb_exec_request *req, uint32_t extr
 
 	if (req->cancel && msb_cancel_requested(req->cancel))
 		return msb_error_set(err, MSB_E_CANCELLED, "exec cancelled before it started");
-	if ((rc = msb_client__ensure(c, deadline, err)) < 0) {
-		if (rc == MSB_E_TIMEOUT)
-			msb__error_set_timeout(err, MSB_SIGNAL_ABSENT, NULL, 0);
-		return rc;
-	}
-	r.chan = msb_client__channel(c);
-	if (r.chan == 0) {
-		msb_client__drop(c);
-		return msb_error_set(err, MSB_E_RUNTIME, "agent connection out of channel ids");
-	}
-	if ((rc = run_init(c, &r, req, err)) < 0)
-		return rc;
 	r.out[0] = (msb_buf)MSB_BUF_INIT;
 	r.out[1] = (msb_buf)MSB_BUF_INIT;
-	if ((rc = open_channel(c, &r, req, extra, deadline, err)) < 0)
+	if ((rc = exec_start(c, &r, req, extra, deadline, err)) < 0)
 		return rc;
-	/* The request on the wire (the loop below sends what the socket did not
-	 * take and reports a failed send). */
-	if (msb_proto_outq_send(&c->out, c->fd) == 0 && msb_client__queued(c) == 0)
-		msb__fault_point("exec.sent");
 
 	for (;;) {
 		msb_proto_frame f;

@@ -38,6 +38,12 @@ struct msb_client {
 
 /* Connected, or reconnect (path clients) before `deadline`. */
 int msb_client__ensure(msb_client *c, int64_t deadline, msb_error **err);
+/* The same in two halves, so that a small first request can go out behind
+ * our HELLO: begin connects and queues HELLO when there is no connection
+ * (*fresh = true; the peer's maximum is then MSB_PROTO_MIN_PAYLOAD until
+ * finish); finish reads the agent's HELLO. */
+int msb_client__ensure_begin(msb_client *c, int64_t deadline, bool *fresh, msb_error **err);
+int msb_client__ensure_finish(msb_client *c, int64_t deadline, msb_error **err);
 /* Close the connection; a path client reconnects on its next call. */
 void msb_client__drop(msb_client *c);
 /* A fresh channel id (odd, increasing). 0 when the ids are used up (then

@@ -44,6 +44,10 @@ const char *msb_proto_type_name(uint16_t type)
 		return "PING";
 	case MSB_PROTO_PONG:
 		return "PONG";
+	case MSB_PROTO_IDENTITY:
+		return "IDENTITY";
+	case MSB_PROTO_IDENTITY_OK:
+		return "IDENTITY_OK";
 	case MSB_PROTO_EXEC_OPEN:
 		return "EXEC_OPEN";
 	case MSB_PROTO_DATA:
@@ -80,6 +84,7 @@ bool msb_proto_host_may_send(uint16_t type)
 	case MSB_PROTO_ERROR:
 	case MSB_PROTO_PING:
 	case MSB_PROTO_PONG:
+	case MSB_PROTO_IDENTITY:
 	case MSB_PROTO_EXEC_OPEN:
 	case MSB_PROTO_DATA:
 	case MSB_PROTO_EOF:
@@ -101,6 +106,7 @@ bool msb_proto_agent_may_send(uint16_t type)
 	case MSB_PROTO_ERROR:
 	case MSB_PROTO_PING:
 	case MSB_PROTO_PONG:
+	case MSB_PROTO_IDENTITY_OK:
 	case MSB_PROTO_DATA:
 	case MSB_PROTO_EOF:
 	case MSB_PROTO_CREDIT:
@@ -122,6 +128,8 @@ int msb_proto_header_check(uint16_t type, uint16_t flags, uint32_t channel)
 	case MSB_PROTO_HELLO:
 	case MSB_PROTO_PING:
 	case MSB_PROTO_PONG:
+	case MSB_PROTO_IDENTITY:
+	case MSB_PROTO_IDENTITY_OK:
 		control = true;
 		break;
 	case MSB_PROTO_ERROR:

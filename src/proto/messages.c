@@ -809,6 +809,10 @@ int msb_proto_decode(const msb_proto_frame *f, msb_proto_msg *out)
 	case MSB_PROTO_PING:
 	case MSB_PROTO_PONG:
 		return msb_proto_dec_ping(f, &out->u.cookie);
+	case MSB_PROTO_IDENTITY:
+		return msb_proto_dec_identity(f, &out->u.identity);
+	case MSB_PROTO_IDENTITY_OK:
+		return msb_proto_dec_identity_ok(f, &out->u.cookie);
 	case MSB_PROTO_EXEC_OPEN:
 		return msb_proto_dec_exec_open(f, &out->u.exec_open);
 	case MSB_PROTO_DATA:

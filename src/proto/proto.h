@@ -84,6 +84,8 @@ enum msb_proto_type {
 	MSB_PROTO_ERROR = 2,
 	MSB_PROTO_PING = 3,
 	MSB_PROTO_PONG = 4,
+	MSB_PROTO_IDENTITY = 5,	   /* host: the sandbox's host name (a claimed pooled one) */
+	MSB_PROTO_IDENTITY_OK = 6, /* agent: done */
 	/* exec channels */
 	MSB_PROTO_EXEC_OPEN = 16,
 	MSB_PROTO_DATA = 17,
@@ -225,6 +227,27 @@ typedef struct msb_proto_error {
 	uint16_t code;
 	msb_proto_str message; /* printable ASCII only, <= MSB_PROTO_MAX_ERROR_MSG */
 } msb_proto_error;
+
+/* ---- IDENTITY (channel 0) -------------------------------------------------- */
+
+/*
+ * IDENTITY: u64 cookie, u32 length, the host name (1..MSB_PROTO_MAX_HOSTNAME
+ * bytes of [A-Za-z0-9.-]). The agent sets the sandbox's host name (its UTS
+ * namespace) and, when it holds the synthesized /etc of the `host` image,
+ * rewrites /etc/hostname ("NAME\n") and /etc/hosts (MSB_PROTO_ETC_HOSTS_FMT)
+ * there, then answers IDENTITY_OK with the cookie (u64), or ERROR on channel
+ * 0 and ends the connection. The host sends it once, when it hands a pooled
+ * sandbox its identity; a sandbox made for its key is born with it.
+ */
+#define MSB_PROTO_MAX_HOSTNAME 63u
+/* The synthesized /etc/hosts of the `host` image; %s is the host name. */
+#define MSB_PROTO_ETC_HOSTS_FMT                                                                    \
+	"127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+
+typedef struct msb_proto_identity {
+	uint64_t cookie;
+	msb_proto_str hostname;
+} msb_proto_identity;
 
 /* ---- EXEC_OPEN (host -> agent, opens channel) ---------------------------- */
 
@@ -387,6 +410,9 @@ int msb_proto_enc_hello(uint8_t *out, size_t cap, const msb_proto_hello *h);
 int msb_proto_enc_error(uint8_t *out, size_t cap, uint32_t channel, uint16_t code,
 			const char *message);
 int msb_proto_enc_ping(uint8_t *out, size_t cap, uint16_t type, uint64_t cookie);
+int msb_proto_enc_identity(uint8_t *out, size_t cap, uint64_t cookie, const char *hostname);
+/* IDENTITY_OK: u64 cookie. */
+int msb_proto_enc_identity_ok(uint8_t *out, size_t cap, uint64_t cookie);
 int msb_proto_enc_exec_open(uint8_t *out, size_t cap, uint32_t channel,
 			    const msb_proto_exec_spec *spec);
 int msb_proto_enc_data(uint8_t *out, size_t cap, uint32_t channel, uint8_t stream,
@@ -406,6 +432,8 @@ int msb_proto_dec_hello(const msb_proto_frame *f, msb_proto_hello *out);
 int msb_proto_dec_error(const msb_proto_frame *f, msb_proto_error *out);
 /* PING or PONG */
 int msb_proto_dec_ping(const msb_proto_frame *f, uint64_t *cookie);
+int msb_proto_dec_identity(const msb_proto_frame *f, msb_proto_identity *out);
+int msb_proto_dec_identity_ok(const msb_proto_frame *f, uint64_t *cookie);
 int msb_proto_dec_exec_open(const msb_proto_frame *f, msb_proto_exec_open *out);
 int msb_proto_dec_data(const msb_proto_frame *f, msb_proto_data *out);
 int msb_proto_dec_eof(const msb_proto_frame *f, uint8_t *stream);
@@ -424,7 +452,8 @@ typedef struct msb_proto_msg {
 	union {
 		msb_proto_hello hello;
 		msb_proto_error error;
-		uint64_t cookie; /* PING, PONG */
+		uint64_t cookie; /* PING, PONG, IDENTITY_OK */
+		msb_proto_identity identity;
 		msb_proto_exec_open exec_open;
 		msb_proto_data data;
 		uint8_t stream; /* EOF */

@@ -309,6 +309,54 @@ Test(proto, direction_rules)
 		     MSB_PROTO_E_UNKNOWN);
 }
 
+/* IDENTITY (types 5, 6; docs/pool.md): the host name the agent is given,
+ * checked by the decoder, so the agent never sees one it cannot set. */
+Test(proto, identity_messages)
+{
+	int n = msb_proto_enc_identity(buf, sizeof(buf), 42, "msb-0123abcd.example");
+	cr_assert_gt(n, 0);
+	msb_proto_frame f = one_frame(&rd, buf, n);
+	msb_proto_msg m;
+	cr_assert_eq(msb_proto_decode(&f, &m), 0);
+	cr_assert_eq(m.type, MSB_PROTO_IDENTITY);
+	cr_assert_eq(m.channel, 0);
+	cr_assert_eq(m.u.identity.cookie, 42);
+	cr_assert_eq(m.u.identity.hostname.len, strlen("msb-0123abcd.example"));
+	cr_assert_eq(memcmp(m.u.identity.hostname.ptr, "msb-0123abcd.example", 20), 0);
+	n = msb_proto_enc_identity_ok(buf, sizeof(buf), 42);
+	f = one_frame(&rd, buf, n);
+	cr_assert_eq(msb_proto_decode(&f, &m), 0);
+	cr_assert_eq(m.type, MSB_PROTO_IDENTITY_OK);
+	cr_assert_eq(m.u.cookie, 42);
+	/* Names the kernel or /etc/hosts would not take as they are. */
+	static const char *const bad[] = {"", "a b", "a/b", "a\nb", "caf\xc3\xa9", "x;rm", NULL};
+	for (size_t i = 0; bad[i]; i++)
+		cr_assert_lt(msb_proto_enc_identity(buf, sizeof(buf), 1, bad[i]), 0, "`%s`",
+			     bad[i]);
+	char longname[MSB_PROTO_MAX_HOSTNAME + 2];
+	memset(longname, 'a', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	cr_assert_eq(msb_proto_enc_identity(buf, sizeof(buf), 1, longname), MSB_PROTO_E_LIMIT);
+	longname[MSB_PROTO_MAX_HOSTNAME] = '\0';
+	cr_assert_gt(msb_proto_enc_identity(buf, sizeof(buf), 1, longname), 0);
+	/* A decoder refuses what an encoder would not make: a space on the
+	 * wire, a length past the payload. */
+	n = msb_proto_enc_identity(buf, sizeof(buf), 7, "abc");
+	buf[MSB_PROTO_HEADER_SIZE + 13] = ' ';
+	f = one_frame(&rd, buf, n);
+	cr_assert_eq(msb_proto_decode(&f, &m), MSB_PROTO_E_MALFORMED);
+	n = msb_proto_enc_identity(buf, sizeof(buf), 7, "abc");
+	buf[MSB_PROTO_HEADER_SIZE + 8] = 4;
+	f = one_frame(&rd, buf, n);
+	cr_assert_eq(msb_proto_decode(&f, &m), MSB_PROTO_E_MALFORMED);
+	/* Channel 0 only; the host sends it, the agent answers. */
+	cr_assert_eq(msb_proto_header_check(MSB_PROTO_IDENTITY, 0, 1), MSB_PROTO_E_CHANNEL);
+	cr_assert(msb_proto_host_may_send(MSB_PROTO_IDENTITY));
+	cr_assert(!msb_proto_agent_may_send(MSB_PROTO_IDENTITY));
+	cr_assert(msb_proto_agent_may_send(MSB_PROTO_IDENTITY_OK));
+	cr_assert(!msb_proto_host_may_send(MSB_PROTO_IDENTITY_OK));
+}
+
 /* Egress tunnels (types 64..66; docs/internals/egress.md). */
 Test(proto, egress_messages)
 {

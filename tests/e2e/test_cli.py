@@ -128,7 +128,7 @@ def test_config_flag_beats_file_beats_default(msb, cfg_env, tmp_path):
     assert v["defaults.pool_size"] == {"value": 3, "source": "file"}
     text = msb("config", "show", env=cfg_env).stdout.decode()
     assert "router.min_isolation" in text and "file" in text
-    assert "read" in text and "pool" in text  # the pool size is stored for the warm pool
+    assert "the warm pool" in text and "docs/pool.md" in text  # what defaults.pool_size does
 
 
 @pytest.mark.parametrize("doc, phrase", [
@@ -493,3 +493,19 @@ def test_image_unpack_progress_on_a_terminal_only(msb, state, tmp_path):
     # The layers are cached now: the second time there is nothing to wait for.
     rc, out, err = run_with_stderr_on_pty(cmd, env)
     assert rc == 0 and b"unpack" not in err, err
+
+
+def test_the_cli_starts_without_libarchive_or_libcurl(msb):
+    """`msb` loads libarchive (OCI layers) and libcurl (the docker backend)
+    only when a verb needs them (src/backends/lazy_lib.h; issue 17): what
+    the dynamic loader maps at start is libmsb, jansson, utf8proc, libc and
+    libm - not the 40 libraries those two pull (libxml2, ICU, TLS, ...)."""
+    p = msb("version", env=dict(os.environ, MSB_CONFIG="", LD_TRACE_LOADED_OBJECTS="1"))
+    assert p.returncode == 0, p.stderr
+    loaded = [line.split()[0] for line in p.stdout.decode().splitlines() if line.strip()]
+    assert any(n.startswith("libmsb.so") for n in loaded), loaded
+    heavy = [n for n in loaded if n.startswith(("libarchive", "libcurl", "libxml2", "libicu",
+                                                 "libssl", "libgnutls", "libkrb5"))]
+    assert heavy == [], loaded
+    assert len(loaded) <= 10, loaded
+    assert msb("version").returncode == 0

@@ -94,6 +94,15 @@ static void roundtrip(const msb_proto_frame *f, const msb_proto_msg *m)
 	case MSB_PROTO_PONG:
 		n = msb_proto_enc_ping(out, sizeof(out), m->type, m->u.cookie);
 		break;
+	case MSB_PROTO_IDENTITY: {
+		char *name = cstr(&m->u.identity.hostname);
+		n = msb_proto_enc_identity(out, sizeof(out), m->u.identity.cookie, name);
+		free(name);
+		break;
+	}
+	case MSB_PROTO_IDENTITY_OK:
+		n = msb_proto_enc_identity_ok(out, sizeof(out), m->u.cookie);
+		break;
 	case MSB_PROTO_EXEC_OPEN: {
 		const msb_proto_exec_open *x = &m->u.exec_open;
 		char *cwd = cstr(&x->cwd);

@@ -197,6 +197,13 @@ int main(int argc, char **argv)
 	add(&o, msb_proto_enc_error(tail(&o), room(&o), 0, MSB_PROTO_ERR_PROTOCOL, "bye"));
 	save(dir, "valid-ping-cancel-error", &o);
 
+	/* IDENTITY and its answer (a claimed pooled sandbox, docs/pool.md). */
+	o.len = 0;
+	add(&o, msb_proto_enc_identity(tail(&o), room(&o), 0x0123456789abcdefull,
+				       "msb-0123456789abcdef0123456789abcdef"));
+	add(&o, msb_proto_enc_identity_ok(tail(&o), room(&o), 0x0123456789abcdefull));
+	save(dir, "valid-identity", &o);
+
 	/* version 2: a terminal exec, typed input, a resize, end of input */
 	o.len = 0;
 	hello(&o, MSB_PROTO_ROLE_HOST);

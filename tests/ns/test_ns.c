@@ -431,10 +431,13 @@ Test(ns, inside_the_boundary)
 	cr_assert_eq(st.st_uid, base);
 	cr_assert_eq(st.st_size, 2);
 
-	/* The init holds only 0-2, the listening socket (3), this connection (4)
-	 * and the pipe of this very command (5). */
+	/* The init holds only 0-2, the listening socket (3), the synthesized
+	 * /etc below the overlay (4, MSB_AGENT_ETC_FD: the `host` image), this
+	 * connection (5) and the pipe of this very command (6). */
 	ask(&s, "sh ls /proc/1/fd | tr '\\n' ' '", out, sizeof(out));
-	cr_assert_str_eq(out, "status 0 0 1 2 3 4 5 ", "no fd leaked into the sandbox: %s", out);
+	cr_assert_str_eq(out, "status 0 0 1 2 3 4 5 6 ", "no fd leaked into the sandbox: %s", out);
+	ask(&s, "sh echo $MSB_AGENT_ETC_FD", out, sizeof(out));
+	cr_assert_str_eq(out, "status 0 4", "%s", out);
 
 	/* The host's programs run. */
 	ask(&s, "sh /bin/echo ok && python3 -c 'print(6*7)'", out, sizeof(out));

@@ -650,7 +650,7 @@ Test(ns_images, unpack_progress_first_time_only)
 	cr_assert_eq(msb_ns_backend_new((const msb_ns_options *)&v1, &old, &err), 0, "%s",
 		     msb_error_message(err));
 	msb_backend_unref(old);
-	o.version = 3;
+	o.version = MSB_NS_OPTIONS_VERSION + 1;
 	cr_assert_eq(msb_ns_backend_new(&o, &old, &err), MSB_E_VALUE);
 	msb_error_free(err);
 }

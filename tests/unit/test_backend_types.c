@@ -314,6 +314,34 @@ Test(backend_types, fake_seed_files_strict)
 
 /* ---- the ns row: one state-root rule (ns_state.c) ----------------------------------------- */
 
+/* pool_size (docs/pool.md): a count of sandboxes kept ready, 0..64. */
+Test(backend_types, ns_pool_size_from_json)
+{
+	msb_backend *b = from_json("{\"type\": \"ns\", \"pool_size\": 64}");
+	cr_assert_not_null(b);
+	msb_backend_unref(b);
+	assert_json_refused("{\"type\": \"ns\", \"pool_size\": 65}", MSB_E_VALUE,
+			    "`pool_size` 65 is over the most, 64");
+	assert_json_refused("{\"type\": \"ns\", \"pool_size\": -1}", MSB_E_VALUE, "pool_size");
+	assert_json_refused("{\"type\": \"ns\", \"pool_size\": \"2\"}", MSB_E_TYPE, "pool_size");
+	/* C callers of options versions 1 and 2 have no pool_size field: 0
+	 * whatever lies past their struct. */
+	msb_ns_options o = MSB_NS_OPTIONS_INIT;
+	o.state_root = "/tmp/msb-types-root";
+	o.pool_size = MSB_NS_POOL_MAX + 1;
+	o.version = 1;
+	cr_assert_eq(msb_ns_backend_new(&o, &b, NULL), 0);
+	msb_backend_unref(b);
+	o.version = 2;
+	cr_assert_eq(msb_ns_backend_new(&o, &b, NULL), 0);
+	msb_backend_unref(b);
+	o.version = 3;
+	msb_error *err = NULL;
+	cr_assert_eq(msb_ns_backend_new(&o, &b, &err), MSB_E_VALUE);
+	cr_assert(strstr(msb_error_message(err), "pool_size"), "%s", msb_error_message(err));
+	msb_error_free(err);
+}
+
 Test(backend_types, ns_state_root_from_json)
 {
 	msb_backend *b = from_json("{\"type\": \"ns\", \"state_dir\": \"/tmp/msb-types-root\"}");

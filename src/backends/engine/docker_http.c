@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* HTTP to the Docker Engine API over its unix socket (docker_http.h). */
-#include <curl/curl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include "backends/engine/curl_lazy.h"
 #include "docker_http.h"
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -19,6 +19,9 @@ static void curl_init(void)
 int msb_docker__http_init(docker_http *h, const char *socket_path, double timeout, msb_error **err)
 {
 	memset(h, 0, sizeof(*h));
+	int lr = msb_docker__curl_load(err);
+	if (lr < 0)
+		return lr;
 	pthread_once(&curl_once, curl_init);
 	if (curl_init_rc != CURLE_OK)
 		return msb_error_set(err, MSB_E_RUNTIME, "libcurl did not initialise: %s",

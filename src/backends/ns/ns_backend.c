@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <sys/file.h>
 #include <sys/random.h>
@@ -66,11 +67,20 @@ int msb_ns__backend_init(ns_backend *b, const msb_ns_options *opts, msb_error **
 	msb_ns_options defaults = MSB_NS_OPTIONS_INIT;
 	if (!opts)
 		opts = &defaults;
-	/* Version 1 is the same struct without the progress fields. */
-	if (opts->version != 1 && opts->version != MSB_NS_OPTIONS_VERSION)
+	/* Version 1 is the struct without the progress fields, version 2 without
+	 * pool_size. */
+	if (opts->version < 1 || opts->version > MSB_NS_OPTIONS_VERSION)
 		return msb_error_set(err, MSB_E_VALUE, "ns options: unsupported version %u",
 				     opts->version);
+	unsigned pool_size = opts->version >= 3 ? opts->pool_size : 0;
+	if (pool_size > MSB_NS_POOL_MAX)
+		return msb_error_set(err, MSB_E_VALUE,
+				     "ns options: pool_size %u is over the most, %u", pool_size,
+				     MSB_NS_POOL_MAX);
 	memset(b, 0, sizeof(*b));
+	b->pool_size = pool_size;
+	pthread_mutex_init(&b->refill_lock, NULL);
+	pthread_cond_init(&b->refill_done, NULL);
 	if (opts->version >= 2) {
 		b->progress = opts->progress;
 		b->progress_userdata = opts->progress_userdata;
@@ -122,6 +132,8 @@ int msb_ns__backend_init(ns_backend *b, const msb_ns_options *opts, msb_error **
 
 void msb_ns__backend_clear(ns_backend *b)
 {
+	pthread_mutex_destroy(&b->refill_lock);
+	pthread_cond_destroy(&b->refill_done);
 	free(b->name);
 	free(b->state_root);
 	free(b->state_dir);
@@ -132,7 +144,7 @@ void msb_ns__backend_clear(ns_backend *b)
 	memset(b, 0, sizeof(*b));
 }
 
-static int random_hex(char *out, size_t nbytes)
+int msb_ns__random_hex(char *out, size_t nbytes)
 {
 	static const char hex[] = "0123456789abcdef";
 	uint8_t buf[32];
@@ -156,70 +168,114 @@ static int random_hex(char *out, size_t nbytes)
 }
 
 /*
- * Start msb-shim detached: fork twice so that the shim is nobody's child
- * here (it outlives this process and is never our zombie). The shim reports
- * on the pipe: "ok\n" once the sandbox exists, or "error: REASON\n".
+ * Start msb-shim detached. posix_spawn (no copy of this process's memory,
+ * safe on any thread) runs it with `--daemon`: it forks once at once and
+ * its first process exits, which is reaped here, so the shim is nobody's
+ * child in this process (it outlives it and is never its zombie). With
+ * `ready`, *ready is the read end of the pipe on which the shim reports
+ * "ok\n" once the sandbox exists, or "error: REASON\n" (msb_ns__shim_await);
+ * without, nobody waits (a refill of the pool: the shim holds the
+ * directory's lock itself until it is ready, `--pool`).
  */
-static int start_shim(const ns_backend *b, const char *dir, bool egress, double timeout,
-		      msb_error **err)
+int msb_ns__shim_spawn(const ns_backend *b, const char *dir, bool egress, bool pool, int *ready,
+		       msb_error **err)
 {
 	_cleanup_free_ char *cfg = msb__asprintf("%s/shim.json", dir);
 	_cleanup_free_ char *ecfg = msb__asprintf("%s/%s", dir, MSB_NS_EGRESS_CONFIG);
 	if (!cfg || !ecfg)
 		return msb__error_nomem(err);
-	char *argv[] = {b->shim_path,  (char *)"--state",
-			(char *)dir,   (char *)"--agent",
-			b->agent_path, (char *)"--config",
-			cfg,	       (char *)"--ready-fd",
-			(char *)"3",   egress ? (char *)"--egress" : NULL,
-			ecfg,	       NULL};
-	int pipefd[2];
-	if (pipe2(pipefd, O_CLOEXEC) < 0)
+	/* A pooled sandbox's cgroup is named as a keyed one of this state root
+	 * would be (<root>/ns/<name>): what leak checks look for. */
+	_cleanup_free_ char *cgkey = NULL;
+	if (pool) {
+		const char *base = strrchr(dir, '/');
+		if (!(cgkey = msb__asprintf("%s/%s", b->state_dir, base ? base + 1 : dir)))
+			return msb__error_nomem(err);
+	}
+	char *argv[16];
+	size_t k = 0;
+	argv[k++] = b->shim_path;
+	argv[k++] = (char *)"--daemon";
+	argv[k++] = (char *)"--state";
+	argv[k++] = (char *)dir;
+	argv[k++] = (char *)"--agent";
+	argv[k++] = b->agent_path;
+	argv[k++] = (char *)"--config";
+	argv[k++] = cfg;
+	if (ready) {
+		argv[k++] = (char *)"--ready-fd";
+		argv[k++] = (char *)"3";
+	}
+	if (pool) {
+		argv[k++] = (char *)"--pool";
+		argv[k++] = (char *)"--cgroup-key";
+		argv[k++] = cgkey;
+	}
+	if (egress) {
+		argv[k++] = (char *)"--egress";
+		argv[k++] = ecfg;
+	}
+	argv[k] = NULL;
+	int pipefd[2] = {-1, -1};
+	if (ready && pipe2(pipefd, O_CLOEXEC) < 0)
 		return msb__error_errno(err, errno, "cannot start the shim");
-	sigset_t all, old;
+	if (pipefd[1] >= 0 && pipefd[1] <= 3) {
+		/* dup2 onto itself would keep close-on-exec; keep 0-3 free. */
+		int moved = fcntl(pipefd[1], F_DUPFD_CLOEXEC, 4);
+		close(pipefd[1]);
+		pipefd[1] = moved;
+		if (moved < 0) {
+			int e = errno;
+			close(pipefd[0]);
+			return msb__error_errno(err, e, "cannot start the shim");
+		}
+	}
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none, all;
+	sigemptyset(&none);
 	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid_t child = fork();
-	if (child == 0) {
-		/* Only async-signal-safe calls from here to execve. */
-		/* The shim makes its own session; as a non-leader its setsid()
-		 * needs no further fork. */
-		if (fork() != 0)
-			_exit(0);
-		if (pipefd[1] == 3) {
-			int fl = fcntl(3, F_GETFD);
-			fcntl(3, F_SETFD, fl & ~FD_CLOEXEC);
-		} else if (dup2(pipefd[1], 3) < 0) {
-			_exit(127);
-		}
+	int r = posix_spawn_file_actions_init(&fa);
+	if (r == 0) {
 		/* guest-names: ok - /dev/null */
-		int devnull = open("/dev/null", O_RDWR);
-		if (devnull >= 0) {
-			dup2(devnull, 0);
-			dup2(devnull, 1);
-			dup2(devnull, 2);
+		r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDWR, 0);
+		if (r == 0)
+			r = posix_spawn_file_actions_adddup2(&fa, 0, 1);
+		if (r == 0)
+			r = posix_spawn_file_actions_adddup2(&fa, 0, 2);
+		if (r == 0 && pipefd[1] >= 0)
+			r = posix_spawn_file_actions_adddup2(&fa, pipefd[1], 3);
+		if (r == 0 && (r = posix_spawnattr_init(&at)) == 0) {
+			posix_spawnattr_setsigmask(&at, &none);
+			posix_spawnattr_setsigdefault(&at, &all);
+			posix_spawnattr_setflags(&at,
+						 POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+			pid_t pid;
+			extern char **environ;
+			r = posix_spawn(&pid, b->shim_path, &fa, &at, argv, environ);
+			if (r == 0)
+				while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+					;
+			posix_spawnattr_destroy(&at);
 		}
-		struct sigaction dfl = {.sa_handler = SIG_DFL};
-		for (int s = 1; s < 65; s++)
-			sigaction(s, &dfl, NULL);
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		extern char **environ;
-		execve(b->shim_path, argv, environ);
-		_exit(127);
+		posix_spawn_file_actions_destroy(&fa);
 	}
-	int fork_errno = errno;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	close(pipefd[1]);
-	if (child < 0) {
-		close(pipefd[0]);
-		return msb__error_errno(err, fork_errno, "cannot start the shim");
+	if (pipefd[1] >= 0)
+		close(pipefd[1]);
+	if (r != 0) {
+		if (pipefd[0] >= 0)
+			close(pipefd[0]);
+		return msb__error_errno(err, r, "cannot start the shim `%s`", b->shim_path);
 	}
-	while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
-		;
-	msb__fault_point("acquire.shim_started");
+	if (ready) {
+		*ready = pipefd[0];
+		msb__fault_point("acquire.shim_started");
+	}
+	return 0;
+}
 
+int msb_ns__shim_await(const ns_backend *b, int fd, double timeout, msb_error **err)
+{
 	char buf[512];
 	size_t got = 0;
 	int64_t deadline = msb__now_ns() + (int64_t)(timeout * 1e9);
@@ -227,13 +283,13 @@ static int start_shim(const ns_backend *b, const char *dir, bool egress, double 
 		int64_t left = (deadline - msb__now_ns()) / 1000000;
 		if (left <= 0)
 			break;
-		struct pollfd pfd = {.fd = pipefd[0], .events = POLLIN};
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
 		int r = poll(&pfd, 1, (int)left);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
 			break;
-		ssize_t n = read(pipefd[0], buf + got, sizeof(buf) - 1 - got);
+		ssize_t n = read(fd, buf + got, sizeof(buf) - 1 - got);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -242,7 +298,7 @@ static int start_shim(const ns_backend *b, const char *dir, bool egress, double 
 		if (memchr(buf, '\n', got))
 			break;
 	}
-	close(pipefd[0]);
+	close(fd);
 	buf[got] = '\0';
 	char *nl = strchr(buf, '\n');
 	if (nl)
@@ -258,6 +314,14 @@ static int start_shim(const ns_backend *b, const char *dir, bool egress, double 
 	return msb_error_set(err, MSB_E_RUNTIME,
 			     "ns sandbox not created: the shim `%s` exited without reporting",
 			     b->shim_path);
+}
+
+static int start_shim(const ns_backend *b, const char *dir, bool egress, double timeout,
+		      msb_error **err)
+{
+	int fd = -1;
+	int r = msb_ns__shim_spawn(b, dir, egress, false, &fd, err);
+	return r < 0 ? r : msb_ns__shim_await(b, fd, timeout, err);
 }
 
 /* Take down whatever runs for sandbox `name` and remove what its shim left
@@ -332,13 +396,13 @@ static int check_started(int dfd, msb_error **err)
 }
 
 /* Create sandbox `name` in its empty, locked directory dfd. */
-static int create_sandbox(ns_backend *b, const msb_key *key, const msb_spec *spec, const char *kind,
-			  const char *work_dir, const char *egress, const char *name, int statefd,
+static int create_sandbox(ns_backend *b, const msb_key *key, const char *kind, const char *work_dir,
+			  const char *egress, const char *cfg, const char *name, int statefd,
 			  int dfd, msb_sandbox **out, msb_error **err)
 {
 	int r;
 	char instance[33];
-	if (random_hex(instance, 16) < 0)
+	if (msb_ns__random_hex(instance, 16) < 0)
 		return msb__error_errno(err, errno, "ns: no randomness for an instance id");
 	msb_ns_labels nl = {
 		.scope = (char *)key->scope,
@@ -353,10 +417,6 @@ static int create_sandbox(ns_backend *b, const msb_key *key, const msb_spec *spe
 	};
 	/* Labels first, so a purge finds the sandbox even if setup fails (4.20). */
 	r = msb_ns__labels_write(dfd, &nl, err);
-	if (r < 0)
-		return r;
-	_cleanup_free_ char *cfg = NULL;
-	r = msb_ns__shim_config(b, spec, work_dir, name, &cfg, err);
 	if (r < 0)
 		return r;
 	r = msb__write_file_atomic_at(dfd, "shim.json", cfg, strlen(cfg), 0600);
@@ -386,6 +446,40 @@ static int create_sandbox(ns_backend *b, const msb_key *key, const msb_spec *spe
 		return r;
 	}
 	return msb_ns__sandbox_new(b, name, dfd, &nl, out, err);
+}
+
+/* new_sandbox: a pooled sandbox took the key's name and then failed. */
+#define NS_START_OVER 1
+
+/* A sandbox for the key in its empty, locked directory dfd: from the pool
+ * when it has one of this template ready, else made here. */
+static int new_sandbox(ns_backend *b, const msb_key *key, const msb_spec *spec, const char *kind,
+		       const char *work_dir, const char *egress, const char *name, int statefd,
+		       int dfd, msb_sandbox **out, msb_error **err)
+{
+	ns_template t;
+	int r = msb_ns__template_init(b, spec, work_dir, &t, err);
+	if (r < 0)
+		return r;
+	bool pooled = b->pool_size > 0 || msb_ns__pool_exists(b, statefd);
+	if (pooled && (r = msb_ns__template_digest(b, &t, err)) == 0) {
+		r = msb_ns__pool_claim(b, &t, key, kind, work_dir, egress, name, statefd, out, err);
+		if (r > 0) {
+			msb_ns__pool_refill(b, &t);
+			msb_ns__template_clear(&t);
+			return r == 1 ? 0 : NS_START_OVER;
+		}
+	}
+	_cleanup_free_ char *cfg = NULL;
+	if (r == 0)
+		r = msb_ns__shim_config_text(t.cfg, name, &cfg, err);
+	if (r == 0)
+		r = create_sandbox(b, key, kind, work_dir, egress, cfg, name, statefd, dfd, out,
+				   err);
+	if (r == 0 && pooled)
+		msb_ns__pool_refill(b, &t);
+	msb_ns__template_clear(&t);
+	return r;
 }
 
 static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_sandbox **out,
@@ -450,7 +544,12 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 		msb_ns_liveness live = msb_ns__liveness_settled(dfd, NULL, &why, NS_SETTLE_NS);
 		msb_ns_labels labels = {0};
 		bool labelled = msb_ns__labels_read(dfd, &labels, NULL) == 0;
-		if (live == MSB_NS_RUNNING && labelled && msb__streq_null(labels.kind, kind)) {
+		/* A claim from the pool that died before the sandbox had its
+		 * identity (ns_pool.c): never handed out, replaced below. */
+		bool half_claimed =
+			faccessat(dfd, MSB_NS_POOL_FILE, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+		if (live == MSB_NS_RUNNING && labelled && !half_claimed &&
+		    msb__streq_null(labels.kind, kind)) {
 			/* Warm: reuse, if it runs with this spec's limits. */
 			r = msb_ns__limits_match(dfd, name, b, spec, err);
 			if (r == 0)
@@ -474,9 +573,13 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 			return r;
 		}
 		msb_ns__labels_clear(&labels);
-		if (!labelled && live == MSB_NS_STALE && dir_empty(dfd))
-			return create_sandbox(b, key, spec, kind, work_dir, egress, name, statefd,
-					      dfd, out, err);
+		if (!labelled && live == MSB_NS_STALE && dir_empty(dfd)) {
+			r = new_sandbox(b, key, spec, kind, work_dir, egress, name, statefd, dfd,
+					out, err);
+			if (r == NS_START_OVER)
+				continue;
+			return r;
+		}
 		/* Stale (never started, or taken down on purpose), or with
 		 * unreadable labels (ours by name): replace it - in a new directory,
 		 * so that a handle to the old instance, which holds the old one,
@@ -655,6 +758,7 @@ static void ns_free(void *impl)
 	ns_backend *b = impl;
 	if (!b)
 		return;
+	msb_ns__pool_wait(b);
 	msb_ns__backend_clear(b);
 	free(b);
 }
@@ -685,6 +789,11 @@ int msb_ns_backend_new(const msb_ns_options *opts, msb_backend **out, msb_error 
 		.declarations = &ns_declarations,
 	};
 	return msb_backend_new(&ns_ops, &info, b, out, err);
+}
+
+ns_backend *msb_ns__backend_of(const msb_backend *b)
+{
+	return b ? msb_backend_impl(b, &ns_ops) : NULL;
 }
 
 const char *msb_ns_backend_state_root(const msb_backend *b)

@@ -3,6 +3,8 @@
 #ifndef MSB_NS_INT_H
 #define MSB_NS_INT_H
 
+#include <pthread.h>
+
 #include <msb/backend.h>
 #include <jansson.h>
 #include <msb/ns.h>
@@ -24,9 +26,18 @@ typedef struct ns_backend {
 	double start_timeout;
 	char *egress_config;	      /* JSON (egress.h), validated; NULL = defaults */
 	msb_egress_reporter reporter; /* set once, at registration */
-	msb_ns_progress_fn progress;  /* image unpack progress; NULL = none */
+	unsigned pool_size;	      /* pooled sandboxes kept per template (ns_pool.c) */
+	/* Refills under way in this process (threads); the backend waits for
+	 * them before it goes. */
+	pthread_mutex_t refill_lock;
+	pthread_cond_t refill_done;
+	unsigned refills;
+	msb_ns_progress_fn progress; /* image unpack progress; NULL = none */
 	void *progress_userdata;
 } ns_backend;
+
+/* The ns backend behind b, or NULL. */
+ns_backend *msb_ns__backend_of(const msb_backend *b);
 
 /* Resolve options into a backend description (defaults, env, paths). */
 int msb_ns__backend_init(ns_backend *b, const msb_ns_options *opts, msb_error **err);
@@ -36,6 +47,11 @@ void msb_ns__backend_clear(ns_backend *b);
  * docs/internals/ns-boundary.md has the keys). */
 int msb_ns__shim_config(const ns_backend *b, const msb_spec *spec, const char *work_dir,
 			const char *name, char **out, msb_error **err);
+/* The same as an object without the host name (a sandbox's template, before
+ * it has a name: ns_pool.c), and its text with `hostname` set. */
+int msb_ns__shim_config_obj(const ns_backend *b, const msb_spec *spec, const char *work_dir,
+			    json_t **out, msb_error **err);
+int msb_ns__shim_config_text(json_t *cfg, const char *hostname, char **out, msb_error **err);
 
 /* Images (ns_image.c): is `image` one this backend can serve; its keys in
  * the shim's configuration. */
@@ -79,6 +95,53 @@ int msb_ns__egress_config(const ns_backend *b, const msb_spec *spec, char **out,
 int msb_ns__egress_match(int dfd, const char *name, const char *want, msb_error **err);
 void msb_ns__egress_drain(int dfd, const msb_key *key, const msb_egress_reporter *rep);
 
+/* 2 * nbytes hex digits of the kernel's randomness into out (nbytes <= 32). */
+int msb_ns__random_hex(char *out, size_t nbytes);
+
+/* Start msb-shim on the state directory `dir` (ns_backend.c): with `ready`,
+ * *ready receives the pipe msb_ns__shim_await reads its report from; `pool`
+ * passes --pool (a pooled sandbox: the shim locks the directory until it is
+ * ready). */
+int msb_ns__shim_spawn(const ns_backend *b, const char *dir, bool egress, bool pool, int *ready,
+		       msb_error **err);
+int msb_ns__shim_await(const ns_backend *b, int fd, double timeout, msb_error **err);
+
+/* ---- the warm pool (ns_pool.c, docs/pool.md) ---- */
+
+/* What a pooled sandbox is made from, and its digest: the shim's
+ * configuration without a host name, the egress proxy's settings without the
+ * spec's rules (allowlist only), the shim's and the agent's binaries (device,
+ * inode, size, mtime) and the caller's ids. */
+typedef struct ns_template {
+	json_t *cfg;	   /* msb_ns__shim_config_obj */
+	char *egress_base; /* allowlist: egress.json while pooled ("allow": []); else NULL */
+	char digest[65];   /* hex SHA-256; "" until msb_ns__template_digest */
+	char dir[17];	   /* its first 16 digits: <state>/ns/pool/<dir> */
+} ns_template;
+int msb_ns__template_init(const ns_backend *b, const msb_spec *spec, const char *work_dir,
+			  ns_template *t, msb_error **err);
+int msb_ns__template_digest(const ns_backend *b, ns_template *t, msb_error **err);
+void msb_ns__template_clear(ns_template *t);
+
+/* Is there a pool at all under this backend's state root (one faccessat)? */
+bool msb_ns__pool_exists(const ns_backend *b, int statefd);
+/*
+ * Hand the key a pooled sandbox of template t (digest computed): it is
+ * renamed onto `name`, the key's directory in statefd, which the caller
+ * holds locked and empty, and given its identity (labels, instance id, host
+ * name, egress rules `egress`). 1 with *out set; 0 when the pool has none
+ * ready; 2 when one failed after it took the key's name (its directory is
+ * gone again: start over); < 0 on error.
+ */
+int msb_ns__pool_claim(ns_backend *b, const ns_template *t, const msb_key *key, const char *kind,
+		       const char *work_dir, const char *egress, const char *name, int statefd,
+		       msb_sandbox **out, msb_error **err);
+/* Bring the pool of t up to the backend's pool_size in the background (a
+ * thread; the shims start detached). No-op when pool_size is 0. */
+void msb_ns__pool_refill(ns_backend *b, const ns_template *t);
+/* Wait for the refills this backend started (before it is freed). */
+void msb_ns__pool_wait(ns_backend *b);
+
 /* Descriptors an acquire wants free in the calling process before it starts
  * (the shim it starts inherits the same RLIMIT_NOFILE with fewer open):
  * fewer is refused as "out of file descriptors" up front. */
@@ -90,5 +153,10 @@ void msb_ns__egress_drain(int dfd, const msb_key *key, const msb_egress_reporter
  * through it. */
 int msb_ns__sandbox_new(const ns_backend *b, const char *name, int dfd, const msb_ns_labels *labels,
 			msb_sandbox **out, msb_error **err);
+/* A claimed pooled sandbox takes its identity (ns_pool.c): the agent is
+ * given `hostname` (its connection is kept for the first exec) and, with
+ * `egress`, the shim puts the egress.json now in the directory in force. */
+int msb_ns__sandbox_identity(msb_sandbox *sb, const char *hostname, bool egress, double timeout,
+			     msb_error **err);
 
 #endif

@@ -9,9 +9,9 @@
 #include "backends/types.h"
 #include "util/json.h"
 
-static const char *const ns_keys[] = {"name",	  "state_dir",	"image",	  "memory_bytes",
-				      "pids_max", "cpu_millis", "writable_bytes", "start_timeout",
-				      "egress",	  NULL};
+static const char *const ns_keys[] = {
+	"name",		  "state_dir",	   "image",  "memory_bytes", "pids_max", "cpu_millis",
+	"writable_bytes", "start_timeout", "egress", "pool_size",    NULL};
 
 static int ns_from_json(const msb_backend_json *in, msb_backend **out, msb_error **err)
 {
@@ -30,6 +30,14 @@ static int ns_from_json(const msb_backend_json *in, msb_backend **out, msb_error
 	    (r = msb__json_get_u64(obj, "writable_bytes", w, &o.writable_bytes, NULL, err)) < 0 ||
 	    (r = msb__json_get_double(obj, "start_timeout", w, &o.start_timeout, NULL, err)) < 0)
 		return r;
+	/* The warm pool (docs/pool.md); msb_ns_backend_new checks the range. */
+	uint64_t pool_size = 0;
+	if ((r = msb__json_get_u64(obj, "pool_size", w, &pool_size, NULL, err)) < 0)
+		return r;
+	if (pool_size > MSB_NS_POOL_MAX)
+		return msb_error_set(err, MSB_E_VALUE, "%s: `pool_size` %llu is over the most, %u",
+				     w, (unsigned long long)pool_size, MSB_NS_POOL_MAX);
+	o.pool_size = (unsigned)pool_size;
 	/* "egress": the proxy's settings (docs/egress.md), checked strictly by
 	 * the backend itself. */
 	json_t *egress = json_object_get(obj, "egress");

@@ -416,6 +416,43 @@ int msb_ns__sandbox_new(const ns_backend *b, const char *name, int dfd, const ms
 	return msb_sandbox_new(&ns_sandbox_ops, s, b->name, out, err);
 }
 
+/* ---- a claimed pooled sandbox's identity ---------------------------------------- */
+
+int msb_ns__sandbox_identity(msb_sandbox *sb, const char *hostname, bool egress, double timeout,
+			     msb_error **err)
+{
+	ns_sandbox *s = msb_sandbox_impl(sb, &ns_sandbox_ops);
+	if (!s)
+		return msb_error_set(err, MSB_E_VALUE, "ns: not an ns sandbox");
+	int64_t deadline = msb__now_ns() + (int64_t)(timeout * 1e9);
+	int r = 0;
+	if (egress) {
+		/* The shim first: the rules are in force before anything runs. */
+		char reply[MSB_NS_CONTROL_LINE_MAX];
+		r = msb_ns__control(s->dfd, s->dir, MSB_NS_CONTROL_EGRESS, deadline, NULL, reply,
+				    sizeof(reply), err);
+		if (r == 0 && strcmp(reply, "ok") != 0)
+			r = msb_error_set(err, MSB_E_RUNTIME,
+					  "ns: the shim refused the egress rules: %s",
+					  strncmp(reply, "error: ", 7) == 0 ? reply + 7 : reply);
+		if (r < 0)
+			return r;
+	}
+	/* A new connection: its HELLO and IDENTITY go out together. */
+	msb_client *c = NULL;
+	if ((r = msb_client__open(s->sock_path, &c, err)) < 0)
+		return r;
+	int64_t left = deadline - msb__now_ns();
+	r = msb_client__identity(c, hostname, left > 0 ? (double)left / 1e9 : 0.001, err);
+	if (r < 0) {
+		msb_client__free(c);
+		return r;
+	}
+	/* The first exec goes out on this connection. */
+	give_client(s, c);
+	return 0;
+}
+
 /* ---- the native host-tool channel ---------------------------------------------- */
 
 int msb_ns_host_tools_attach(msb_sandbox *sb, msb_host_tool_run *run, msb_log_fn log,

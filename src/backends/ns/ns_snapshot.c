@@ -144,12 +144,8 @@ static void strs_clear(struct strs *s)
 
 /* ---- the shim's control socket ------------------------------------------------ */
 
-/*
- * Send one request line; read one answer line (into reply, without the
- * newline) and, when fds is given, the two fds that come with "ok".
- */
-static int control(int dfd, const char *dir, const char *req, int64_t deadline, int fds[2],
-		   char *reply, size_t size, msb_error **err)
+int msb_ns__control(int dfd, const char *dir, const char *req, int64_t deadline, int fds[2],
+		    char *reply, size_t size, msb_error **err)
 {
 	/* Through the directory's descriptor: the shim of this instance, never
 	 * one that a later acquire started under the same name. */
@@ -659,8 +655,9 @@ static int fingerprint(int dfd, const char *dir, const char *work_dir,
 
 	int fds[2] = {-1, -1};
 	char reply[MSB_NS_CONTROL_LINE_MAX];
-	r = control(dfd, dir, MSB_NS_CONTROL_FDS, msb__now_ns() + (int64_t)(CONTROL_TIMEOUT * 1e9),
-		    fds, reply, sizeof(reply), err);
+	r = msb_ns__control(dfd, dir, MSB_NS_CONTROL_FDS,
+			    msb__now_ns() + (int64_t)(CONTROL_TIMEOUT * 1e9), fds, reply,
+			    sizeof(reply), err);
 	if (r < 0)
 		return msb_error_wrap(err, "ns fingerprint: cannot attest");
 	_cleanup_close_ int layer = fds[0], shm = fds[1];
@@ -745,7 +742,8 @@ int msb_ns__snapshot_reset(int sandbox_dfd, const char *dir, double timeout, msb
 				     "ns reset: the sandbox `%s` is not running", dir);
 	msb__fault_point("reset.begin");
 	char reply[MSB_NS_CONTROL_LINE_MAX];
-	int r = control(dfd, dir, MSB_NS_CONTROL_RESET, deadline, NULL, reply, sizeof(reply), err);
+	int r = msb_ns__control(dfd, dir, MSB_NS_CONTROL_RESET, deadline, NULL, reply,
+				sizeof(reply), err);
 	if (r < 0)
 		return r == MSB_E_TIMEOUT ? r : msb_error_wrap(err, "ns reset failed");
 	if (strcmp(reply, "ok") != 0)

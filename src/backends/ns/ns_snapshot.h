@@ -73,4 +73,13 @@ int msb_ns__snapshot_fingerprint_paths(int dfd, const char *dir, const char *wor
  */
 int msb_ns__snapshot_reset(int dfd, const char *dir, double timeout, msb_error **err);
 
+/*
+ * One request line to the shim's control socket in the state directory dfd
+ * (boundary.h, MSB_NS_CONTROL_*); one answer line into reply (without the
+ * newline) and, when fds is given, the two fds that come with "ok". `dir`
+ * names the sandbox in messages.
+ */
+int msb_ns__control(int dfd, const char *dir, const char *req, int64_t deadline, int fds[2],
+		    char *reply, size_t size, msb_error **err);
+
 #endif

@@ -22,8 +22,6 @@
  * dropped: no_new_privs makes the first inert inside, and user.overlay.*
  * xattrs from a layer would steer the overlay.
  */
-#include <archive.h>
-#include <archive_entry.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdarg.h>
@@ -32,6 +30,7 @@
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 
+#include "backends/ns/archive_lazy.h"
 #include "backends/ns/oci.h"
 #include "util/fs.h"
 #include "util/sha256.h"
@@ -718,6 +717,9 @@ int msb_ns__oci_unpack(int blob_fd, uint64_t size, const char *hex, msb_oci_comp
 		       const msb_oci_owner *owner, int dirfd, const char *what,
 		       msb_oci_progress *progress, msb_error **err)
 {
+	int lr = msb_ns__archive_load(err);
+	if (lr < 0)
+		return lr;
 	struct unpack u = {.root = dirfd, .owner = owner, .what = what, .err = err};
 	struct src *s = calloc(1, sizeof(*s));
 	if (!s)

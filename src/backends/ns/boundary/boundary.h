@@ -104,6 +104,14 @@ int msb_ns__cgroup_setup(msb_ns_cgroup *cg, msb_error **err);
 int msb_ns__cgroup_clone_fd(const msb_ns_cgroup *cg);
 /* v1: move `pid` into every directory (v2 needs nothing: CLONE_INTO_CGROUP). */
 int msb_ns__cgroup_attach(msb_ns_cgroup *cg, pid_t pid, msb_error **err);
+/* v1: each directory's `tasks` file opened for writing (O_CLOEXEC), at most
+ * max; *n = 0 for v2 or no cgroup. A process that writes "0" to them moves
+ * itself: the kernel checks the opener's credentials, and a thread moving
+ * itself skips the global threadgroup lock whose first writer after a quiet
+ * spell waits for an RCU grace period (DESIGN §8): the child attaches itself
+ * this way, off the parent's path. */
+int msb_ns__cgroup_tasks_fds(const msb_ns_cgroup *cg, int *fds, size_t max, size_t *n,
+			     msb_error **err);
 /* 1 or 2. */
 int msb_ns__cgroup_version(const msb_ns_cgroup *cg);
 /* The directory of `controller` ("memory", "pids", "cpu"), or the v2
@@ -201,9 +209,17 @@ void msb_ns__sandbox_free(msb_ns_sandbox *sb);
  *   "reset\n"  the sandbox is restarted from scratch under the same state dir:
  *              "ok\n" once the new agent runs, else "error: REASON\n" (the
  *              shim then takes the sandbox down)
+ *   "egress\n" egress.json is read again and put in force in the running
+ *              proxy (a claimed pooled sandbox's allowlist, docs/pool.md):
+ *              "ok\n", else "error: REASON\n" and the sandbox is taken down
  */
 #define MSB_NS_CONTROL_FDS "fds"
 #define MSB_NS_CONTROL_RESET "reset"
+#define MSB_NS_CONTROL_EGRESS "egress"
+/* In a pooled sandbox's state directory (docs/pool.md): its template, written
+ * before its shim starts (which refuses to start without it, `--pool`) and
+ * removed once a claim has given the sandbox its identity. */
+#define MSB_NS_POOL_FILE "pool.json"
 #define MSB_NS_CONTROL_LINE_MAX 512
 
 /* /proc/<pid>/stat field 22 (start time in clock ticks since boot). */

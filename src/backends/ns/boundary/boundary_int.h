@@ -33,6 +33,10 @@ typedef struct msb_ns_rootfs {
 	 * layer (upper/, the overlay's work/, skel/) and /dev/shm's root. */
 	int layer_fd;
 	int shm_fd;
+	/* `host` image: the synthesized /etc in skel/ (O_PATH, O_CLOEXEC), which
+	 * the agent keeps to rewrite hostname and hosts when a pooled sandbox
+	 * is given its identity (MSB_PROTO_IDENTITY); -1 otherwise. */
+	int etc_fd;
 	char err[512];
 } msb_ns_rootfs;
 

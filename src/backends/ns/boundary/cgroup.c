@@ -74,15 +74,38 @@ static bool list_has(const char *list, const char *word, char sep)
 	return false;
 }
 
+/* /proc/self/mountinfo and /proc/self/cgroup, read once per plan: the
+ * kernel formats every mount of the namespace for each read of mountinfo
+ * (the overlays' long options among them), which a plan needs once, not
+ * once per controller. */
+struct proc_texts {
+	char *mountinfo;
+	char *cgroup;
+};
+
+static void proc_texts_clear(struct proc_texts *pt)
+{
+	free(pt->mountinfo);
+	free(pt->cgroup);
+}
+
+static int proc_texts_read(struct proc_texts *pt)
+{
+	int r = msb__read_file_at(AT_FDCWD, "/proc/self/mountinfo", 4 << 20, &pt->mountinfo, NULL);
+	if (r == 0)
+		r = msb__read_file_at(AT_FDCWD, "/proc/self/cgroup", 64 << 10, &pt->cgroup, NULL);
+	return r;
+}
+
 /* The mount of a cgroup hierarchy: v2 (controller NULL) or the v1 hierarchy
  * carrying `controller`. Returns the mount point and the mount's root
  * inside the hierarchy. */
-static int find_hierarchy(const char *controller, char **mnt_out, char **root_out)
+static int find_hierarchy(const struct proc_texts *pt, const char *controller, char **mnt_out,
+			  char **root_out)
 {
-	_cleanup_free_ char *info = NULL;
-	int r = msb__read_file_at(AT_FDCWD, "/proc/self/mountinfo", 4 << 20, &info, NULL);
-	if (r < 0)
-		return r;
+	_cleanup_free_ char *info = strdup(pt->mountinfo);
+	if (!info)
+		return -ENOMEM;
 	for (char *line = info; line && *line;) {
 		char *nl = strchr(line, '\n');
 		if (nl)
@@ -130,12 +153,11 @@ static int find_hierarchy(const char *controller, char **mnt_out, char **root_ou
 }
 
 /* Our own cgroup path in the v1 hierarchy of `controller`, or in v2. */
-static int own_cgroup(const char *controller, char **out)
+static int own_cgroup(const struct proc_texts *pt, const char *controller, char **out)
 {
-	_cleanup_free_ char *s = NULL;
-	int r = msb__read_file_at(AT_FDCWD, "/proc/self/cgroup", 64 << 10, &s, NULL);
-	if (r < 0)
-		return r;
+	_cleanup_free_ char *s = strdup(pt->cgroup);
+	if (!s)
+		return -ENOMEM;
 	for (char *line = s; line && *line;) {
 		char *nl = strchr(line, '\n');
 		if (nl)
@@ -159,18 +181,19 @@ static int own_cgroup(const char *controller, char **out)
 
 /* The directory of the parent cgroup (own, or cfg->cgroup_parent) in the
  * hierarchy of `controller` (NULL: v2). */
-static int parent_dir(const char *controller, const char *parent, char **out, msb_error **err)
+static int parent_dir(const struct proc_texts *pt, const char *controller, const char *parent,
+		      char **out, msb_error **err)
 {
 	_cleanup_free_ char *mnt = NULL, *root = NULL, *own = NULL;
 	const char *label = controller ? controller : "v2";
-	int r = find_hierarchy(controller, &mnt, &root);
+	int r = find_hierarchy(pt, controller, &mnt, &root);
 	if (r == -ENOENT)
 		return msb_error_set(err, MSB_E_RUNTIME, "no cgroup %s%s hierarchy is mounted",
 				     controller ? "v1 " : "", label);
 	if (r < 0)
 		return msb__error_errno(err, r, "read /proc/self/mountinfo");
 	if (!parent) {
-		r = own_cgroup(controller, &own);
+		r = own_cgroup(pt, controller, &own);
 		if (r < 0)
 			return msb__error_errno(err, r, "find our own %s cgroup", label);
 		parent = own;
@@ -247,6 +270,10 @@ static int add_dir(msb_ns_cgroup *cg, const char *controller, char *base, msb_er
 	return 0;
 }
 
+static int plan(const msb_ns_config *cfg, const char *name, const struct proc_texts *pt,
+		const char **needed, size_t n_needed, const char *want, msb_ns_cgroup **out,
+		msb_error **err);
+
 int msb_ns__cgroup_plan(const msb_ns_config *cfg, const char *name, msb_ns_cgroup **out,
 			msb_error **err)
 {
@@ -273,6 +300,21 @@ int msb_ns__cgroup_plan(const msb_ns_config *cfg, const char *name, msb_ns_cgrou
 		snprintf(want + l, sizeof(want) - l, "%s%s", l ? " " : "", needed[i]);
 	}
 
+	struct proc_texts pt = {NULL, NULL};
+	int rt = proc_texts_read(&pt);
+	if (rt < 0) {
+		proc_texts_clear(&pt);
+		return msb__error_errno(err, rt, "cgroup: read /proc/self/mountinfo and cgroup");
+	}
+	int r = plan(cfg, name, &pt, needed, n_needed, want, out, err);
+	proc_texts_clear(&pt);
+	return r;
+}
+
+static int plan(const msb_ns_config *cfg, const char *name, const struct proc_texts *pt,
+		const char **needed, size_t n_needed, const char *want, msb_ns_cgroup **out,
+		msb_error **err)
+{
 	msb_ns_cgroup *cg = calloc(1, sizeof(*cg));
 	if (!cg)
 		return msb__error_nomem(err);
@@ -292,7 +334,7 @@ int msb_ns__cgroup_plan(const msb_ns_config *cfg, const char *name, msb_ns_cgrou
 	_cleanup_free_ char *v2have = NULL;
 	bool v2_ok = false;
 	if (cfg->cgroup != MSB_NS_CGROUP_V1 &&
-	    parent_dir(NULL, cfg->cgroup_parent, &v2base, &v2err) == 0) {
+	    parent_dir(pt, NULL, cfg->cgroup_parent, &v2base, &v2err) == 0) {
 		v2_ok = v2_offers(v2base, want, &v2have);
 		if (!v2_ok)
 			msb_error_set(&v2err, MSB_E_RUNTIME,
@@ -325,7 +367,7 @@ int msb_ns__cgroup_plan(const msb_ns_config *cfg, const char *name, msb_ns_cgrou
 	for (size_t i = 0; i < n_needed; i++) {
 		char *base = NULL;
 		_cleanup_error_ msb_error *e = NULL;
-		int r = parent_dir(needed[i], cfg->cgroup_parent, &base, &e);
+		int r = parent_dir(pt, needed[i], cfg->cgroup_parent, &base, &e);
 		if (r < 0) {
 			msb_ns__cgroup_free(cg);
 			return msb_error_set(err, MSB_E_RUNTIME,
@@ -523,6 +565,28 @@ int msb_ns__cgroup_setup(msb_ns_cgroup *cg, msb_error **err)
 		cg->v2_fd = open(cg->dirs[0].path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (cg->v2_fd < 0)
 			return msb__error_errno(err, -errno, "cgroup: open `%s`", cg->dirs[0].path);
+	}
+	return 0;
+}
+
+int msb_ns__cgroup_tasks_fds(const msb_ns_cgroup *cg, int *fds, size_t max, size_t *n,
+			     msb_error **err)
+{
+	*n = 0;
+	if (!cg || cg->version != 1)
+		return 0;
+	for (size_t i = 0; i < cg->n && i < max; i++) {
+		_cleanup_free_ char *path = msb__asprintf("%s/tasks", cg->dirs[i].path);
+		int fd = path ? open(path, O_WRONLY | O_CLOEXEC) : -1;
+		if (fd < 0) {
+			int e = path ? -errno : -ENOMEM;
+			for (size_t k = 0; k < *n; k++)
+				close(fds[k]);
+			*n = 0;
+			return msb__error_errno(err, e, "cgroup: open `%s/tasks`",
+						cg->dirs[i].path);
+		}
+		fds[(*n)++] = fd;
 	}
 	return 0;
 }

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "backends/ns/boundary/boundary_int.h"
+#include "proto/proto.h"
 #include "util/syscalls.h"
 
 struct fs_opt {
@@ -476,9 +477,8 @@ static int write_etc(msb_ns_rootfs *rf, int etc)
 {
 	char hosts[256];
 	char hostname[96];
-	snprintf(hosts, sizeof(hosts),
-		 "127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost ip6-loopback\n",
-		 rf->cfg->hostname);
+	/* The agent writes the same when it is given another name (IDENTITY). */
+	snprintf(hosts, sizeof(hosts), MSB_PROTO_ETC_HOSTS_FMT, rf->cfg->hostname);
 	snprintf(hostname, sizeof(hostname), "%s\n", rf->cfg->hostname);
 	const char *const files[][2] = {
 		{"passwd", "root:x:0:0:root:/root:/bin/sh\n"
@@ -545,7 +545,10 @@ static int fill_skel(msb_ns_rootfs *rf, int skel)
 		openat(skel, "etc", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (etc < 0)
 		return fail(rf, -errno, "skeleton: open /etc");
-	return write_etc(rf, etc);
+	if ((r = write_etc(rf, etc)) < 0)
+		return r;
+	rf->etc_fd = TAKE_FD(etc);
+	return 0;
 }
 
 /* `host`: the host's /usr, /bin, ... and /etc entries bound read-only onto

@@ -4,13 +4,16 @@
  * hand-shake, and the child's path to exec'ing the agent as PID 1.
  *
  *   parent                                 child (PID 1 of the new pid ns)
- *   clone3(NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS|NEWCGROUP|PIDFD)
- *   write uid_map, gid_map     ──'M'──▶    take uid/gid 0, make / private,
- *   v1: create the cgroups,                lo up, hostname, build the rootfs,
- *   set limits, attach (slow)
+ *   create the cgroups, set the limits;
+ *   v1: open their `tasks` files
+ *   clone3(NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS|NEWCGROUP|PIDFD
+ *          [|INTO_CGROUP: v2])
+ *   write uid_map, gid_map     ──'M'──▶    v1: write "0" to each `tasks` (moves
+ *                              ──'G'──▶    itself), re-root the cgroup ns;
+ *                                          take uid/gid 0, make / private,
+ *                                          lo up, hostname, build the rootfs,
  *   (keeps the writable layer) ◀─'L'──     + SCM_RIGHTS: the writable layer, /dev/shm
- *                              ──'G'──▶    pivot_root (overlapping the attach)
- *                                          re-root the cgroup ns, rlimits,
+ *                                          pivot_root, rlimits,
  *   read the error pipe until  ◀─EOF──     no_new_privs, fds, execveat(agent)
  *   EOF (CLOEXEC: exec done)
  *
@@ -59,8 +62,13 @@ struct child_ctx {
 	int stdio_fd;
 	bool single_id;
 	bool unshare_cgroup; /* attached after the clone (v1): re-root the cgroup ns */
+	/* v1: the sandbox's `tasks` files, opened by the parent: the child
+	 * writes "0" to each and so moves itself in (msb_ns__cgroup_tasks_fds) */
+	const int *tasks_fds;
+	size_t n_tasks;
 	char *const *argv;
 	char *const *envp;
+	char *const *envp_etc; /* envp and MSB_AGENT_ETC_FD=4 */
 };
 
 bool msb_ns__privileged(void)
@@ -120,10 +128,10 @@ static int loopback_up(void)
 	return 0;
 }
 
-/* Mark every fd from 4 up close-on-exec. */
-static int cloexec_from_4(void)
+/* Mark every fd from `first` up close-on-exec. */
+static int cloexec_from(int first)
 {
-	int r = msb__sys_close_range(4, ~0U, CLOSE_RANGE_CLOEXEC);
+	int r = msb__sys_close_range((unsigned)first, ~0U, CLOSE_RANGE_CLOEXEC);
 	if (r != -ENOSYS && r != -EINVAL)
 		return r;
 	DIR *d = opendir("/proc/self/fd");
@@ -133,7 +141,7 @@ static int cloexec_from_4(void)
 	while ((de = readdir(d))) {
 		char *end;
 		long fd = strtol(de->d_name, &end, 10);
-		if (*end || fd < 4 || fd == dirfd(d))
+		if (*end || fd < first || fd == dirfd(d))
 			continue;
 		int fl = fcntl((int)fd, F_GETFD);
 		if (fl >= 0)
@@ -181,6 +189,20 @@ static _Noreturn void child_main(struct child_ctx *c)
 	umask(022);
 
 	child_wait_for(c, SYNC_MAPPED);
+	/* v1: into the sandbox's cgroups before anything is charged, through
+	 * the files the parent opened (its credentials are the ones checked);
+	 * then make them the root of this cgroup namespace. */
+	for (size_t i = 0; i < c->n_tasks; i++) {
+		ssize_t w;
+		do
+			w = write(c->tasks_fds[i], "0", 1);
+		while (w < 0 && errno == EINTR);
+		if (w != 1)
+			child_fail(c, w < 0 ? -errno : -EIO, "join the sandbox's cgroup");
+		close(c->tasks_fds[i]);
+	}
+	if (c->unshare_cgroup && unshare(CLONE_NEWCGROUP) < 0)
+		child_fail(c, -errno, "re-root the cgroup namespace");
 	if (msb_ns__rootfs_open(&c->rf) < 0)
 		child_fail_msg(c, c->rf.err);
 	/* Become the namespace's root (kuid uid_base, or the caller). */
@@ -214,8 +236,6 @@ static _Noreturn void child_main(struct child_ctx *c)
 		child_fail(c, r, "hand over the writable layer");
 
 	child_wait_for(c, SYNC_GO);
-	if (c->unshare_cgroup && unshare(CLONE_NEWCGROUP) < 0)
-		child_fail(c, -errno, "re-root the cgroup namespace");
 	for (size_t i = 0; i < c->cfg->n_rlimits; i++) {
 		const msb_ns_rlimit *rl = &c->cfg->rlimits[i];
 		struct rlimit cur;
@@ -231,20 +251,25 @@ static _Noreturn void child_main(struct child_ctx *c)
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		child_fail(c, -errno, "set no_new_privs");
 
-	/* fds: 0 /dev/null, 1-2 the log (or /dev/null), 3 the listening socket. */
+	/* fds: 0 /dev/null, 1-2 the log (or /dev/null), 3 the listening socket,
+	 * 4 the synthesized /etc (`host` image; MSB_AGENT_ETC_FD). */
 	int efd = fcntl(c->err_fd, F_DUPFD_CLOEXEC, 10);
 	int afd = fcntl(c->agent_fd, F_DUPFD_CLOEXEC, 10);
 	int lfd = fcntl(c->listen_fd, F_DUPFD_CLOEXEC, 10);
 	int nfd = fcntl(c->null_fd, F_DUPFD_CLOEXEC, 10);
 	int ofd = fcntl(c->stdio_fd >= 0 ? c->stdio_fd : c->null_fd, F_DUPFD_CLOEXEC, 10);
-	if (efd < 0 || afd < 0 || lfd < 0 || nfd < 0 || ofd < 0)
+	int tfd = c->rf.etc_fd >= 0 ? fcntl(c->rf.etc_fd, F_DUPFD_CLOEXEC, 10) : -1;
+	if (efd < 0 || afd < 0 || lfd < 0 || nfd < 0 || ofd < 0 || (c->rf.etc_fd >= 0 && tfd < 0))
 		child_fail(c, -errno, "duplicate fds");
 	c->err_fd = efd;
 	if (dup2(nfd, 0) < 0 || dup2(ofd, 1) < 0 || dup2(ofd, 2) < 0 || dup2(lfd, 3) < 0)
 		child_fail(c, -errno, "set up fds 0-3");
-	if ((r = cloexec_from_4()) < 0)
+	if (tfd >= 0 && dup2(tfd, 4) < 0)
+		child_fail(c, -errno, "set up fd 4");
+	if ((r = cloexec_from(tfd >= 0 ? 5 : 4)) < 0)
 		child_fail(c, r, "close inherited fds");
-	r = msb__sys_execveat(afd, "", c->argv, c->envp, AT_EMPTY_PATH);
+	char *const *envp = tfd >= 0 ? c->envp_etc : c->envp;
+	r = msb__sys_execveat(afd, "", c->argv, envp, AT_EMPTY_PATH);
 	child_fail(c, r, "exec the agent");
 }
 
@@ -359,10 +384,22 @@ struct spawn_fds {
 	dev_t layer_dev[MSB_NS_MAX_LAYERS];
 	ino_t layer_ino[MSB_NS_MAX_LAYERS];
 	int layer_fds[MSB_NS_MAX_LAYERS]; /* filled by the child */
+	/* v1: the sandbox's `tasks` files (msb_ns__cgroup_tasks_fds), for the
+	 * child; the parent closes its copies once it is cloned */
+	int tasks[3];
+	size_t n_tasks;
 };
+
+static void close_tasks(struct spawn_fds *f)
+{
+	for (size_t i = 0; i < f->n_tasks; i++)
+		close(f->tasks[i]);
+	f->n_tasks = 0;
+}
 
 static void close_fds(struct spawn_fds *f)
 {
+	close_tasks(f);
 	int *all[] = {&f->agent,   &f->image,	&f->stage,   &f->null,
 		      &f->sync[0], &f->sync[1], &f->errp[0], &f->errp[1]};
 	for (size_t i = 0; i < MSB_ARRAY_SIZE(all); i++)
@@ -422,9 +459,17 @@ static int open_inputs(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, 
 }
 
 /* What the child needs: the inputs opened for it, its ids, its argv. */
+/* The agent's environment; with the `host` image's synthesized /etc, its fd. */
+#define AGENT_ENV                                                                                  \
+	(char *)"MSB_AGENT_LISTEN_FD=3",                                                           \
+		(char *)"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",       \
+		(char *)"HOME=/root"
+static char *const agent_envp[] = {AGENT_ENV, NULL};
+static char *const agent_envp_etc[] = {AGENT_ENV, (char *)"MSB_AGENT_ETC_FD=4", NULL};
+
 static void child_ctx_init(struct child_ctx *c, const msb_ns_config *cfg,
 			   const msb_ns_spawn_opts *opts, struct spawn_fds *f, bool single_id,
-			   bool v1, char *const *argv, char *const *envp)
+			   bool v1, char *const *argv)
 {
 	*c = (struct child_ctx){
 		.cfg = cfg,
@@ -445,7 +490,8 @@ static void child_ctx_init(struct child_ctx *c, const msb_ns_config *cfg,
 		       .layer_fds = f->layer_fds,
 		       .single_id = single_id,
 		       .layer_fd = -1,
-		       .shm_fd = -1},
+		       .shm_fd = -1,
+		       .etc_fd = -1},
 		.sync_fd = f->sync[0],
 		.err_fd = f->errp[1],
 		.agent_fd = f->agent,
@@ -454,8 +500,11 @@ static void child_ctx_init(struct child_ctx *c, const msb_ns_config *cfg,
 		.stdio_fd = opts->stdio_fd,
 		.single_id = single_id,
 		.unshare_cgroup = v1,
+		.tasks_fds = f->tasks,
+		.n_tasks = f->n_tasks,
 		.argv = argv,
-		.envp = envp,
+		.envp = agent_envp,
+		.envp_etc = agent_envp_etc,
 	};
 }
 
@@ -466,10 +515,10 @@ static void abandon(msb_ns_sandbox *sb)
 	msb_ns__wait(sb);
 }
 
-/* After the clone: map the child's ids, make and join its v1 cgroup, and let
- * it go on; each step timed into sb->timing, *t4 when all are done. */
-static int release_child(msb_ns_sandbox *sb, const msb_ns_config *cfg,
-			 const msb_ns_spawn_opts *opts, int sync_fd, bool single_id, bool v1,
+/* After the clone: map the child's ids and let it go on (on v1 it moves
+ * itself into its cgroups, child_main); timed into sb->timing, *t4 when
+ * done. */
+static int release_child(msb_ns_sandbox *sb, const msb_ns_config *cfg, int sync_fd, bool single_id,
 			 int64_t t2, int64_t *t4, msb_error **err)
 {
 	int r = write_maps(sb->pid, cfg, single_id, err);
@@ -477,16 +526,9 @@ static int release_child(msb_ns_sandbox *sb, const msb_ns_config *cfg,
 		r = msb_error_set(err, MSB_E_RUNTIME,
 				  "ns spawn: the child died before its ids "
 				  "were mapped");
-	int64_t t3 = msb__now_ns();
-	sb->timing.map_ns = t3 - t2;
-	if (r == 0 && v1)
-		r = msb_ns__cgroup_setup(opts->cgroup, err);
-	int64_t t3b = msb__now_ns();
-	if (r == 0 && v1)
-		r = msb_ns__cgroup_attach(opts->cgroup, sb->pid, err);
 	*t4 = msb__now_ns();
-	sb->timing.cgroup_ns = t3b - t3;
-	sb->timing.attach_ns = *t4 - t3b;
+	sb->timing.map_ns = *t4 - t2;
+	sb->timing.attach_ns = 0; /* v1: the child's own, below its work */
 	if (r == 0)
 		send_sync(sync_fd, SYNC_GO); /* a dead child shows on the error pipe */
 	return r;
@@ -562,31 +604,33 @@ int msb_ns__spawn(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, msb_n
 				     "%d threads (must be single-threaded)",
 				     threads);
 	bool single_id = !msb_ns__privileged();
-	/* v2: the cgroup must exist before the clone (CLONE_INTO_CGROUP); v1:
-	 * it is made and joined after the clone, while the child works. */
+	/* The cgroup exists before the clone: v2 clones straight into it
+	 * (CLONE_INTO_CGROUP); on v1 the child moves itself in through its
+	 * `tasks` files, which it inherits. Neither waits for the global lock a
+	 * move of another process takes (DESIGN §8). */
 	bool v1 = opts->cgroup && msb_ns__cgroup_version(opts->cgroup) == 1;
-	if (opts->cgroup && !v1 && (r = msb_ns__cgroup_setup(opts->cgroup, err)) < 0)
+	int64_t tc = msb__now_ns();
+	if (opts->cgroup && (r = msb_ns__cgroup_setup(opts->cgroup, err)) < 0)
 		return r;
 	int cgroup_fd = opts->cgroup ? msb_ns__cgroup_clone_fd(opts->cgroup) : -1;
-
 	struct spawn_fds f = {.agent = -1,
 			      .image = -1,
 			      .stage = -1,
 			      .null = -1,
 			      .sync = {-1, -1},
 			      .errp = {-1, -1}};
+	if ((r = msb_ns__cgroup_tasks_fds(opts->cgroup, f.tasks, 3, &f.n_tasks, err)) < 0)
+		return r;
+	int64_t tc_done = msb__now_ns();
 	r = open_inputs(cfg, opts, &f, err);
 	if (r < 0) {
 		close_fds(&f);
 		return r;
 	}
 	char *default_argv[] = {(char *)"msb-agent", (char *)"--work", cfg->work_dir, NULL};
-	char *envp[] = {(char *)"MSB_AGENT_LISTEN_FD=3",
-			(char *)"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-			(char *)"HOME=/root", NULL};
 	struct child_ctx c;
 	child_ctx_init(&c, cfg, opts, &f, single_id, v1,
-		       opts->agent_argv ? opts->agent_argv : default_argv, envp);
+		       opts->agent_argv ? opts->agent_argv : default_argv);
 
 	msb_ns_sandbox *sb = calloc(1, sizeof(*sb));
 	if (!sb) {
@@ -605,6 +649,7 @@ int msb_ns__spawn(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, msb_n
 		child_main(&c);
 	}
 	int64_t t2 = msb__now_ns();
+	close_tasks(&f); /* the child has its own */
 	if (pid < 0) {
 		close_fds(&f);
 		free(sb);
@@ -618,7 +663,8 @@ int msb_ns__spawn(const msb_ns_config *cfg, const msb_ns_spawn_opts *opts, msb_n
 	sb->timing.clone_ns = t2 - t1;
 
 	int64_t t4 = t2;
-	r = release_child(sb, cfg, opts, f.sync[1], single_id, v1, t2, &t4, err);
+	sb->timing.cgroup_ns = tc_done - tc;
+	r = release_child(sb, cfg, f.sync[1], single_id, t2, &t4, err);
 	if (r < 0) {
 		abandon(sb);
 		msb_ns__sandbox_free(sb);
