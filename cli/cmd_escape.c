@@ -415,7 +415,9 @@ static void listing_check(struct verdicts *v, msb_sandbox *sb)
 			 (unsigned long long)(grew >> 20));
 	} else {
 		snprintf(d, sizeof(d), "fingerprint: %.160s; list_dir: %.160s; peak RSS +%llu MiB",
-			 fr < 0 ? msb_error_message(fe) : "within the budget",
+			 fr < 0	      ? msb_error_message(fe)
+			 : !supported ? "not served by this backend"
+				      : "within the budget",
 			 lr < 0 ? msb_error_message(le) : "within the budget",
 			 (unsigned long long)(grew >> 20));
 	}
