@@ -296,18 +296,21 @@ static void write_file(const char *path, const char *text)
  * The sandbox's limits inside the guest: cgroup v2 at /sys/fs/cgroup of the
  * new root, a `sandbox` cgroup with pids.max and cpu.max holding the init
  * itself (so the agent, the pump and every workload: as on `ns`, the pids
- * limit counts the agent), then made read-only - a workload can read its
+ * limit counts the agent), and the spec's memory.max (the guest's RAM has
+ * its kernel's share on top), then made read-only - a workload can read its
  * limits and counters (pids.events tells the host a fork was refused) but
- * not change them. Memory is the guest's RAM, disk its writable layer.
+ * not change them. Disk is the writable layer. The init is the guest's
+ * PID 1: the OOM killer never chooses it, a workload (oom_score_adj 1000) goes
+ * first.
  */
-static void limit(const char *root, uint64_t pids_max, uint64_t cpu_millis)
+static void limit(const char *root, uint64_t pids_max, uint64_t cpu_millis, uint64_t memory_max)
 {
 	char cg[300], p[340], v[64];
 	snprintf(cg, sizeof(cg), "%s/sys/fs/cgroup", root);
 	if (mount("cgroup2", cg, "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		halt("mount cgroup2: %s", strerror(errno));
 	snprintf(p, sizeof(p), "%s/cgroup.subtree_control", cg);
-	write_file(p, "+pids +cpu");
+	write_file(p, "+pids +cpu +memory");
 	snprintf(p, sizeof(p), "%s/sandbox", cg);
 	if (mkdir(p, 0755) < 0 && errno != EEXIST)
 		halt("mkdir %s: %s", p, strerror(errno));
@@ -319,6 +322,11 @@ static void limit(const char *root, uint64_t pids_max, uint64_t cpu_millis)
 	if (cpu_millis) {
 		snprintf(p, sizeof(p), "%s/sandbox/cpu.max", cg);
 		snprintf(v, sizeof(v), "%llu 100000", (unsigned long long)cpu_millis * 100);
+		write_file(p, v);
+	}
+	if (memory_max) {
+		snprintf(p, sizeof(p), "%s/sandbox/memory.max", cg);
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)memory_max);
 		write_file(p, v);
 	}
 	snprintf(p, sizeof(p), "%s/sandbox/cgroup.procs", cg);
@@ -366,7 +374,7 @@ int vm_init(int argc, char **argv, const char **work)
 	const char *hostname = "msb";
 	uint64_t writable = 64ull << 20;
 	uint64_t layers = 0; /* oci: the disk holds layer directories 0 (top) .. N-1 */
-	uint64_t pids_max = 0, cpu_millis = 0; /* the sandbox's cgroup; 0 = none */
+	uint64_t pids_max = 0, cpu_millis = 0, memory_max = 0; /* the sandbox's cgroup; 0 = none */
 	for (int i = 2; i < argc; i++) {
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!v)
@@ -383,6 +391,8 @@ int vm_init(int argc, char **argv, const char **work)
 			pids_max = parse_u64(v);
 		else if (strcmp(argv[i], "--cpu-millis") == 0)
 			cpu_millis = parse_u64(v);
+		else if (strcmp(argv[i], "--memory-max") == 0)
+			memory_max = parse_u64(v);
 		else
 			halt("unknown option %s", argv[i]);
 		i++;
@@ -433,7 +443,7 @@ int vm_init(int argc, char **argv, const char **work)
 	must_mount("sysfs", p, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	make_dev(VM_ROOT);
 	mask_proc(VM_ROOT);
-	limit(VM_ROOT, pids_max, cpu_millis);
+	limit(VM_ROOT, pids_max, cpu_millis, memory_max);
 
 	int port = open_port();
 	int lfd = listen_socket();

@@ -19,6 +19,7 @@
 #include <msb/conformance.h>
 #include <msb/ns.h>
 #include <msb/oci_backend.h>
+#include <msb/vm.h>
 
 #include "cli.h"
 #include "conformance_cli.h"
@@ -140,6 +141,8 @@ int cli_conformance_backend(cli_conformance_args *a, msb_backend **out, msb_erro
 	const char *sub = "ns";
 	if (!root && (root = msb_oci_backend_state_root(*out)))
 		sub = "oci";
+	if (!root && (root = msb_vm_backend_state_root(*out)))
+		sub = "vm";
 	snprintf(a->state_root, sizeof(a->state_root), "%s", root ? root : "");
 	snprintf(a->state_sub, sizeof(a->state_sub), "%s", root ? sub : "");
 	return 0;

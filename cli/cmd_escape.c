@@ -415,7 +415,9 @@ static void listing_check(struct verdicts *v, msb_sandbox *sb)
 			 (unsigned long long)(grew >> 20));
 	} else {
 		snprintf(d, sizeof(d), "fingerprint: %.160s; list_dir: %.160s; peak RSS +%llu MiB",
-			 fr < 0 ? msb_error_message(fe) : "within the budget",
+			 fr < 0	      ? msb_error_message(fe)
+			 : !supported ? "not served by this backend"
+				      : "within the budget",
 			 lr < 0 ? msb_error_message(le) : "within the budget",
 			 (unsigned long long)(grew >> 20));
 	}
@@ -432,10 +434,22 @@ static void owner_check(struct verdicts *v, msb_sandbox *sb, const char *work, c
 {
 	const char *want = cli_escape_expected_for_probe(backend, "host:guest-root-unprivileged");
 	want = want ? want : "blocked";
+	char detail[PATH_MAX + 96];
+	if (strcmp(backend, "vm") == 0) {
+		/* The guest's files are in the guest: what holds guest root on
+		 * the host is the VMM, which must not be host root. */
+		uid_t uid = 0;
+		bool seen = cli_escape_vmm_uid(work, &uid, detail, sizeof(detail));
+		const char *outcome = !seen ? "error" : uid ? "blocked" : "escaped";
+		verdict(v, "host:guest-root-unprivileged", outcome, "blocked", seen && uid, detail,
+			"guest root is the guest kernel's; what holds the guest on the host must "
+			"not be host root");
+		return;
+	}
 	const char *mk[] = {"/bin/sh", "-c", ": > msb-owner-check", NULL};
 	msb_exec_result r;
 	msb_error *err = NULL;
-	char path[PATH_MAX], detail[PATH_MAX + 96];
+	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%.4000s/msb-owner-check", work);
 	struct stat st;
 	if (exec_in(sb, mk, 30, &r, &err) < 0 || r.exit_code != 0 || lstat(path, &st) < 0) {

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The escape suite's expectations (escape_expect.h; docs/security.md). */
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "escape_expect.h"
 
@@ -116,8 +119,8 @@ const struct cli_difference *cli_escape_difference_of(const char *runtime, const
 }
 
 /*
- * Where a container engine's boundary answers otherwise than ns's, and why
- * (docs/security.md, "Container engines"). "engine": the engine's own
+ * Where a container engine's boundary, or a VM's, answers otherwise than ns's,
+ * and why (docs/security.md, "Container engines", "The `vm` backend"). "engine": the engine's own
  * configuration decides (blocked or escaped are both its answer, named in the
  * table; an error or a missing report still fails).
  */
@@ -147,6 +150,11 @@ static const struct {
 	/* No writable-layer bound on overlay2 without xfs quotas: the fill
 	 * writes four times ESC_WRITABLE into the engine's data root. */
 	{"docker", "fill-writable-layer", "escaped"},
+	/* A guest's /proc/self/uid_map is its own kernel's identity map: guest
+	 * root is the guest kernel's root, behind the VM boundary. What the
+	 * host's kernel sees is host:guest-root-unprivileged (the VMM's uid,
+	 * the jail's own). */
+	{"vm", "uid-not-host-root", "escaped"},
 };
 
 const char *cli_escape_expected_for_probe(const char *backend, const char *probe)
@@ -174,4 +182,31 @@ bool cli_escape_outcome_ok(const char *want, const char *outcome)
 const char *cli_escape_init_for(const char *backend)
 {
 	return backend && strcmp(backend, "docker") == 0 ? "sleep" : "agent";
+}
+
+bool cli_escape_vmm_uid(const char *work, uid_t *uid, char *detail, size_t size)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%.4000s", work);
+	char *slash = strrchr(path, '/');
+	if (slash)
+		snprintf(slash, sizeof(path) - (size_t)(slash - path), "/init.pid");
+	int pid = 0;
+	FILE *f = fopen(path, "re");
+	if (f) {
+		if (fscanf(f, "%d", &pid) != 1)
+			pid = 0;
+		fclose(f);
+	}
+	char proc[32];
+	snprintf(proc, sizeof(proc), "/proc/%d", pid);
+	struct stat st;
+	if (pid <= 0 || stat(proc, &st) < 0) {
+		snprintf(detail, size, "no VMM to look at: `%s` names no live process", path);
+		return false;
+	}
+	*uid = st.st_uid;
+	snprintf(detail, size, "the guest's VMM (pid %d) runs as host uid %u", pid,
+		 (unsigned)st.st_uid);
+	return true;
 }

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 struct cli_expectation {
 	const char *probe;
@@ -40,5 +41,10 @@ const char *cli_escape_expected_for(const char *backend, const struct cli_expect
 bool cli_escape_outcome_ok(const char *want, const char *outcome);
 /* The word the probe finds in its own PID 1's command line on `backend`. */
 const char *cli_escape_init_for(const char *backend);
+
+/* On `vm`: the host uid of the VMM of the sandbox whose storage base would be
+ * `work` (<state>/vm/<name>/work; its init.pid names the VMM). false when no
+ * live VMM is named; `detail` says what was found either way. */
+bool cli_escape_vmm_uid(const char *work, uid_t *uid, char *detail, size_t size);
 
 #endif

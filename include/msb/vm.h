@@ -77,6 +77,11 @@ MSB_EXTERN int msb_vm_backend_new(const msb_vm_options *opts, msb_backend **out,
 MSB_EXTERN int msb_vm_backend_from_json(const char *json, size_t len, msb_backend **out,
 					msb_error **err);
 
+/* The state root a vm backend resolved (as msb_ns_backend_state_root), which
+ * holds vm/<name>/ per sandbox: what the escape suite reads. NULL when `b`
+ * is not a vm backend. Borrowed while b lives. */
+MSB_EXTERN const char *msb_vm_backend_state_root(const msb_backend *b);
+
 /* Every VM under the state root, read from labels on disk (as msb_ns_list). */
 MSB_EXTERN int msb_vm_list(const msb_vm_options *opts, msb_ns_entry **entries, size_t *n,
 			   msb_error **err);

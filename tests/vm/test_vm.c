@@ -932,6 +932,9 @@ Test(vm, oci_image, .fini = fini, .timeout = 240)
 	msb_spec_builder_set_requires(sbld, MSB_CAP_EXEC);
 	msb_spec_builder_set_pids_max(sbld, 16);
 	msb_spec_builder_set_cpu_millis(sbld, 500);
+	/* 64 MiB: the guest cgroup's limit; the guest's kernel gets its RAM on
+	 * top (a 64 MiB guest never reached its init, issue 18). */
+	msb_spec_builder_set_memory_bytes(sbld, 64ull << 20);
 	msb_spec *spec = NULL;
 	cr_assert_eq(msb_spec_build(sbld, &spec, &err), 0, "%s", msb_error_message(err));
 	msb_spec_builder_free(sbld);
@@ -950,6 +953,17 @@ Test(vm, oci_image, .fini = fini, .timeout = 240)
 			 30, &res, &err),
 		     0);
 	cr_assert_str_eq((char *)res.stdout_bytes, "16\n50000 100000\n");
+	msb_exec_result_clear(&res);
+	cr_assert_eq(run(sb,
+			 "cat /sys/fs/cgroup/sandbox/memory.max; "
+			 "sed -n 's/^MemTotal: *\\([0-9]*\\) kB$/\\1/p' /proc/meminfo",
+			 30, &res, &err),
+		     0);
+	unsigned long long limit = 0, total_kb = 0;
+	cr_assert_eq(sscanf((char *)res.stdout_bytes, "%llu\n%llu", &limit, &total_kb), 2, "%s",
+		     (char *)res.stdout_bytes);
+	cr_assert_eq(limit, 64ull << 20);
+	cr_assert_gt(total_kb, 64ull << 10, "the guest's RAM is the limit plus its kernel's share");
 	msb_exec_result_clear(&res);
 	/* Past the pids limit: forks refused, and the result says so. */
 	cr_assert_eq(run(sb, "i=0; while [ $i -lt 30 ]; do sleep 2 & i=$((i+1)); done; wait", 60,

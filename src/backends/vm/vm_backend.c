@@ -36,6 +36,9 @@
 #define VM_DEFAULT_MEMORY (256ull << 20)
 #define VM_DEFAULT_WRITABLE (64ull << 20)
 #define VM_VMM_OVERHEAD (192ull << 20) /* the VMM's own memory beside the guest's RAM */
+/* Guest RAM beside a spec's memory_bytes: the guest's kernel, init and page
+ * tables (the cloud kernel does not reach its init in 64 MiB of RAM). */
+#define VM_GUEST_OVERHEAD (64ull << 20)
 
 static const msb_declarations vm_declarations = {
 	.version = MSB_DECLARATIONS_VERSION,
@@ -74,6 +77,7 @@ static char *pick_path(const char *given, const char *env, const char *installed
 void msb_vm__backend_clear(vm_backend *b)
 {
 	free(b->name);
+	free(b->state_root);
 	free(b->state_dir);
 	free(b->cache_dir);
 	free(b->shim_path);
@@ -95,8 +99,9 @@ static int state_dirs(const msb_vm_options *o, vm_backend *b, msb_error **err)
 	size_t len = strlen(ns);
 	ns[len - 3] = '\0'; /* strip "/ns" */
 	b->state_dir = msb__asprintf("%s/vm", ns);
+	b->state_root = strdup(ns);
 	b->cache_dir = o->cache_dir ? strdup(o->cache_dir) : msb__asprintf("%s/vm-cache", ns);
-	if (!b->state_dir || !b->cache_dir)
+	if (!b->state_dir || !b->state_root || !b->cache_dir)
 		return msb__error_nomem(err);
 	if (o->cache_dir && o->cache_dir[0] != '/')
 		return msb_error_set(err, MSB_E_VALUE, "vm: cache_dir `%s` must be absolute",
@@ -211,7 +216,7 @@ static int random_hex(char *out, size_t nbytes)
 /* The limits a sandbox of this spec runs with; MSB_E_VALUE past the
  * backend's. */
 static int resolve_limits(const vm_backend *b, const msb_spec *spec, uint64_t *memory,
-			  uint64_t *writable, msb_error **err)
+			  uint64_t *memory_max, uint64_t *writable, msb_error **err)
 {
 	uint64_t m = msb_spec_memory_bytes(spec), w = msb_spec_writable_bytes(spec);
 	if (m > b->memory_bytes)
@@ -232,9 +237,13 @@ static int resolve_limits(const vm_backend *b, const msb_spec *spec, uint64_t *m
 				     "backend's VMs have %u vCPU(s)",
 				     (unsigned long long)msb_spec_cpu_millis(spec), b->name,
 				     b->vcpus);
-	*memory = m ? m : b->memory_bytes;
-	if (*memory < (64ull << 20))
-		*memory = 64ull << 20;
+	/* A spec's memory is the guest cgroup's memory.max around the agent
+	 * and every workload (as on `ns`); the guest's RAM adds its kernel's
+	 * share. Without one the workloads have the whole RAM. */
+	*memory_max = m;
+	*memory = m ? m + VM_GUEST_OVERHEAD : b->memory_bytes;
+	if (*memory < (128ull << 20))
+		*memory = 128ull << 20;
 	*writable = w ? w : b->writable_bytes;
 	/* The layer is a tmpfs in guest RAM: at most half of it. */
 	if (*writable > *memory / 2)
@@ -245,8 +254,8 @@ static int resolve_limits(const vm_backend *b, const msb_spec *spec, uint64_t *m
 int msb_vm__shim_config(const vm_backend *b, const msb_spec *spec, const char *work_dir,
 			const char *name, char **out, msb_error **err)
 {
-	uint64_t memory = 0, writable = 0;
-	int r = resolve_limits(b, spec, &memory, &writable, err);
+	uint64_t memory = 0, memory_max = 0, writable = 0;
+	int r = resolve_limits(b, spec, &memory, &memory_max, &writable, err);
 	if (r < 0)
 		return r;
 	char tsc[96] = "";
@@ -255,14 +264,15 @@ int msb_vm__shim_config(const vm_backend *b, const msb_spec *spec, const char *w
 		 * spares a calibration that fails on a loaded host. */
 		snprintf(tsc, sizeof(tsc), " tsc_early_khz=%llu tsc=reliable",
 			 (unsigned long long)b->host.tsc_khz);
-	/* pids_max and cpu_millis: the guest's own cgroup around its agent and
-	 * workloads (vm_init.c); 0 = none. */
+	/* pids_max, cpu_millis and memory: the guest's own cgroup around its
+	 * agent and workloads (vm_init.c); 0 = none. */
 	_cleanup_free_ char *cmdline = msb__asprintf(
 		"console=ttyS0 quiet panic=-1%s -- --vm --work %s --hostname %s "
-		"--writable-bytes %llu --layers %zu --pids-max %llu --cpu-millis %llu",
+		"--writable-bytes %llu --layers %zu --pids-max %llu --cpu-millis %llu "
+		"--memory-max %llu",
 		tsc, work_dir, name, (unsigned long long)writable, b->layers,
 		(unsigned long long)msb_spec_pids_max(spec),
-		(unsigned long long)msb_spec_cpu_millis(spec));
+		(unsigned long long)msb_spec_cpu_millis(spec), (unsigned long long)memory_max);
 	if (!cmdline)
 		return msb__error_nomem(err);
 	if (strlen(cmdline) >= 2000 || strchr(work_dir, ' ') || strchr(work_dir, '"'))
@@ -725,6 +735,12 @@ int msb_vm_backend_new(const msb_vm_options *opts, msb_backend **out, msb_error 
 		.declarations = &vm_declarations,
 	};
 	return msb_backend_new(&vm_ops, &info, b, out, err);
+}
+
+const char *msb_vm_backend_state_root(const msb_backend *b)
+{
+	const vm_backend *vb = msb_backend_impl(b, &vm_ops);
+	return vb ? vb->state_root : NULL;
 }
 
 int msb_vm_list(const msb_vm_options *opts, msb_ns_entry **entries, size_t *n, msb_error **err)

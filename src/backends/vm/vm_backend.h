@@ -8,8 +8,9 @@
 
 typedef struct vm_backend {
 	char *name;
-	char *state_dir; /* <root>/vm */
-	char *cache_dir; /* <root>/vm-cache */
+	char *state_root; /* <root> (msb_vm_backend_state_root) */
+	char *state_dir;  /* <root>/vm */
+	char *cache_dir;  /* <root>/vm-cache */
 	char *shim_path;
 	char *agent_path;
 	msb_vm_host host;
