@@ -87,6 +87,25 @@ Test(wslc_spawn, tricky_argv_arrives_as_given_21_11)
 	cr_assert_eq(off, n, "more arguments arrived than were given");
 }
 
+Test(wslc_spawn, a_program_path_with_spaces_runs_21_11)
+{
+	char sub[MAX_PATH], copy[MAX_PATH + 16];
+	snprintf(sub, sizeof(sub), "%s\\Program Files", dir);
+	snprintf(copy, sizeof(copy), "%s\\wslc.exe", sub);
+	cr_assert(CreateDirectoryA(sub, NULL) || GetLastError() == ERROR_ALREADY_EXISTS);
+	cr_assert(CopyFileA(standin, copy, FALSE));
+	write_script("out ran\n");
+	char *argv[] = {copy, "version", NULL};
+	wslc_io io = io_default();
+	wslc_outcome out;
+	run_ok(argv, &io, &out);
+	bool ran = out.exit_code == 0 && out.out.len == 3 && memcmp(out.out.data, "ran", 3) == 0;
+	msb_wslc__outcome_clear(&out);
+	DeleteFileA(copy);
+	RemoveDirectoryA(sub);
+	cr_assert(ran, "the stand-in under a path with a space did not run");
+}
+
 Test(wslc_spawn, exit_code_stdout_stderr_and_stdin)
 {
 	write_script("out hello\nerr WSLC_E_IMAGE_NOT_FOUND\ncat\nexit 3\n");
