@@ -57,7 +57,7 @@ extern const cli_verb verb_completion, verb_man;
 /* Print an error as "msb: Name: message" and return its exit status. */
 int cli_fail(msb_error *err);
 /* Usage error: print and return 2. */
-int cli_usage(const cli_verb *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int cli_usage(const cli_verb *verb, const char *fmt, ...) MSB_PRINTF(2, 3);
 /* Read a whole file (or "-" for stdin) into a NUL-terminated buffer. */
 int cli_read_file(const char *path, char **out, size_t *len, msb_error **err);
 /* The log callback the CLI installs: warnings and errors to stderr. */

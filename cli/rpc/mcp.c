@@ -210,7 +210,7 @@ static json_t *tool_refusal(const msb_error *e)
 	return r;
 }
 
-__attribute__((format(printf, 1, 2))) static json_t *bad_argument(const char *fmt, ...)
+MSB_PRINTF(1, 2) static json_t *bad_argument(const char *fmt, ...)
 {
 	char text[256];
 	va_list ap;

@@ -114,7 +114,7 @@ int rpc_client_request(rpc_server *srv, const char *method, json_t *params, doub
 /* ---- parameters ---------------------------------------------------------------------------- */
 
 /* Set *err and return RPC_INVALID_PARAMS. */
-int rpc_bad_params(msb_error **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int rpc_bad_params(msb_error **err, const char *fmt, ...) MSB_PRINTF(2, 3);
 
 /* Getters: absent (or null) leaves *out alone; required ones refuse absence. */
 int rpc_str(json_t *params, const char *key, bool required, const char **out, msb_error **err);

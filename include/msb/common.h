@@ -19,10 +19,20 @@
 #define MSB_END_DECLS
 #endif
 
-#if defined(MSB_BUILDING_LIBRARY) && defined(__GNUC__)
+#if defined(MSB_BUILDING_LIBRARY) && defined(_WIN32)
+#define MSB_EXTERN __declspec(dllexport)
+#elif defined(MSB_BUILDING_LIBRARY) && defined(__GNUC__)
 #define MSB_EXTERN __attribute__((visibility("default")))
 #else
 #define MSB_EXTERN
+#endif
+
+/* printf-style checking; mingw-w64's GCC reads plain "printf" as the
+ * Microsoft runtime's format language, which has no %zu. */
+#if defined(_WIN32) && defined(__GNUC__) && !defined(__clang__)
+#define MSB_PRINTF(fmt, args) __attribute__((format(gnu_printf, fmt, args)))
+#else
+#define MSB_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
 #endif
 
 #define MSB_VERSION_MAJOR 0

@@ -156,16 +156,13 @@ MSB_EXTERN bool msb_error_timeout(const msb_error *err, int *signal, const uint8
 
 /* Build an error, for backend authors and hosts that forward one. Returns
  * `code` so that `return msb_error_set(err, ...)` works. printf-style. */
-MSB_EXTERN int msb_error_set(msb_error **err, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+MSB_EXTERN int msb_error_set(msb_error **err, int code, const char *fmt, ...) MSB_PRINTF(3, 4);
 
 /* Attach a log-only detail to an existing error (no-op when err or *err is NULL). */
-MSB_EXTERN void msb_error_set_detail(msb_error **err, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+MSB_EXTERN void msb_error_set_detail(msb_error **err, const char *fmt, ...) MSB_PRINTF(2, 3);
 
 /* Prefix the message: "outer: inner". Returns the error's code (or 0). */
-MSB_EXTERN int msb_error_wrap(msb_error **err, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+MSB_EXTERN int msb_error_wrap(msb_error **err, const char *fmt, ...) MSB_PRINTF(2, 3);
 
 MSB_END_DECLS
 

@@ -7,13 +7,12 @@
  */
 #include <msb/backend.h>
 
+#include "backends/backend_rows.h"
 #include "backends/types.h"
 #include "util/util.h"
 
-static const msb_backend_type *const builtin[] = {
-	&msb_declared__type, &msb_fake__type, &msb_ns__type, &msb_oci__type,
-	&msb_docker__type,   &msb_wslc__type, &msb_vm__type, NULL,
-};
+/* The rows this platform builds (src/backends/meson.build). */
+static const msb_backend_type *const builtin[] = {MSB_BACKEND_ROWS NULL};
 
 const msb_backend_type *const *msb_backend_types(size_t *n)
 {

@@ -79,8 +79,7 @@ typedef struct msb_client_watch {
 int msb_client__io(msb_client *c, int64_t deadline, msb_client_watch *w, size_t nw);
 
 /* Fail with MSB_E_PROTOCOL and close the connection. Returns the code. */
-int msb_client__violation(msb_client *c, msb_error **err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+int msb_client__violation(msb_client *c, msb_error **err, const char *fmt, ...) MSB_PRINTF(3, 4);
 /* Report a lost connection (rc from msb_client__io) and close it. */
 int msb_client__lost(msb_client *c, int rc, const char *during, msb_error **err);
 /* The agent's ERROR on channel 0: the connection is over. */

@@ -2,6 +2,7 @@
 /* The error model: codes, seed names, categories, payloads. */
 #include <stdio.h>
 
+#include "platform/platform.h"
 #include "util.h"
 
 struct msb_error {
@@ -246,8 +247,7 @@ static void tidy_message(char *m)
 		m[n - 1] = '\0';
 }
 
-__attribute__((format(printf, 3, 0))) static int error_vset(msb_error **err, int code,
-							    const char *fmt, va_list ap)
+MSB_PRINTF(3, 0) static int error_vset(msb_error **err, int code, const char *fmt, va_list ap)
 {
 	if (!err)
 		return code;
@@ -413,7 +413,7 @@ const char *msb__strerror(int errnum, char *buf, size_t size)
 	if (errnum == ENFILE)
 		return "out of file descriptors (the system's file table is full: Too many open "
 		       "files in system)";
-	return strerror_r(errnum, buf, size);
+	return msb__plat_strerror(errnum, buf, size);
 }
 
 int msb__error_errno(msb_error **err, int errnum, const char *fmt, ...)

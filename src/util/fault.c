@@ -1,13 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Named fault-injection points (fault.h, docs/internals/faults.md). */
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "platform/platform.h"
 #include "util/fault.h"
 
 const char *const msb__fault_points[] = {
@@ -33,7 +32,7 @@ static atomic_bool fired;
 
 static void read_env(void)
 {
-	const char *v = secure_getenv("MSB_FAULT_POINT");
+	const char *v = msb__plat_secure_getenv("MSB_FAULT_POINT");
 	armed = v && *v ? v : NULL;
 }
 
@@ -43,5 +42,5 @@ void msb__fault_point(const char *point)
 	if (!armed || strcmp(armed, point) != 0)
 		return;
 	if (!atomic_exchange(&fired, true))
-		kill(getpid(), SIGSTOP);
+		msb__plat_stop_self();
 }

@@ -4,11 +4,11 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
-#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "fs.h"
+#include "platform/platform.h"
 
 int msb__mkdir_p(const char *path, mode_t mode)
 {
@@ -326,7 +326,7 @@ int msb__tmpfile_link(int fd, int dirfd, const char *name, bool replace, const c
 	char tmp[NAME_MAX + 1];
 	for (int tries = 0; tries < 8; tries++) {
 		uint8_t rnd[8];
-		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		if (msb__plat_random(rnd, sizeof(rnd)) < 0)
 			return -EIO;
 		snprintf(tmp, sizeof(tmp), "%.32s%02x%02x%02x%02x%02x%02x%02x%02x", tmp_prefix,
 			 rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);

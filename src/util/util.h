@@ -73,8 +73,8 @@ static inline bool msb__add_overflow(size_t a, size_t b, size_t *out)
 void *msb__reallocarray(void *p, size_t n, size_t size);
 char *msb__strdup(const char *s);	     /* NULL in -> NULL out */
 char *msb__strndup(const char *s, size_t n); /* always NUL-terminates */
-char *msb__asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-char *msb__vasprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
+char *msb__asprintf(const char *fmt, ...) MSB_PRINTF(1, 2);
+char *msb__vasprintf(const char *fmt, va_list ap) MSB_PRINTF(1, 0);
 bool msb__streq_null(const char *a, const char *b); /* NULL == NULL */
 
 /* ---- string vectors (NULL-terminated char **) ---------------------------- */
@@ -105,7 +105,7 @@ typedef struct msb_buf {
 int msb__buf_reserve(msb_buf *b, size_t extra);
 int msb__buf_append(msb_buf *b, const void *data, size_t len);
 int msb__buf_puts(msb_buf *b, const char *s);
-int msb__buf_printf(msb_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int msb__buf_printf(msb_buf *b, const char *fmt, ...) MSB_PRINTF(2, 3);
 /* NUL-terminate and hand over the data (caller frees); NULL if oom. */
 char *msb__buf_steal_str(msb_buf *b);
 void msb__buf_free(msb_buf *b);
@@ -122,8 +122,7 @@ void msb__error_set_timeout(msb_error **err, int signal, const uint8_t *output, 
 /* Move src into *dst (dst may be NULL: src is freed). Returns src's code. */
 int msb__error_propagate(msb_error **dst, msb_error *src);
 /* Set from -errno with a prefix: "prefix: strerror". Maps ENOENT etc. */
-int msb__error_errno(msb_error **err, int errnum, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+int msb__error_errno(msb_error **err, int errnum, const char *fmt, ...) MSB_PRINTF(3, 4);
 /* strerror, except that EMFILE and ENFILE say what they are: "out of file
  * descriptors (...)". Into buf; returns the text (buf or a constant). */
 const char *msb__strerror(int errnum, char *buf, size_t size);
@@ -135,7 +134,7 @@ typedef struct msb_logger {
 	void *ud;
 } msb_logger;
 void msb__log(const msb_logger *lg, int level, const char *component, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+	MSB_PRINTF(4, 5);
 
 /* ---- time ---------------------------------------------------------------- */
 

@@ -87,7 +87,7 @@ static void keystr(const msb_key *k, char *out, size_t n)
 }
 
 /* lock held */
-static void logf_locked(scripted *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_locked(scripted *s, const char *fmt, ...) MSB_PRINTF(2, 3);
 static void logf_locked(scripted *s, const char *fmt, ...)
 {
 	char buf[256];

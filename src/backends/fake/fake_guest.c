@@ -19,7 +19,7 @@ struct out {
 	int code;
 };
 
-static int say(msb_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int say(msb_buf *b, const char *fmt, ...) MSB_PRINTF(2, 3);
 static int say(msb_buf *b, const char *fmt, ...)
 {
 	va_list ap;

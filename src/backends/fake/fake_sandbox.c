@@ -20,12 +20,12 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <inttypes.h>
-#include <sys/random.h>
 
 #include <msb/paths.h>
 #include <msb/testing.h>
 
 #include "fake.h"
+#include "platform/platform.h"
 #include "util/util.h"
 
 #define FAKE_NAME "in-process"
@@ -127,7 +127,7 @@ static char *new_instance_id(void)
 {
 	static atomic_uint_fast64_t counter;
 	uint64_t r;
-	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+	if (msb__plat_random(&r, sizeof(r)) < 0)
 		r = (uint64_t)msb__now_ns() ^ ((uint64_t)getpid() << 32);
 	r ^= atomic_fetch_add(&counter, 1);
 	return msb__asprintf(FAKE_NAME "-%016" PRIx64, r);

@@ -45,8 +45,7 @@ extern const struct cf_probe msb_conformance__nlb_probes[];
 extern const size_t msb_conformance__n_nlb_probes;
 
 /* Record the finding; always returns -1. */
-int msb_conformance__fail(struct cf_ctx *c, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+int msb_conformance__fail(struct cf_ctx *c, const char *fmt, ...) MSB_PRINTF(2, 3);
 #define cf_fail msb_conformance__fail
 
 /* `what` must have failed with an error in every category of `cats` (or,

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The CALL_SCOPE suite (18.10) and assert_nothing_left_behind (18.12-18.16). */
 #include <stdio.h>
-#include <sys/random.h>
 
 #include "conformance_int.h"
+#include "platform/platform.h"
 
 /* ---- CALL_SCOPE ------------------------------------------------------------------ */
 
@@ -163,7 +163,7 @@ static void random_hex(char *out, size_t nbytes)
 	uint8_t b[16] = {0};
 	if (nbytes > sizeof(b))
 		nbytes = sizeof(b);
-	if (getrandom(b, nbytes, GRND_NONBLOCK) != (ssize_t)nbytes) {
+	if (msb__plat_random(b, nbytes) < 0) {
 		uint64_t t = (uint64_t)msb__now_ns();
 		memcpy(b, &t, sizeof(t) < nbytes ? sizeof(t) : nbytes);
 	}

@@ -115,7 +115,7 @@ static int cap_exceeded(msb_error **err, const char *cap, const char *path, cons
 }
 
 static int output_refusal(msb_error **err, int code, const char *path, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+	MSB_PRINTF(4, 5);
 static int output_refusal(msb_error **err, int code, const char *path, const char *fmt, ...)
 {
 	va_list ap;

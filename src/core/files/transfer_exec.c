@@ -10,6 +10,7 @@
 
 #include <msb/outputs.h>
 
+#include "platform/platform.h"
 #include "util/base64.h"
 #include "util/util.h"
 
@@ -198,7 +199,7 @@ static int start(struct road *rd, const char *path, const msb_exec_transfer_opti
 static void random_id(char out[13])
 {
 	uint8_t b[6] = {0};
-	if (getentropy(b, sizeof(b)) < 0) {
+	if (msb__plat_random(b, sizeof(b)) < 0) {
 		uint64_t t = (uint64_t)msb__now_ns();
 		memcpy(b, &t, sizeof(b));
 	}

@@ -182,8 +182,7 @@ struct called {
 	uint64_t response_bytes;
 };
 
-__attribute__((format(printf, 2, 3))) static int refuse(msb_host_tool_result *out, const char *fmt,
-							...)
+MSB_PRINTF(2, 3) static int refuse(msb_host_tool_result *out, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);

@@ -190,8 +190,7 @@ static bool has_type(json_t *v, const char *t)
 }
 
 /* Fail with a message at `at` (a dotted path, "" for the top). */
-__attribute__((format(printf, 3, 4))) static int fail(char **msg, const char *at, const char *fmt,
-						      ...)
+MSB_PRINTF(3, 4) static int fail(char **msg, const char *at, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);

@@ -6,7 +6,6 @@
  * version 2, and the streaming members a backend does not serve refused
  * before it sees them (msb__exec_prepare, used by sandbox.c).
  */
-#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stddef.h>
@@ -15,6 +14,7 @@
 #include <msb/sandbox.h>
 
 #include "core/policy/exec_opts.h"
+#include "platform/platform.h"
 #include "util/util.h"
 
 /* ---- the environment -------------------------------------------------------- */
@@ -141,10 +141,10 @@ int msb_tty_new(unsigned rows, unsigned cols, msb_tty **out, msb_error **err)
 	msb_tty *t = calloc(1, sizeof(*t));
 	if (!t)
 		return msb__error_nomem(err);
-	if (pipe2(t->pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
-		int e = errno;
+	int rc = msb__plat_wake_new(&t->pipe[0], &t->pipe[1], false);
+	if (rc < 0) {
 		free(t);
-		return msb__error_errno(err, -e, "cannot make the terminal's resize pipe");
+		return msb__error_errno(err, rc, "cannot make the terminal's resize pipe");
 	}
 	atomic_init(&t->size, rows << 16 | cols);
 	*out = t;
@@ -191,8 +191,7 @@ void msb_tty_free(msb_tty *t)
 {
 	if (!t)
 		return;
-	close(t->pipe[0]);
-	close(t->pipe[1]);
+	msb__plat_wake_close(t->pipe[0], t->pipe[1]);
 	free(t);
 }
 
@@ -225,8 +224,7 @@ int msb__exec_prepare(unsigned served, const char *backend, const msb_exec_reque
 		return msb_error_set(err, MSB_E_VALUE,
 				     "%s: give stdin_data or io.stdin_fd, not both", op);
 	if (io->stdin_fd >= 0) {
-		int fl = fcntl(io->stdin_fd, F_GETFL);
-		if (fl < 0 || (fl & O_ACCMODE) == O_WRONLY)
+		if (!msb__plat_fd_readable(io->stdin_fd))
 			return msb_error_set(err, MSB_E_VALUE,
 					     "%s: io.stdin_fd %d is not a descriptor open for "
 					     "reading",

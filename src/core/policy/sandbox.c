@@ -7,13 +7,13 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdatomic.h>
-#include <sys/eventfd.h>
 
 #include <msb/backend.h>
 #include <msb/sandbox.h>
 
 #include "core/policy/exec_opts.h"
 #include "core/policy/spec_int.h"
+#include "platform/platform.h"
 #include "util/util.h"
 
 struct msb_sandbox {
@@ -32,7 +32,7 @@ void *msb_sandbox_impl(const msb_sandbox *sb, const msb_sandbox_ops *ops)
 /* ---- cancellation token --------------------------------------------------- */
 
 struct msb_cancel {
-	int fd;
+	int fd, wfd; /* the wake-up channel (platform.h): readable once triggered */
 	atomic_bool triggered;
 };
 
@@ -43,11 +43,10 @@ int msb_cancel_new(msb_cancel **out, msb_error **err)
 	msb_cancel *c = calloc(1, sizeof(*c));
 	if (!c)
 		return msb__error_nomem(err);
-	c->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (c->fd < 0) {
-		int e = errno;
+	int rc = msb__plat_wake_new(&c->fd, &c->wfd, true);
+	if (rc < 0) {
 		free(c);
-		return msb__error_errno(err, -e, "cannot make the cancellation eventfd");
+		return msb__error_errno(err, rc, "cannot make the cancellation eventfd");
 	}
 	atomic_init(&c->triggered, false);
 	*out = c;
@@ -63,7 +62,7 @@ void msb_cancel_trigger(msb_cancel *c)
 		return;
 	int saved = errno;
 	uint64_t one = 1;
-	ssize_t MSB_UNUSED n = write(c->fd, &one, sizeof(one));
+	ssize_t MSB_UNUSED n = write(c->wfd, &one, sizeof(one));
 	errno = saved;
 }
 
@@ -81,8 +80,7 @@ void msb_cancel_free(msb_cancel *c)
 {
 	if (!c)
 		return;
-	if (c->fd >= 0)
-		close(c->fd);
+	msb__plat_wake_close(c->fd, c->wfd);
 	free(c);
 }
 

@@ -196,8 +196,7 @@ static int fields_copy(struct spec_fields *dst, const struct spec_fields *src)
 
 /* ---- builder ------------------------------------------------------------- */
 
-static void latch_misuse(msb_spec_builder *b, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+static void latch_misuse(msb_spec_builder *b, const char *fmt, ...) MSB_PRINTF(2, 3);
 
 static void latch_misuse(msb_spec_builder *b, const char *fmt, ...)
 {

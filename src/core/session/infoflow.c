@@ -278,8 +278,7 @@ static void emit_read(struct msb_tool_call *c, const msb_key *key, const char *p
 	msb_observer__store_file_read(&r->observer, &r->lg, &ev);
 }
 
-static int sentence(char **out, msb_error **err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+static int sentence(char **out, msb_error **err, const char *fmt, ...) MSB_PRINTF(3, 4);
 static int sentence(char **out, msb_error **err, const char *fmt, ...)
 {
 	va_list ap;

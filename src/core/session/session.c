@@ -9,9 +9,9 @@
  */
 #include <math.h>
 #include <stdio.h>
-#include <sys/random.h>
 
 #include "core/session/session_int.h"
+#include "platform/platform.h"
 
 /* ---- attach (15.1-15.11) -----------------------------------------------------------------------
  */
@@ -301,15 +301,9 @@ int msb_tool_session_properties(const msb_tool_session *s, char **out, msb_error
 static int mint_id(char id[13], msb_error **err)
 {
 	uint8_t b[6];
-	size_t got = 0;
-	while (got < sizeof(b)) {
-		ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return msb__error_errno(err, -errno, "cannot mint a call id");
-		got += (size_t)n;
-	}
+	int rc = msb__plat_random(b, sizeof(b));
+	if (rc < 0)
+		return msb__error_errno(err, rc, "cannot mint a call id");
 	static const char hex[] = "0123456789abcdef";
 	for (size_t i = 0; i < sizeof(b); i++) {
 		id[2 * i] = hex[b[i] >> 4];
