@@ -36,6 +36,7 @@
 #include <sys/wait.h>
 
 #include "backends/ns/boundary/boundary.h"
+#include "backends/ns/boundary/shim.h"
 #include "egress_proxy.h"
 #include "util/fault.h"
 #include "util/fs.h"
@@ -88,40 +89,18 @@ struct shim {
 
 static void refresh_paths(struct shim *s, bool named);
 
-/* One line to stderr (the shim's log file), in one write. */
+/* The log line for egress_proxy.c too (the shims' shared one). */
 void shim_log(const char *fmt, ...)
 {
-	char buf[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	int n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	msb_ns__shim_vlog(fmt, ap);
 	va_end(ap);
-	if (n < 0)
-		return;
-	if ((size_t)n > sizeof(buf) - 2)
-		n = (int)sizeof(buf) - 2;
-	buf[n++] = '\n';
-	ssize_t w = write(STDERR_FILENO, buf, (size_t)n);
-	(void)w;
 }
 
 static void report(struct shim *s, const char *line)
 {
-	if (s->ready_fd < 0)
-		return;
-	size_t len = strlen(line);
-	const char *p = line;
-	while (len > 0) {
-		ssize_t n = write(s->ready_fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		p += n;
-		len -= (size_t)n;
-	}
-	close(s->ready_fd);
-	s->ready_fd = -1;
+	msb_ns__shim_report(&s->ready_fd, line);
 }
 
 /* Take down whatever exists so far. Returns 0 when everything went. */
@@ -273,13 +252,8 @@ static int parse_args(struct shim *s, int argc, char **argv)
 		} else if (strcmp(a, "--agent-log") == 0) {
 			s->agent_log_path = v;
 		} else if (strcmp(a, "--ready-fd") == 0) {
-			char *end;
-			errno = 0;
-			long fd = strtol(v, &end, 10);
-			if (errno || *end || fd < 3 || fd > INT_MAX || fcntl((int)fd, F_GETFD) < 0)
+			if ((s->ready_fd = msb_ns__shim_ready_fd(v)) < 0)
 				return -1;
-			s->ready_fd = (int)fd;
-			fcntl(s->ready_fd, F_SETFD, FD_CLOEXEC);
 		} else {
 			return -1;
 		}
@@ -462,51 +436,16 @@ static void load_config(struct shim *s)
 /* setsid, stdio away from whoever started us, no cwd pinned. */
 static void detach(struct shim *s)
 {
-	if (getsid(0) != getpid() && setsid() < 0) {
-		/* A process-group leader cannot start a session: continue in a
-		 * child; the starter learns the outcome from --ready-fd. */
-		pid_t pid = fork();
-		if (pid < 0)
-			die(s, "fork: %s", strerror(errno));
-		if (pid > 0)
-			_exit(0);
-		if (setsid() < 0)
-			die(s, "setsid: %s", strerror(errno));
-	}
-	if (chdir("/") < 0)
-		die(s, "chdir /: %s", strerror(errno));
-	/* guest-names: ok - /dev/null */
-	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (null < 0)
-		die(s, "/dev/null: %s", strerror(errno));
-	int out = null;
-	if (s->log_path) {
-		/* guest-names: ok - the shim's log, a host path (O_NOFOLLOW) */
-		out = open(s->log_path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
-			   0600);
-		if (out < 0)
-			die(s, "log `%s`: %s", s->log_path, strerror(errno));
-	}
-	if (dup2(null, STDIN_FILENO) < 0 || dup2(out, STDOUT_FILENO) < 0 ||
-	    dup2(out, STDERR_FILENO) < 0)
-		die(s, "redirect stdio: %s", strerror(errno));
-	if (out != null)
-		close(out);
-	close(null);
+	char why[900];
+	if (msb_ns__shim_detach(s->log_path, why, sizeof(why)) < 0)
+		die(s, "%s", why);
 }
 
 static void check_state_dir(struct shim *s)
 {
-	/* guest-names: ok - the state dir: host-private */
-	s->dfd = open(s->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (s->dfd < 0)
-		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
-	struct stat st;
-	if (fstat(s->dfd, &st) < 0)
-		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
-	if (st.st_uid != geteuid() || (st.st_mode & 022))
-		die(s, "state dir `%s` must belong to uid %u and not be group/other writable",
-		    s->state_dir, (unsigned)geteuid());
+	char why[900];
+	if (msb_ns__shim_open_state(s->state_dir, &s->dfd, why, sizeof(why)) < 0)
+		die(s, "%s", why);
 	if (s->pool) {
 		/* Held until the sandbox is ready: a claim passes over a pooled
 		 * sandbox it cannot lock, and a drain waits for it. The library
@@ -515,19 +454,17 @@ static void check_state_dir(struct shim *s)
 		while (flock(s->dfd, LOCK_EX) < 0)
 			if (errno != EINTR)
 				die(s, "lock `%s`: %s", s->state_dir, strerror(errno));
+		struct stat st;
 		if (fstat(s->dfd, &st) < 0 || st.st_nlink == 0 ||
 		    faccessat(s->dfd, MSB_NS_POOL_FILE, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
 			die(s, "pooled sandbox `%s` was drained before it started", s->state_dir);
 	}
 
 	pid_t pid;
-	uint64_t start;
-	if (msb_ns__read_pid_file(s->dfd, MSB_NS_STATE_SHIM_PID, &pid, &start) == 0) {
-		int fd = msb_ns__pidfd_if_same(pid, start);
-		if (fd >= 0) {
-			close(fd);
-			die(s, "a shim (pid %d) already holds `%s`", (int)pid, s->state_dir);
-		}
+	int prev = msb_ns__shim_previous(s->dfd, &pid);
+	if (prev > 0)
+		die(s, "a shim (pid %d) already holds `%s`", (int)pid, s->state_dir);
+	if (prev == 0) {
 		/* A dead shim's leftovers: take them down first. */
 		msb_error *e = NULL;
 		if (msb_ns__state_purge(s->state_dir, false, STALE_TIMEOUT_MS, &e) < 0)
@@ -537,10 +474,7 @@ static void check_state_dir(struct shim *s)
 
 static void write_pid(struct shim *s)
 {
-	uint64_t start;
-	int r = msb_ns__proc_start_time(getpid(), &start);
-	if (r == 0)
-		r = msb_ns__write_pid_file(s->dfd, MSB_NS_STATE_SHIM_PID, getpid(), start);
+	int r = msb_ns__shim_write_pid(s->dfd);
 	if (r < 0)
 		die(s, "write %s: %s", MSB_NS_STATE_SHIM_PID, strerror(-r));
 	s->wrote_pid = true;
@@ -772,19 +706,6 @@ static void serve_control(struct shim *s)
 	close(conn);
 }
 
-static int make_signalfd(sigset_t *set)
-{
-	sigemptyset(set);
-	sigaddset(set, SIGTERM);
-	sigaddset(set, SIGINT);
-	sigaddset(set, SIGHUP);
-	sigaddset(set, SIGQUIT);
-	if (sigprocmask(SIG_BLOCK, set, NULL) < 0)
-		return -errno;
-	int fd = signalfd(-1, set, SFD_CLOEXEC | SFD_NONBLOCK);
-	return fd < 0 ? -errno : fd;
-}
-
 int main(int argc, char **argv)
 {
 	struct shim s = {.ready_fd = -1,
@@ -813,8 +734,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	/* Signals are blocked from the start so that a SIGTERM during set-up
 	 * still leads to a teardown; the child unblocks them. */
-	sigset_t set;
-	int sfd = make_signalfd(&set);
+	int sfd = msb_ns__shim_signalfd();
 	if (sfd < 0)
 		die(&s, "signalfd: %s", strerror(-sfd));
 	umask(077);

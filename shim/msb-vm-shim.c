@@ -38,6 +38,7 @@
 #include <time.h>
 
 #include "backends/ns/boundary/boundary.h"
+#include "backends/ns/boundary/shim.h"
 #include "backends/vm/vmm.h"
 #include "proto/mux_link.h"
 #include "util/fs.h"
@@ -76,39 +77,9 @@ struct shim {
 	size_t console_len;
 };
 
-static void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void shim_log(const char *fmt, ...)
-{
-	char buf[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	if ((size_t)n > sizeof(buf) - 2)
-		n = (int)sizeof(buf) - 2;
-	buf[n++] = '\n';
-	ssize_t w = write(STDERR_FILENO, buf, (size_t)n);
-	(void)w;
-}
-
 static void report(struct shim *s, const char *line)
 {
-	if (s->ready_fd < 0)
-		return;
-	size_t len = strlen(line);
-	while (len > 0) {
-		ssize_t n = write(s->ready_fd, line, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		line += n;
-		len -= (size_t)n;
-	}
-	close(s->ready_fd);
-	s->ready_fd = -1;
+	msb_ns__shim_report(&s->ready_fd, line);
 }
 
 /* Keep the console's last CONSOLE_KEEP bytes (the guest writes as much as it
@@ -184,7 +155,7 @@ static int teardown(struct shim *s)
 	if (s->cg) {
 		msb_error *e = NULL;
 		if (msb_ns__cgroup_destroy(s->cg, &e) < 0) {
-			shim_log("msb-vm-shim: %s", msb_error_message(e));
+			msb_ns__shim_log("msb-vm-shim: %s", msb_error_message(e));
 			ret = -1;
 		}
 		msb_error_free(e);
@@ -196,7 +167,7 @@ static int teardown(struct shim *s)
 		if (r == 0)
 			r = msb_ns__state_remove_files(s->dfd, false);
 		if (r < 0) {
-			shim_log("msb-vm-shim: remove state files: %s", strerror(-r));
+			msb_ns__shim_log("msb-vm-shim: remove state files: %s", strerror(-r));
 			ret = -1;
 		}
 	}
@@ -216,7 +187,7 @@ static _Noreturn void die(struct shim *s, const char *fmt, ...)
 		if ((unsigned char)*p < 0x20)
 			*p = ' ';
 	snprintf(line, sizeof(line), "error: %s\n", msg);
-	shim_log("msb-vm-shim: %s", msg);
+	msb_ns__shim_log("msb-vm-shim: %s", msg);
 	teardown(s);
 	report(s, line);
 	if (s->ctl_conn >= 0) {
@@ -250,13 +221,8 @@ static int parse_args(struct shim *s, int argc, char **argv)
 		} else if (strcmp(a, "--log") == 0) {
 			s->log_path = v;
 		} else if (strcmp(a, "--ready-fd") == 0) {
-			char *end;
-			errno = 0;
-			long fd = strtol(v, &end, 10);
-			if (errno || *end || fd < 3 || fd > INT_MAX || fcntl((int)fd, F_GETFD) < 0)
+			if ((s->ready_fd = msb_ns__shim_ready_fd(v)) < 0)
 				return -1;
-			s->ready_fd = (int)fd;
-			fcntl(s->ready_fd, F_SETFD, FD_CLOEXEC);
 		} else {
 			return -1;
 		}
@@ -350,33 +316,9 @@ static void load_config(struct shim *s)
 
 static void detach(struct shim *s)
 {
-	if (getsid(0) != getpid() && setsid() < 0) {
-		pid_t pid = fork();
-		if (pid < 0)
-			die(s, "fork: %s", strerror(errno));
-		if (pid > 0)
-			_exit(0);
-		if (setsid() < 0)
-			die(s, "setsid: %s", strerror(errno));
-	}
-	if (chdir("/") < 0)
-		die(s, "chdir /: %s", strerror(errno));
-	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (null < 0)
-		die(s, "/dev/null: %s", strerror(errno));
-	int out = null;
-	if (s->log_path) {
-		out = open(s->log_path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
-			   0600);
-		if (out < 0)
-			die(s, "log `%s`: %s", s->log_path, strerror(errno));
-	}
-	if (dup2(null, STDIN_FILENO) < 0 || dup2(out, STDOUT_FILENO) < 0 ||
-	    dup2(out, STDERR_FILENO) < 0)
-		die(s, "redirect stdio: %s", strerror(errno));
-	if (out != null)
-		close(out);
-	close(null);
+	char why[900];
+	if (msb_ns__shim_detach(s->log_path, why, sizeof(why)) < 0)
+		die(s, "%s", why);
 }
 
 static void purge_stale(struct shim *s)
@@ -391,33 +333,18 @@ static void purge_stale(struct shim *s)
 
 static void check_state_dir(struct shim *s)
 {
-	s->dfd = open(s->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (s->dfd < 0)
-		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
-	struct stat st;
-	if (fstat(s->dfd, &st) < 0)
-		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
-	if (st.st_uid != geteuid() || (st.st_mode & 022))
-		die(s, "state dir `%s` must belong to uid %u and not be group/other writable",
-		    s->state_dir, (unsigned)geteuid());
+	char why[900];
+	if (msb_ns__shim_open_state(s->state_dir, &s->dfd, why, sizeof(why)) < 0)
+		die(s, "%s", why);
 	pid_t pid;
-	uint64_t start;
-	if (msb_ns__read_pid_file(s->dfd, MSB_NS_STATE_SHIM_PID, &pid, &start) == 0) {
-		int fd = msb_ns__pidfd_if_same(pid, start);
-		if (fd >= 0) {
-			close(fd);
-			die(s, "a shim (pid %d) already holds `%s`", (int)pid, s->state_dir);
-		}
-	}
+	if (msb_ns__shim_previous(s->dfd, &pid) > 0)
+		die(s, "a shim (pid %d) already holds `%s`", (int)pid, s->state_dir);
 	purge_stale(s);
 }
 
 static void write_pid(struct shim *s)
 {
-	uint64_t start;
-	int r = msb_ns__proc_start_time(getpid(), &start);
-	if (r == 0)
-		r = msb_ns__write_pid_file(s->dfd, MSB_NS_STATE_SHIM_PID, getpid(), start);
+	int r = msb_ns__shim_write_pid(s->dfd);
 	if (r < 0)
 		die(s, "write %s: %s", MSB_NS_STATE_SHIM_PID, strerror(-r));
 	s->wrote_pid = true;
@@ -581,20 +508,6 @@ static void connect_serial(struct shim *s)
 	}
 }
 
-static int make_signalfd(void)
-{
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGQUIT);
-	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
-		return -errno;
-	int fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-	return fd < 0 ? -errno : fd;
-}
-
 enum { P_VMM, P_SIG, P_CONSOLE, P_LISTEN, P_CTL, P_LINK };
 
 static void serve_control(struct shim *s, int sfd);
@@ -633,8 +546,8 @@ static void serve(struct shim *s, int sfd, bool until_ready)
 			if (until_ready)
 				die_vm(s, "the VM stopped before its agent was ready");
 			msb_vmm__reap(&s->vmm);
-			shim_log("msb-vm-shim: the VMM exited (status 0x%x)",
-				 (unsigned)s->vmm.status);
+			msb_ns__shim_log("msb-vm-shim: the VMM exited (status 0x%x)",
+					 (unsigned)s->vmm.status);
 			return;
 		}
 		if (fds[P_SIG].revents) {
@@ -642,8 +555,8 @@ static void serve(struct shim *s, int sfd, bool until_ready)
 			if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 				if (until_ready)
 					die(s, "signal %u during start", (unsigned)si.ssi_signo);
-				shim_log("msb-vm-shim: signal %u: taking the VM down",
-					 (unsigned)si.ssi_signo);
+				msb_ns__shim_log("msb-vm-shim: signal %u: taking the VM down",
+						 (unsigned)si.ssi_signo);
 				return;
 			}
 		}
@@ -656,14 +569,14 @@ static void serve(struct shim *s, int sfd, bool until_ready)
 		if (fds[P_LISTEN].revents) {
 			int c = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
 			if (c >= 0 && msb_mux_link_add(s->link, c) < 0)
-				shim_log("msb-vm-shim: a connection refused: too many");
+				msb_ns__shim_log("msb-vm-shim: a connection refused: too many");
 		}
 		int r = msb_mux_link_handle(s->link, fds + P_LINK, n);
 		if (r < 0) {
 			if (until_ready)
 				die_vm(s, "the guest's channel failed during start");
-			shim_log("msb-vm-shim: the guest channel failed: %s",
-				 msb_mux_link_why(s->link));
+			msb_ns__shim_log("msb-vm-shim: the guest channel failed: %s",
+					 msb_mux_link_why(s->link));
 			return;
 		}
 	}
@@ -674,7 +587,7 @@ static void serve(struct shim *s, int sfd, bool until_ready)
  * host connection ends with the old VM. A failure takes the sandbox down. */
 static void reset_vm(struct shim *s, int sfd)
 {
-	shim_log("msb-vm-shim: reset of `%s`", s->name);
+	msb_ns__shim_log("msb-vm-shim: reset of `%s`", s->name);
 	msb_mux_link_free(s->link);
 	s->link = NULL;
 	msb_vmm__stop(&s->vmm);
@@ -756,7 +669,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	int sfd = make_signalfd();
+	int sfd = msb_ns__shim_signalfd();
 	if (sfd < 0)
 		die(&s, "signalfd: %s", strerror(-sfd));
 	umask(077);
@@ -776,8 +689,8 @@ int main(int argc, char **argv)
 	start_vmm(&s);
 	connect_serial(&s);
 	serve(&s, sfd, true);
-	shim_log("msb-vm-shim: `%s` ready, VMM pid %d, %.3f s after the VMM started", s.name,
-		 (int)s.vmm.pid, (double)(msb__now_ns() - t0) / 1e9);
+	msb_ns__shim_log("msb-vm-shim: `%s` ready, VMM pid %d, %.3f s after the VMM started",
+			 s.name, (int)s.vmm.pid, (double)(msb__now_ns() - t0) / 1e9);
 	report(&s, "ok\n");
 	serve(&s, sfd, false);
 	close(sfd);

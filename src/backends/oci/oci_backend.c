@@ -17,6 +17,7 @@
 
 #include <jansson.h>
 
+#include "backends/ns/ns_sweep.h"
 #include "backends/oci/oci_int.h"
 #include "backends/types.h"
 #include "util/fs.h"
@@ -473,133 +474,29 @@ static int oci_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb
 			     name);
 }
 
-/* Visit every sandbox directory; `select` returns true to tear it down. */
-typedef bool (*select_fn)(const msb_ns_labels *l, void *ud);
-
-static int sweep(oci_backend *b, select_fn select, void *ud, uint64_t *disposed,
-		 msb_disposal_failure ***failures, size_t *n_failures)
+/* The sweep's teardown of one sandbox (backends/ns/ns_sweep.c). */
+static int sweep_purge(void *ctx, const char *name, int dfd, const msb_ns_labels *l,
+		       msb_error **err)
 {
-	/* guest-names: ok - the state root is the host's */
-	int statefd = open(b->ns.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (statefd < 0)
-		return errno == ENOENT ? 0 : -errno;
-	DIR *d = fdopendir(statefd);
-	if (!d) {
-		int e = -errno;
-		close(statefd);
-		return e;
-	}
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (strncmp(de->d_name, "msb-", 4) != 0)
-			continue;
-		int dfd = openat(dirfd(d), de->d_name,
-				 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (dfd < 0)
-			continue;
-		while (flock(dfd, LOCK_EX) < 0 && errno == EINTR)
-			;
-		msb_ns_labels l = {0};
-		bool labelled = msb_ns__labels_read(dfd, &l, NULL) == 0;
-		bool take = labelled && select(&l, ud);
-		int64_t shim = 0;
-		if (!labelled && (msb_ns__shim_alive(dfd, &shim, NULL), shim == 0) &&
-		    faccessat(dfd, MSB_NS_LABELS, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
-			/* An acquire died before its labels: nothing can run here. */
-			msb__rm_rf_at(dirfd(d), de->d_name);
-		if (take) {
-			msb_error *perr = NULL;
-			int r = purge_sandbox(b, de->d_name, &perr);
-			if (r < 0) {
-				_cleanup_free_ char *detail = msb__asprintf(
-					"%s: %s", de->d_name, msb_error_message(perr));
-				msb_backends__add_failure(failures, n_failures,
-							  r == MSB_E_RUNTIME ? MSB_DISPOSAL_TIMEOUT
-									     : MSB_DISPOSAL_UNKNOWN,
-							  detail);
-			} else if ((r = msb__rm_rf_at(dirfd(d), de->d_name)) < 0) {
-				_cleanup_free_ char *detail =
-					msb__asprintf("%s: the state directory was kept: %s",
-						      de->d_name, strerror(-r));
-				msb_backends__add_failure(failures, n_failures,
-							  MSB_DISPOSAL_REFUSED, detail);
-			}
-			msb_error_free(perr);
-			if (r == 0 && disposed)
-				(*disposed)++;
-		}
-		msb_ns__labels_clear(&l);
-		close(dfd);
-	}
-	closedir(d);
-	return 0;
-}
-
-struct key_sel {
-	const msb_key *key;
-	const char *kind;
-	const char *instance_id;
-};
-
-static bool select_key(const msb_ns_labels *l, void *ud)
-{
-	struct key_sel *s = ud;
-	return msb_ns__labels_match(l, s->key, s->kind, s->instance_id);
+	(void)dfd;
+	(void)l;
+	return purge_sandbox(ctx, name, err);
 }
 
 static int oci_dispose(void *impl, const msb_key *key, const char *kind, const char *instance_id,
 		       msb_disposal_failure **failure, msb_error **err)
 {
 	oci_backend *b = impl;
-	struct key_sel sel = {key, kind, instance_id};
-	msb_disposal_failure **fails = NULL;
-	size_t n = 0;
-	int r = sweep(b, select_key, &sel, NULL, &fails, &n);
-	if (r < 0) {
-		_cleanup_free_ char *detail =
-			msb__asprintf("cannot list `%s`: %s", b->ns.state_dir, strerror(-r));
-		return msb_disposal_failure_new(MSB_DISPOSAL_UNREACHABLE, detail, failure, err);
-	}
-	if (n > 0) {
-		r = msb_fold_disposal_failures((const msb_disposal_failure *const *)fails, n,
-					       failure, err);
-		for (size_t i = 0; i < n; i++)
-			msb_disposal_failure_free(fails[i]);
-		free(fails);
-		return r;
-	}
-	*failure = NULL;
-	return 0;
-}
-
-struct scope_sel {
-	const char *scope;
-	const char *thread_id;
-};
-
-static bool select_scope(const msb_ns_labels *l, void *ud)
-{
-	struct scope_sel *s = ud;
-	return msb__streq_null(l->scope, s->scope) && msb__streq_null(l->thread_id, s->thread_id);
+	return msb_ns__dispose(b->ns.state_dir, sweep_purge, b, key, kind, instance_id, failure,
+			       err);
 }
 
 static int oci_dispose_scope(void *impl, const char *scope, const char *thread_id,
 			     msb_scope_purge *out, msb_error **err)
 {
 	oci_backend *b = impl;
-	struct scope_sel sel = {scope, thread_id};
-	msb_disposal_failure **fails = NULL;
-	size_t n = 0;
-	uint64_t count = 0;
-	int r = sweep(b, select_scope, &sel, &count, &fails, &n);
-	for (size_t i = 0; i < n; i++)
-		msb_disposal_failure_free(fails[i]);
-	free(fails);
-	if (r < 0)
-		return msb__error_errno(err, r, "oci: cannot list `%s`", b->ns.state_dir);
-	out->disposed = count;
-	out->undisposed = n;
-	return 0;
+	return msb_ns__dispose_scope(b->ns.state_dir, "oci", sweep_purge, b, scope, thread_id, out,
+				     err);
 }
 
 static void oci_set_egress_reporter(void *impl, const msb_egress_reporter *reporter)

@@ -29,6 +29,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
+#include "backends/ns/boundary/shim.h"
 #include "backends/oci/oci_relay.h"
 #include "backends/oci/oci_rootfs.h"
 #include "backends/oci/oci_shim.h"
@@ -79,39 +80,9 @@ struct shim {
 	bool wrote_pid;
 };
 
-static void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void shim_log(const char *fmt, ...)
-{
-	char buf[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	if ((size_t)n > sizeof(buf) - 2)
-		n = (int)sizeof(buf) - 2;
-	buf[n++] = '\n';
-	ssize_t w = write(STDERR_FILENO, buf, (size_t)n);
-	(void)w;
-}
-
 static void report(struct shim *s, const char *line)
 {
-	if (s->ready_fd < 0)
-		return;
-	size_t len = strlen(line);
-	while (len > 0) {
-		ssize_t n = write(s->ready_fd, line, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		line += n;
-		len -= (size_t)n;
-	}
-	close(s->ready_fd);
-	s->ready_fd = -1;
+	msb_ns__shim_report(&s->ready_fd, line);
 }
 
 /* ---- the runtime's output ------------------------------------------------------- */
@@ -195,7 +166,7 @@ static int stop_sandbox(struct shim *s)
 		if (s->cg)
 			msb__sys_pidfd_send_signal(s->rt_pidfd, SIGKILL, 0);
 		else if (!wait_pidfd(s->rt_pidfd, RUNTIME_EXIT_MS)) {
-			shim_log("msb-oci-shim: the runtime did not exit: killing it");
+			msb_ns__shim_log("msb-oci-shim: the runtime did not exit: killing it");
 			msb__sys_pidfd_send_signal(s->rt_pidfd, SIGKILL, 0);
 		}
 		close(s->rt_pidfd);
@@ -217,7 +188,7 @@ static int stop_sandbox(struct shim *s)
 		 * whose runtime was killed), then removes the directories. */
 		msb_error *e = NULL;
 		if (msb_ns__cgroup_destroy(s->cg, &e) < 0) {
-			shim_log("msb-oci-shim: %s", msb_error_message(e));
+			msb_ns__shim_log("msb-oci-shim: %s", msb_error_message(e));
 			ret = -1;
 		}
 		msb_error_free(e);
@@ -247,17 +218,18 @@ static int teardown(struct shim *s)
 	if (s->dfd >= 0 && s->wrote_pid) {
 		int r = msb_oci__state_remove_files(s->dfd);
 		if (r < 0) {
-			shim_log("msb-oci-shim: remove the oci files: %s", strerror(-r));
+			msb_ns__shim_log("msb-oci-shim: remove the oci files: %s", strerror(-r));
 			ret = -1;
 		}
 		r = msb_ns__state_remove_files(s->dfd, false);
 		if (r < 0) {
-			shim_log("msb-oci-shim: remove state files: %s", strerror(-r));
+			msb_ns__shim_log("msb-oci-shim: remove state files: %s", strerror(-r));
 			ret = -1;
 		}
 		/* guest-names: ok - the state dir is host-private; rmdir never follows */
 		if (s->remove_dir && ret == 0 && rmdir(s->state_dir) < 0 && errno != ENOENT) {
-			shim_log("msb-oci-shim: remove `%s`: %s", s->state_dir, strerror(errno));
+			msb_ns__shim_log("msb-oci-shim: remove `%s`: %s", s->state_dir,
+					 strerror(errno));
 			ret = -1;
 		}
 	}
@@ -277,7 +249,7 @@ static _Noreturn void die(struct shim *s, const char *fmt, ...)
 		if ((unsigned char)*p < 0x20)
 			*p = ' ';
 	snprintf(line, sizeof(line), "error: %s\n", msg);
-	shim_log("msb-oci-shim: %s", msg);
+	msb_ns__shim_log("msb-oci-shim: %s", msg);
 	teardown(s);
 	report(s, line);
 	if (s->ctl_conn >= 0) {
@@ -319,13 +291,8 @@ static int parse_args(struct shim *s, int argc, char **argv)
 		} else if (strcmp(a, "--agent-log") == 0) {
 			s->agent_log_path = v;
 		} else if (strcmp(a, "--ready-fd") == 0) {
-			char *end;
-			errno = 0;
-			long fd = strtol(v, &end, 10);
-			if (errno || *end || fd < 3 || fd > INT_MAX || fcntl((int)fd, F_GETFD) < 0)
+			if ((s->ready_fd = msb_ns__shim_ready_fd(v)) < 0)
 				return -1;
-			s->ready_fd = (int)fd;
-			fcntl(s->ready_fd, F_SETFD, FD_CLOEXEC);
 		} else {
 			return -1;
 		}
@@ -405,35 +372,9 @@ static void load_config(struct shim *s)
 
 static void detach(struct shim *s)
 {
-	if (getsid(0) != getpid() && setsid() < 0) {
-		pid_t pid = fork();
-		if (pid < 0)
-			die(s, "fork: %s", strerror(errno));
-		if (pid > 0)
-			_exit(0);
-		if (setsid() < 0)
-			die(s, "setsid: %s", strerror(errno));
-	}
-	if (chdir("/") < 0)
-		die(s, "chdir /: %s", strerror(errno));
-	/* guest-names: ok - /dev/null */
-	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (null < 0)
-		die(s, "/dev/null: %s", strerror(errno));
-	int out = null;
-	if (s->log_path) {
-		/* guest-names: ok - the shim's log, a host path (O_NOFOLLOW) */
-		out = open(s->log_path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
-			   0600);
-		if (out < 0)
-			die(s, "log `%s`: %s", s->log_path, strerror(errno));
-	}
-	if (dup2(null, STDIN_FILENO) < 0 || dup2(out, STDOUT_FILENO) < 0 ||
-	    dup2(out, STDERR_FILENO) < 0)
-		die(s, "redirect stdio: %s", strerror(errno));
-	if (out != null)
-		close(out);
-	close(null);
+	char why[900];
+	if (msb_ns__shim_detach(s->log_path, why, sizeof(why)) < 0)
+		die(s, "%s", why);
 }
 
 /*
@@ -465,27 +406,17 @@ static void check_traversable(struct shim *s)
 
 static void check_state_dir(struct shim *s)
 {
-	/* guest-names: ok - the state dir: host-private */
-	s->dfd = open(s->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (s->dfd < 0)
-		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
-	struct stat st;
-	if (fstat(s->dfd, &st) < 0)
-		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
-	if (st.st_uid != geteuid() || (st.st_mode & 022))
-		die(s, "state dir `%s` must belong to uid %u and not be group/other writable",
-		    s->state_dir, (unsigned)geteuid());
+	char why[900];
+	if (msb_ns__shim_open_state(s->state_dir, &s->dfd, why, sizeof(why)) < 0)
+		die(s, "%s", why);
 	if (fchmod(s->dfd, 0711) < 0)
 		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
 	check_traversable(s);
 	pid_t pid;
-	uint64_t start;
-	if (msb_ns__read_pid_file(s->dfd, MSB_NS_STATE_SHIM_PID, &pid, &start) == 0) {
-		int fd = msb_ns__pidfd_if_same(pid, start);
-		if (fd >= 0) {
-			close(fd);
-			die(s, "a shim (pid %d) already holds `%s`", (int)pid, s->state_dir);
-		}
+	int prev = msb_ns__shim_previous(s->dfd, &pid);
+	if (prev > 0)
+		die(s, "a shim (pid %d) already holds `%s`", (int)pid, s->state_dir);
+	if (prev == 0) {
 		msb_error *e = NULL;
 		if (msb_oci__state_purge(s->state_dir, false, STALE_TIMEOUT_MS, &e) < 0)
 			die(s, "clean up after a dead shim: %s", msb_error_message(e));
@@ -494,10 +425,7 @@ static void check_state_dir(struct shim *s)
 
 static void write_pid(struct shim *s)
 {
-	uint64_t start;
-	int r = msb_ns__proc_start_time(getpid(), &start);
-	if (r == 0)
-		r = msb_ns__write_pid_file(s->dfd, MSB_NS_STATE_SHIM_PID, getpid(), start);
+	int r = msb_ns__shim_write_pid(s->dfd);
 	if (r < 0)
 		die(s, "write %s: %s", MSB_NS_STATE_SHIM_PID, strerror(-r));
 	s->wrote_pid = true;
@@ -792,16 +720,17 @@ static void start_sandbox(struct shim *s)
 	int64_t t2 = msb__now_ns();
 	record_init(s);
 	oci_relay_listen(s->relay, listen_at(s, MSB_NS_STATE_SOCKET, 128));
-	shim_log("msb-oci-shim: sandbox `%s` ready under %s: %.3f ms (root and bundle %.3f, "
-		 "runtime to the agent's HELLO %.3f)",
-		 s->name, msb_oci__runtime_name(s->cfg.runtime), (double)(t2 - t0) / 1e6,
-		 (double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6);
+	msb_ns__shim_log(
+		"msb-oci-shim: sandbox `%s` ready under %s: %.3f ms (root and bundle %.3f, "
+		"runtime to the agent's HELLO %.3f)",
+		s->name, msb_oci__runtime_name(s->cfg.runtime), (double)(t2 - t0) / 1e6,
+		(double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6);
 }
 
 /* Reset: the pristine state of creation, from the same configuration. */
 static void reset_sandbox(struct shim *s)
 {
-	shim_log("msb-oci-shim: reset of `%s`", s->name);
+	msb_ns__shim_log("msb-oci-shim: reset of `%s`", s->name);
 	if (stop_sandbox(s) < 0)
 		die(s, "reset: the old sandbox did not go");
 	unlinkat(s->dfd, MSB_NS_STATE_INIT_PID, 0);
@@ -856,20 +785,6 @@ static void serve_control(struct shim *s)
 	close(conn);
 }
 
-static int make_signalfd(void)
-{
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGQUIT);
-	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
-		return -errno;
-	int fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-	return fd < 0 ? -errno : fd;
-}
-
 /* Serve until the sandbox ends, a signal comes, or the agent's connection
  * goes. */
 static void serve(struct shim *s, int sfd)
@@ -888,28 +803,29 @@ static void serve(struct shim *s, int sfd)
 		if (pr < 0) {
 			if (errno == EINTR)
 				continue;
-			shim_log("msb-oci-shim: poll: %s", strerror(errno));
+			msb_ns__shim_log("msb-oci-shim: poll: %s", strerror(errno));
 			break;
 		}
 		if (p[3].revents)
 			drain_output(s);
 		if (p[0].revents) {
 			char words[TAIL_MAX + 1];
-			shim_log("msb-oci-shim: the runtime exited: the sandbox is gone (%s)",
-				 last_words(s, words, sizeof(words)));
+			msb_ns__shim_log(
+				"msb-oci-shim: the runtime exited: the sandbox is gone (%s)",
+				last_words(s, words, sizeof(words)));
 			break;
 		}
 		if (p[1].revents) {
 			struct signalfd_siginfo si;
 			if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-				shim_log("msb-oci-shim: signal %u: taking the sandbox down",
-					 (unsigned)si.ssi_signo);
+				msb_ns__shim_log("msb-oci-shim: signal %u: taking the sandbox down",
+						 (unsigned)si.ssi_signo);
 				break;
 			}
 		}
 		char why[300];
 		if (oci_relay_run(s->relay, p + 4, n - 4, why, sizeof(why)) < 0) {
-			shim_log("msb-oci-shim: %s: taking the sandbox down", why);
+			msb_ns__shim_log("msb-oci-shim: %s: taking the sandbox down", why);
 			break;
 		}
 		/* Last: a reset replaces the relay. */
@@ -941,7 +857,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	int sfd = make_signalfd();
+	int sfd = msb_ns__shim_signalfd();
 	if (sfd < 0)
 		die(&s, "signalfd: %s", strerror(-sfd));
 	umask(077);

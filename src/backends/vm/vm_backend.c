@@ -22,6 +22,7 @@
 
 #include "backends/ns/boundary/boundary.h"
 #include "backends/ns/ns_state.h"
+#include "backends/ns/ns_sweep.h"
 #include "backends/types.h"
 #include "util/fs.h"
 #include "util/json.h"
@@ -566,131 +567,28 @@ static int vm_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 	return msb_error_set(err, MSB_E_RUNTIME, "vm: `%s` kept disappearing during acquire", name);
 }
 
-typedef bool (*select_fn)(const msb_ns_labels *l, void *ud);
-
-static int sweep(vm_backend *b, select_fn select, void *ud, uint64_t *disposed,
-		 msb_disposal_failure ***failures, size_t *n_failures)
+/* The sweep's teardown of one sandbox (backends/ns/ns_sweep.c). */
+static int sweep_purge(void *ctx, const char *name, int dfd, const msb_ns_labels *l,
+		       msb_error **err)
 {
-	int statefd = open(b->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (statefd < 0)
-		return errno == ENOENT ? 0 : -errno;
-	DIR *d = fdopendir(statefd);
-	if (!d) {
-		int e = -errno;
-		close(statefd);
-		return e;
-	}
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (strncmp(de->d_name, "msb-", 4) != 0)
-			continue;
-		int dfd = openat(dirfd(d), de->d_name,
-				 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (dfd < 0)
-			continue;
-		while (flock(dfd, LOCK_EX) < 0 && errno == EINTR)
-			;
-		msb_ns_labels l = {0};
-		bool labelled = msb_ns__labels_read(dfd, &l, NULL) == 0;
-		bool take = labelled && select(&l, ud);
-		int64_t shim = 0;
-		if (!labelled && (msb_ns__shim_alive(dfd, &shim, NULL), shim == 0) &&
-		    faccessat(dfd, MSB_NS_LABELS, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
-			msb__rm_rf_at(dirfd(d), de->d_name);
-		if (take) {
-			msb_disposal_code code = MSB_DISPOSAL_UNKNOWN;
-			char *detail = NULL;
-			msb_error *perr = NULL;
-			int r = purge_sandbox(b, de->d_name, &perr);
-			if (r < 0) {
-				code = r == MSB_E_RUNTIME ? MSB_DISPOSAL_TIMEOUT
-							  : MSB_DISPOSAL_UNKNOWN;
-				detail = msb__asprintf("%s: %s", de->d_name,
-						       msb_error_message(perr));
-				msb_error_free(perr);
-			} else if ((r = msb__rm_rf_at(dirfd(d), de->d_name)) < 0) {
-				code = MSB_DISPOSAL_REFUSED;
-				detail = msb__asprintf("%s: the state directory was kept: %s",
-						       de->d_name, strerror(-r));
-			}
-			if (r < 0)
-				msb_backends__add_failure(failures, n_failures, code, detail);
-			free(detail);
-			if (r == 0 && disposed)
-				(*disposed)++;
-		}
-		msb_ns__labels_clear(&l);
-		close(dfd);
-	}
-	closedir(d);
-	return 0;
-}
-
-struct key_sel {
-	const msb_key *key;
-	const char *kind;
-	const char *instance_id;
-};
-
-static bool select_key(const msb_ns_labels *l, void *ud)
-{
-	struct key_sel *s = ud;
-	return msb_ns__labels_match(l, s->key, s->kind, s->instance_id);
+	(void)dfd;
+	(void)l;
+	return purge_sandbox(ctx, name, err);
 }
 
 static int vm_dispose(void *impl, const msb_key *key, const char *kind, const char *instance_id,
 		      msb_disposal_failure **failure, msb_error **err)
 {
 	vm_backend *b = impl;
-	struct key_sel sel = {key, kind, instance_id};
-	msb_disposal_failure **fails = NULL;
-	size_t n = 0;
-	int r = sweep(b, select_key, &sel, NULL, &fails, &n);
-	if (r < 0) {
-		_cleanup_free_ char *detail =
-			msb__asprintf("cannot list `%s`: %s", b->state_dir, strerror(-r));
-		return msb_disposal_failure_new(MSB_DISPOSAL_UNREACHABLE, detail, failure, err);
-	}
-	if (n > 0) {
-		r = msb_fold_disposal_failures((const msb_disposal_failure *const *)fails, n,
-					       failure, err);
-		for (size_t i = 0; i < n; i++)
-			msb_disposal_failure_free(fails[i]);
-		free(fails);
-		return r;
-	}
-	*failure = NULL;
-	return 0;
-}
-
-struct scope_sel {
-	const char *scope;
-	const char *thread_id;
-};
-
-static bool select_scope(const msb_ns_labels *l, void *ud)
-{
-	struct scope_sel *s = ud;
-	return msb__streq_null(l->scope, s->scope) && msb__streq_null(l->thread_id, s->thread_id);
+	return msb_ns__dispose(b->state_dir, sweep_purge, b, key, kind, instance_id, failure, err);
 }
 
 static int vm_dispose_scope(void *impl, const char *scope, const char *thread_id,
 			    msb_scope_purge *out, msb_error **err)
 {
 	vm_backend *b = impl;
-	struct scope_sel sel = {scope, thread_id};
-	msb_disposal_failure **fails = NULL;
-	size_t n = 0;
-	uint64_t count = 0;
-	int r = sweep(b, select_scope, &sel, &count, &fails, &n);
-	for (size_t i = 0; i < n; i++)
-		msb_disposal_failure_free(fails[i]);
-	free(fails);
-	if (r < 0)
-		return msb__error_errno(err, r, "vm: cannot list `%s`", b->state_dir);
-	out->disposed = count;
-	out->undisposed = n;
-	return 0;
+	return msb_ns__dispose_scope(b->state_dir, "vm", sweep_purge, b, scope, thread_id, out,
+				     err);
 }
 
 static void vm_set_egress_reporter(void *impl, const msb_egress_reporter *reporter)
