@@ -4,7 +4,8 @@ The docker backend's own tests run twice: against dockerd and against
 podman's Docker-compatible API service (tests/e2e/podman.py), the `engine`
 fixture's two parameters. What drives dockerd beyond the backend - the wslc
 stand-in (the docker CLI), the CLI's escape suite, the allowlist topology's
-bridge and DNS recorder - runs against dockerd alone (`DOCKERD_ONLY`).
+bridge and DNS recorder - runs against dockerd alone (`DOCKERD_ONLY`); on
+podman the topology is refused, and that is tested (`PODMAN_ONLY`).
 
 Checklist section 21 and 22.1-22.7. Every operation runs through
 build/tests/engine/msb-engine-tool, one process each, so get-or-create and
@@ -38,6 +39,7 @@ PROXY = os.path.join(BUILD, "proxy", "msb-egress-proxy")
 
 ENGINES = ["dockerd", "podman"]
 DOCKERD_ONLY = pytest.mark.parametrize("engine", ["dockerd"], indirect=True)
+PODMAN_ONLY = pytest.mark.parametrize("engine", ["podman"], indirect=True)
 
 
 @pytest.fixture(scope="module", params=ENGINES)
@@ -408,6 +410,11 @@ def test_wslc_through_the_fixture(wslc, engine):
     assert out(r) == b"hi\x00"
     names = engine.containers("label=maf-sandbox.thread=wslc")
     assert len(names) == 1 and names[0].startswith("maf-sandbox-wslc-")
+    # An allowlist is refused with the reason, never served closed (21.35).
+    e = wslc("acquire", key=key("wslc-allow"), allow=["allowed.test"])["error"]
+    assert e["name"] == "SandboxEgressNotEnforced" and "not implemented" in e["message"], e
+    assert "an allowlist is refused" in wslc.ok("doctor")["reason"]
+    assert engine.containers("label=maf-sandbox.thread=wslc-allow") == []
     e = wslc("exec", key=k, argv=["sleep", "30"], timeout=1)["error"]
     assert e["name"] == "TimeoutError"  # and the container was removed (21.26)
     assert engine.containers("label=maf-sandbox.thread=wslc") == []
@@ -599,6 +606,31 @@ def test_egress_declarations_with_the_proxy(engine, tmp_path):
     files = engine.cli("image", "inspect", "-f", "{{len .RootFS.Layers}}",
                        [t for t in tags.split() if t.startswith("msb-test-proxy:")][0]).stdout
     assert files.strip() == "1"
+
+
+@PODMAN_ONLY
+def test_egress_allowlist_refused_on_podman(engine):
+    """podman 4.3 with CNI cannot hold the topology (docs/engine.md): with a
+    proxy image configured the backend declares egress closed only, says
+    why in doctor and refuses an allowlist at acquire - nothing imported,
+    no network made."""
+    b = Backend(engine, {"type": "docker", "host": engine.host, "image": IMAGE,
+                         "egress_proxy_image": "msb-test-proxy", "egress_proxy": PROXY})
+    dd = b.ok("declarations")["declarations"]
+    assert dd["egress_modes"] == ["closed"] and dd["observes_egress"] is False  # 21.5
+    d = b.ok("doctor")
+    assert d["ok"] is False and "an allowlist is refused (podman with" in d["reason"], d
+    e = b("acquire", key=key("pm-allow"), allow=["allowed.test"])["error"]
+    assert e["name"] == "SandboxEgressNotEnforced" and "podman with" in e["message"], e
+    assert engine.containers("label=maf-sandbox.thread=pm-allow") == []
+    assert engine.cli("network", "ls", "-q", "--filter", "label=maf-sandbox.thread=pm-allow",
+                      check=True).stdout.split() == []
+    tags = engine.cli("images", "--format", "{{.Repository}}", check=True).stdout.split()
+    assert not any("msb-test-proxy" in t for t in tags), tags
+    # closed egress is still served
+    r = b.ok("exec", key=key("pm-allow"), argv=["true"])
+    assert r["exit_code"] == 0
+    assert b.ok("dispose", key=key("pm-allow"), any_kind=True)["failed"] is False
 
 
 @DOCKERD_ONLY

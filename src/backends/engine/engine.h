@@ -217,6 +217,9 @@ typedef struct engine_backend {
 	 * settings (src/egress/config.c, without "allow"), or NULL for none. */
 	bool allowlist;
 	char *egress_config;
+	/* Why an allowlist is not served here (the acquire's refusal), or NULL
+	 * for "every container runs with no network". */
+	char *allowlist_refused;
 	/* The confined file plane (engine_sandbox.c): msb-agent's bytes, where
 	 * it goes in a container, and whether it was found unusable here (no
 	 * openat2 in the engine's kernel): then the tar-header walk. */
@@ -241,6 +244,8 @@ typedef struct engine_backend_config {
 	 * proxy settings (a JSON object's text, or NULL for the defaults). */
 	bool allowlist;
 	const char *egress_config;
+	/* Why this engine serves no allowlist (said at acquire), or NULL. */
+	const char *allowlist_refused;
 	/* The confined file plane: msb-agent on the host (NULL = the tar-header
 	 * walk); used when the transport has `install`. */
 	const char *agent_path;
