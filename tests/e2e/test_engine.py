@@ -87,15 +87,18 @@ class Backend:
     """msb-engine-tool on a backend JSON; `agent` is msb-agent for the
     confined file plane (None: not found, so the tar-header walk)."""
 
-    def __init__(self, engine, cfg, agent=AGENT):
+    def __init__(self, engine, cfg, agent=AGENT, hostfs=True):
         self.engine = engine
         self.cfg = json.dumps(cfg)
         self.agent = agent or "/nonexistent/msb-agent"
+        self.hostfs = hostfs
 
     def __call__(self, op, proc_timeout=180, **req):
         req["op"] = op
         env = self.engine.env()
         env["MSB_AGENT"] = self.agent
+        if not self.hostfs:
+            env["MSB_ENGINE_HOSTFS"] = "0"
         p = subprocess.run([TOOL, self.cfg, json.dumps(req)], capture_output=True,
                            timeout=proc_timeout, env=env)
         out = p.stdout.decode().strip()
@@ -115,9 +118,17 @@ def docker(engine):
 
 
 @pytest.fixture(scope="module")
+def docker_agent(engine):
+    """The docker backend with the host's file plane off: the confined agent."""
+    return Backend(engine, {"type": "docker", "host": engine.host, "image": IMAGE}, hostfs=False)
+
+
+@pytest.fixture(scope="module")
 def docker_walk(engine):
-    """The docker backend without msb-agent: the tar-header walk."""
-    return Backend(engine, {"type": "docker", "host": engine.host, "image": IMAGE}, agent=None)
+    """The docker backend without msb-agent nor the host's file plane: the
+    tar-header walk."""
+    return Backend(engine, {"type": "docker", "host": engine.host, "image": IMAGE}, agent=None,
+                   hostfs=False)
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +151,7 @@ def out(doc, stream="stdout"):
 def test_doctor_and_declarations(docker, docker_walk):
     d = docker.ok("doctor")
     assert d["ok"] and "API 1." in d["reason"] and "the confined agent" in d["reason"]
+    assert "file plane: the host's" in d["reason"]
     d = docker_walk.ok("doctor")
     assert d["ok"] and "file plane: the tar-header walk" in d["reason"]
     decl = docker.ok("declarations")
@@ -237,6 +249,8 @@ def test_files_in_and_out(docker, tmp_path):
     docker.ok("write", key=k, path="deep/er/blob.bin", data_hex=b"short".hex())
     r = docker.ok("exec", key=k, argv=["sh", "-c", "cat deep/er/blob.bin; stat -c ' %a %u' deep/er/blob.bin"])
     assert out(r) == b"short 644 0\n"
+    # The host's file plane served it all: no agent was placed (a local engine).
+    assert b".msb" not in out(docker.ok("exec", key=k, argv=["ls", "-a", "/"])).split()
 
 
 def test_caps_are_counted_on_the_host(docker, tmp_path):
@@ -255,8 +269,16 @@ def test_caps_are_counted_on_the_host(docker, tmp_path):
     assert e["name"] == "SandboxTransferCapExceeded"
 
 
-def test_links_are_refused_never_followed(docker):
-    k = key("links")
+@pytest.fixture(params=["hostfs", "agent"])
+def confined(request, docker, docker_agent):
+    """The two confined file planes: the host's through the container's root,
+    and msb-agent run in the container."""
+    return docker if request.param == "hostfs" else docker_agent
+
+
+def test_links_are_refused_never_followed(confined):
+    docker = confined
+    k = key(f"links-{docker.hostfs}")
     docker.ok("exec", key=k, argv=["sh", "-c",
                                    "mkdir -p /outside && echo secret > /outside/s && "
                                    "ln -s /outside out && ln -s /outside/s leaf"])
@@ -276,19 +298,37 @@ def test_links_are_refused_never_followed(docker):
     assert out(r) == b"secret\n"  # the link went, not what it pointed at
 
 
+def test_the_storage_base_swapped_for_a_link_is_not_followed(docker):
+    """The host's file plane resolves the storage base inside the container's
+    root with no link allowed: a guest that replaces it with a link to /etc
+    (which, followed from the host, would be the host's) gets a refusal."""
+    k = key("base-swap")
+    docker.ok("write", key=k, path="f", data_hex=b"x".hex())
+    docker.ok("exec", key=k, argv=["sh", "-c", "mv /maf-sandbox/work /maf-sandbox/w2 && "
+                                   "ln -s /etc /maf-sandbox/work"], wd="/")
+    for path in ("passwd", "hostname"):
+        e = docker("read", key=k, path=path)["error"]
+        assert "link" in e["message"] or "No such" in e["message"], e
+    e = docker("write", key=k, path="planted", data_hex="00")["error"]
+    assert e, e
+    assert not os.path.exists("/etc/planted")
+    docker.ok("dispose", key=k, any_kind=True)
+
+
 SWAPPER = ("mkdir -p /outside real && echo SECRET > /outside/f && echo benign > real/f && "
            "setsid sh -c 'while true; do mv real real.tmp; ln -s /outside real; "
            "mv real real.lnk; mv real.tmp real; rm real.lnk; done' >/dev/null 2>&1 &")
 
 
-def test_a_link_swapped_in_is_never_followed(docker):
+def test_a_link_swapped_in_is_never_followed(confined):
     """22.7 and the issue's residual: the guest swaps a directory of the path
     for a link to a secret outside the working directory, as fast as it can,
     while the host reads through it. The confined agent resolves the whole
     path in one openat2: it returns the file, refuses the link, or finds
     nothing - never the secret. (The tar-header walk, between its stat and the
     archive read, returned the secret in some of 60 reads here.)"""
-    k = key("swap")
+    docker = confined
+    k = key(f"swap-{docker.hostfs}")
     docker.ok("exec", key=k, argv=["sh", "-c", SWAPPER])
     r = docker.ok("read_race", key=k, path="real/f", repeat=40)
     assert "SECRET\n" not in r["contents"], r

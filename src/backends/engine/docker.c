@@ -680,6 +680,7 @@ static const engine_transport_ops docker_ops = {
 	.write = docker_write,
 	.fingerprint = msb_docker__fingerprint,
 	.host_root = msb_docker__host_root,
+	.pid = msb_docker__pid,
 	.install = docker_install,
 	.net_create = msb_docker__net_create,
 	.net_remove = msb_docker__net_remove,
@@ -958,11 +959,18 @@ int msb_docker_doctor(const char *json, size_t len, bool *ok, char **reason, msb
 					 "container); msb-agent not found at `%s` (set $MSB_AGENT) "
 					 "for the confined agent",
 					 agent ? agent : "?");
-	*reason = msb__asprintf("engine at %s: version %s, API %s, os %s; %s; %s; %s", d->host,
+	const char *hf = getenv("MSB_ENGINE_HOSTFS");
+	const char *host_plane =
+		hf && strcmp(hf, "0") == 0
+			? ""
+			: "file plane: the host's where the container's init is visible here (its "
+			  "root from /proc/PID, the storage base resolved with openat2 "
+			  "RESOLVE_IN_ROOT|RESOLVE_NO_SYMLINKS; write, read, stat), else ";
+	*reason = msb__asprintf("engine at %s: version %s, API %s, os %s; %s; %s; %s%s", d->host,
 				d->version, d->api_version, d->os_type,
 				on_linux ? "exec, files in/out/delete and reclaim work"
 					 : "only a linux engine is served (os_families {posix})",
-				egress_text ? egress_text : "", plane ? plane : "");
+				egress_text ? egress_text : "", host_plane, plane ? plane : "");
 	docker_free(d);
 	json_decref(obj); /* o's strings lived in it */
 	return *reason ? 0 : msb__error_nomem(err);

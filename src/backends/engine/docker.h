@@ -38,6 +38,9 @@ int msb_docker__exec(void *t, const char *ref, const engine_exec *x, msb_exec_re
 int msb_docker__container_error(const docker_response *r, const char *ref, const char *what,
 				msb_error **err);
 
+/* The container's State.Pid, 0 when not running (engine_transport_ops.pid). */
+int64_t msb_docker__pid(void *t, const char *ref);
+
 /* Force-remove (DELETE ?force=1). */
 int msb_docker__remove(void *t, const char *ref, msb_error **err);
 /* docker_inspect.c: GET /changes and /top; GraphDriver.Data.MergedDir. */
