@@ -278,10 +278,10 @@ def confined(request, docker, docker_agent):
 
 def test_links_are_refused_never_followed(confined):
     docker = confined
-    k = key(f"links-{docker.hostfs}")
+    k = key("links")  # both planes on one container: the setup is idempotent
     docker.ok("exec", key=k, argv=["sh", "-c",
                                    "mkdir -p /outside && echo secret > /outside/s && "
-                                   "ln -s /outside out && ln -s /outside/s leaf"])
+                                   "ln -sfn /outside out && ln -sfn /outside/s leaf"])
     for path in ("out/s", "leaf"):
         e = docker("read", key=k, path=path)["error"]
         assert "link" in e["message"], e
@@ -667,10 +667,6 @@ def test_egress_allowlist_refused_on_podman(engine):
                       check=True).stdout.split() == []
     tags = engine.cli("images", "--format", "{{.Repository}}", check=True).stdout.split()
     assert not any("msb-test-proxy" in t for t in tags), tags
-    # closed egress is still served
-    r = b.ok("exec", key=key("pm-allow"), argv=["true"])
-    assert r["exit_code"] == 0
-    assert b.ok("dispose", key=key("pm-allow"), any_kind=True)["failed"] is False
 
 
 @DOCKERD_ONLY
