@@ -45,11 +45,13 @@ int msb_engine__hostfs_base(engine_backend *b, const char *id, const char *base)
 		return -1;
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%lld", (long long)pid);
+	/* guest-names: ok - /proc/PID is the host's procfs, not a guest name */
 	_cleanup_close_ int procfd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (procfd < 0 || !in_cgroup_of(procfd, id))
 		return -1;
-	/* guest-names: ok - "root" is the kernel's magic link of that process,
-	 * followed on purpose: it is the container's root */
+	/* The kernel's magic link of that process, followed on purpose: it is
+	 * the container's root; everything beneath is resolved below.
+	 * guest-names: ok - "root" of a held /proc/PID fd */
 	_cleanup_close_ int root = openat(procfd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0)
 		return -1;
