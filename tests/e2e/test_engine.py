@@ -249,6 +249,10 @@ def test_files_in_and_out(docker, tmp_path):
     docker.ok("write", key=k, path="deep/er/blob.bin", data_hex=b"short".hex())
     r = docker.ok("exec", key=k, argv=["sh", "-c", "cat deep/er/blob.bin; stat -c ' %a %u' deep/er/blob.bin"])
     assert out(r) == b"short 644 0\n"
+    e = docker("remove", key=k, path="deep")["error"]
+    assert "recursive" in e["message"], e
+    docker.ok("remove", key=k, path="deep", recursive=True)
+    assert docker.ok("stat", key=k, path="deep") == {"present": False}
     # The host's file plane served it all: no agent was placed (a local engine).
     assert b".msb" not in out(docker.ok("exec", key=k, argv=["ls", "-a", "/"])).split()
 

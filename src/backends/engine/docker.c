@@ -965,7 +965,8 @@ int msb_docker_doctor(const char *json, size_t len, bool *ok, char **reason, msb
 			? ""
 			: "file plane: the host's where the container's init is visible here (its "
 			  "root from /proc/PID, the storage base resolved with openat2 "
-			  "RESOLVE_IN_ROOT|RESOLVE_NO_SYMLINKS; write, read, stat), else ";
+			  "RESOLVE_IN_ROOT|RESOLVE_NO_SYMLINKS; write, read, stat, remove, "
+			  "reclaim), else ";
 	*reason = msb__asprintf("engine at %s: version %s, API %s, os %s; %s; %s; %s%s", d->host,
 				d->version, d->api_version, d->os_type,
 				on_linux ? "exec, files in/out/delete and reclaim work"

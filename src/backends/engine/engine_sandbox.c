@@ -426,6 +426,14 @@ static int engine_list_dir(void *impl, const char *path, const char *working_dir
 static int remove_checked(engine_sandbox *s, const char *path, const char *working_directory,
 			  bool recursive, double timeout, const char *op, msb_error **err)
 {
+	ns_files f;
+	_cleanup_close_ int fd = -1;
+	/* The host's walker: nothing the guest could not remove itself (22.3's
+	 * reach rule, 9.27), no engine exec, so no timeout to apply. */
+	if (hostfs(s, &f, &fd))
+		return strcmp(op, "reclaim") == 0
+			       ? msb_ns__reclaim(&f, path, working_directory, err)
+			       : msb_ns__remove(&f, path, working_directory, recursive, err);
 	_cleanup_(target_clear) engine_target t = {0};
 	int r = confine(s, path, working_directory, false, &t, err);
 	if (r < 0)
@@ -465,7 +473,8 @@ static int engine_remove(void *impl, const char *path, const char *working_direc
 			      "remove", err);
 }
 
-/* RECLAIM (22.3): rm -rf as the container's root, after the walk. */
+/* RECLAIM (22.3): the host's walker, else rm -rf as the container's root
+ * after the walk. */
 static int engine_reclaim(void *impl, const char *directory, const char *working_directory,
 			  double timeout, msb_error **err)
 {
