@@ -4,7 +4,8 @@ The docker backend's own tests run twice: against dockerd and against
 podman's Docker-compatible API service (tests/e2e/podman.py), the `engine`
 fixture's two parameters. What drives dockerd beyond the backend - the wslc
 stand-in (the docker CLI), the CLI's escape suite, the allowlist topology's
-bridge and DNS recorder - runs against dockerd alone (`DOCKERD_ONLY`).
+bridge and DNS recorder - runs against dockerd alone (`DOCKERD_ONLY`); on
+podman the topology is refused, and that is tested (`PODMAN_ONLY`).
 
 Checklist section 21 and 22.1-22.7. Every operation runs through
 build/tests/engine/msb-engine-tool, one process each, so get-or-create and
@@ -38,6 +39,7 @@ PROXY = os.path.join(BUILD, "proxy", "msb-egress-proxy")
 
 ENGINES = ["dockerd", "podman"]
 DOCKERD_ONLY = pytest.mark.parametrize("engine", ["dockerd"], indirect=True)
+PODMAN_ONLY = pytest.mark.parametrize("engine", ["podman"], indirect=True)
 
 
 @pytest.fixture(scope="module", params=ENGINES)
@@ -85,15 +87,18 @@ class Backend:
     """msb-engine-tool on a backend JSON; `agent` is msb-agent for the
     confined file plane (None: not found, so the tar-header walk)."""
 
-    def __init__(self, engine, cfg, agent=AGENT):
+    def __init__(self, engine, cfg, agent=AGENT, hostfs=True):
         self.engine = engine
         self.cfg = json.dumps(cfg)
         self.agent = agent or "/nonexistent/msb-agent"
+        self.hostfs = hostfs
 
     def __call__(self, op, proc_timeout=180, **req):
         req["op"] = op
         env = self.engine.env()
         env["MSB_AGENT"] = self.agent
+        if not self.hostfs:
+            env["MSB_ENGINE_HOSTFS"] = "0"
         p = subprocess.run([TOOL, self.cfg, json.dumps(req)], capture_output=True,
                            timeout=proc_timeout, env=env)
         out = p.stdout.decode().strip()
@@ -113,9 +118,17 @@ def docker(engine):
 
 
 @pytest.fixture(scope="module")
+def docker_agent(engine):
+    """The docker backend with the host's file plane off: the confined agent."""
+    return Backend(engine, {"type": "docker", "host": engine.host, "image": IMAGE}, hostfs=False)
+
+
+@pytest.fixture(scope="module")
 def docker_walk(engine):
-    """The docker backend without msb-agent: the tar-header walk."""
-    return Backend(engine, {"type": "docker", "host": engine.host, "image": IMAGE}, agent=None)
+    """The docker backend without msb-agent nor the host's file plane: the
+    tar-header walk."""
+    return Backend(engine, {"type": "docker", "host": engine.host, "image": IMAGE}, agent=None,
+                   hostfs=False)
 
 
 @pytest.fixture(scope="module")
@@ -138,6 +151,7 @@ def out(doc, stream="stdout"):
 def test_doctor_and_declarations(docker, docker_walk):
     d = docker.ok("doctor")
     assert d["ok"] and "API 1." in d["reason"] and "the confined agent" in d["reason"]
+    assert "file plane: the host's" in d["reason"]
     d = docker_walk.ok("doctor")
     assert d["ok"] and "file plane: the tar-header walk" in d["reason"]
     decl = docker.ok("declarations")
@@ -235,6 +249,12 @@ def test_files_in_and_out(docker, tmp_path):
     docker.ok("write", key=k, path="deep/er/blob.bin", data_hex=b"short".hex())
     r = docker.ok("exec", key=k, argv=["sh", "-c", "cat deep/er/blob.bin; stat -c ' %a %u' deep/er/blob.bin"])
     assert out(r) == b"short 644 0\n"
+    e = docker("remove", key=k, path="deep")["error"]
+    assert "recursive" in e["message"], e
+    docker.ok("remove", key=k, path="deep", recursive=True)
+    assert docker.ok("stat", key=k, path="deep") == {"present": False}
+    # The host's file plane served it all: no agent was placed (a local engine).
+    assert b".msb" not in out(docker.ok("exec", key=k, argv=["ls", "-a", "/"])).split()
 
 
 def test_caps_are_counted_on_the_host(docker, tmp_path):
@@ -253,11 +273,19 @@ def test_caps_are_counted_on_the_host(docker, tmp_path):
     assert e["name"] == "SandboxTransferCapExceeded"
 
 
-def test_links_are_refused_never_followed(docker):
-    k = key("links")
+@pytest.fixture(params=["hostfs", "agent"])
+def confined(request, docker, docker_agent):
+    """The two confined file planes: the host's through the container's root,
+    and msb-agent run in the container."""
+    return docker if request.param == "hostfs" else docker_agent
+
+
+def test_links_are_refused_never_followed(confined):
+    docker = confined
+    k = key("links")  # both planes on one container: the setup is idempotent
     docker.ok("exec", key=k, argv=["sh", "-c",
                                    "mkdir -p /outside && echo secret > /outside/s && "
-                                   "ln -s /outside out && ln -s /outside/s leaf"])
+                                   "ln -sfn /outside out && ln -sfn /outside/s leaf"])
     for path in ("out/s", "leaf"):
         e = docker("read", key=k, path=path)["error"]
         assert "link" in e["message"], e
@@ -274,19 +302,37 @@ def test_links_are_refused_never_followed(docker):
     assert out(r) == b"secret\n"  # the link went, not what it pointed at
 
 
+def test_the_storage_base_swapped_for_a_link_is_not_followed(docker):
+    """The host's file plane resolves the storage base inside the container's
+    root with no link allowed: a guest that replaces it with a link to /etc
+    (which, followed from the host, would be the host's) gets a refusal."""
+    k = key("base-swap")
+    docker.ok("write", key=k, path="f", data_hex=b"x".hex())
+    docker.ok("exec", key=k, argv=["sh", "-c", "mv /maf-sandbox/work /maf-sandbox/w2 && "
+                                   "ln -s /etc /maf-sandbox/work"], wd="/")
+    for path in ("passwd", "hostname"):
+        e = docker("read", key=k, path=path)["error"]
+        assert "link" in e["message"] or "No such" in e["message"], e
+    e = docker("write", key=k, path="planted", data_hex="00")["error"]
+    assert e, e
+    assert not os.path.exists("/etc/planted")
+    docker.ok("dispose", key=k, any_kind=True)
+
+
 SWAPPER = ("mkdir -p /outside real && echo SECRET > /outside/f && echo benign > real/f && "
            "setsid sh -c 'while true; do mv real real.tmp; ln -s /outside real; "
            "mv real real.lnk; mv real.tmp real; rm real.lnk; done' >/dev/null 2>&1 &")
 
 
-def test_a_link_swapped_in_is_never_followed(docker):
+def test_a_link_swapped_in_is_never_followed(confined):
     """22.7 and the issue's residual: the guest swaps a directory of the path
     for a link to a secret outside the working directory, as fast as it can,
     while the host reads through it. The confined agent resolves the whole
     path in one openat2: it returns the file, refuses the link, or finds
     nothing - never the secret. (The tar-header walk, between its stat and the
     archive read, returned the secret in some of 60 reads here.)"""
-    k = key("swap")
+    docker = confined
+    k = key(f"swap-{docker.hostfs}")
     docker.ok("exec", key=k, argv=["sh", "-c", SWAPPER])
     r = docker.ok("read_race", key=k, path="real/f", repeat=40)
     assert "SECRET\n" not in r["contents"], r
@@ -408,6 +454,11 @@ def test_wslc_through_the_fixture(wslc, engine):
     assert out(r) == b"hi\x00"
     names = engine.containers("label=maf-sandbox.thread=wslc")
     assert len(names) == 1 and names[0].startswith("maf-sandbox-wslc-")
+    # An allowlist is refused with the reason, never served closed (21.35).
+    e = wslc("acquire", key=key("wslc-allow"), allow=["allowed.test"])["error"]
+    assert e["name"] == "SandboxEgressNotEnforced" and "not implemented" in e["message"], e
+    assert "an allowlist is refused" in wslc.ok("doctor")["reason"]
+    assert engine.containers("label=maf-sandbox.thread=wslc-allow") == []
     e = wslc("exec", key=k, argv=["sleep", "30"], timeout=1)["error"]
     assert e["name"] == "TimeoutError"  # and the container was removed (21.26)
     assert engine.containers("label=maf-sandbox.thread=wslc") == []
@@ -599,6 +650,27 @@ def test_egress_declarations_with_the_proxy(engine, tmp_path):
     files = engine.cli("image", "inspect", "-f", "{{len .RootFS.Layers}}",
                        [t for t in tags.split() if t.startswith("msb-test-proxy:")][0]).stdout
     assert files.strip() == "1"
+
+
+@PODMAN_ONLY
+def test_egress_allowlist_refused_on_podman(engine):
+    """podman 4.3 with CNI cannot hold the topology (docs/engine.md): with a
+    proxy image configured the backend declares egress closed only, says
+    why in doctor and refuses an allowlist at acquire - nothing imported,
+    no network made."""
+    b = Backend(engine, {"type": "docker", "host": engine.host, "image": IMAGE,
+                         "egress_proxy_image": "msb-test-proxy", "egress_proxy": PROXY})
+    dd = b.ok("declarations")["declarations"]
+    assert dd["egress_modes"] == ["closed"] and dd["observes_egress"] is False  # 21.5
+    d = b.ok("doctor")
+    assert d["ok"] is False and "an allowlist is refused (podman with" in d["reason"], d
+    e = b("acquire", key=key("pm-allow"), allow=["allowed.test"])["error"]
+    assert e["name"] == "SandboxEgressNotEnforced" and "podman with" in e["message"], e
+    assert engine.containers("label=maf-sandbox.thread=pm-allow") == []
+    assert engine.cli("network", "ls", "-q", "--filter", "label=maf-sandbox.thread=pm-allow",
+                      check=True).stdout.split() == []
+    tags = engine.cli("images", "--format", "{{.Repository}}", check=True).stdout.split()
+    assert not any("msb-test-proxy" in t for t in tags), tags
 
 
 @DOCKERD_ONLY

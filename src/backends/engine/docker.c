@@ -109,8 +109,17 @@ int msb_docker__negotiate(docker_transport *d, msb_error **err)
 		if (!d->api_version || !d->os_type || !d->version)
 			rc = msb__error_nomem(err);
 	}
+	size_t i;
+	json_t *c;
+	json_array_foreach (json_object_get(doc, "Components"), i, c) {
+		const char *n = json_string_value(json_object_get(c, "Name"));
+		if (n && strncmp(n, "Podman", 6) == 0)
+			d->podman = true;
+	}
 	json_decref(doc);
 	msb_docker__response_clear(&r);
+	if (rc == 0 && d->podman)
+		rc = msb_docker__podman_network(d, err);
 	return rc;
 }
 
@@ -653,6 +662,7 @@ static void docker_free(void *t)
 	free(d->version);
 	free(d->api_version);
 	free(d->os_type);
+	free(d->net_backend);
 	free(d->proxy_image);
 	free(d->outbound_esc);
 	free(d);
@@ -670,6 +680,7 @@ static const engine_transport_ops docker_ops = {
 	.write = docker_write,
 	.fingerprint = msb_docker__fingerprint,
 	.host_root = msb_docker__host_root,
+	.pid = msb_docker__pid,
 	.install = docker_install,
 	.net_create = msb_docker__net_create,
 	.net_remove = msb_docker__net_remove,
@@ -782,13 +793,24 @@ int msb_docker_backend_new(const msb_docker_options *opts, msb_backend **out, ms
 		return r;
 	docker_transport *d = NULL;
 	r = transport_new(o, &d, err);
-	if (r == 0 && (r = egress_init(d, o, err)) < 0)
-		docker_free(d);
 	if (r < 0)
 		return r;
+	/* An engine that cannot hold the topology: egress closed only, and an
+	 * allowlist refused at acquire with the reason (never a proxy that
+	 * its workload cannot reach). */
+	_cleanup_free_ char *refused =
+		o->egress_proxy_image ? msb_docker__allowlist_refusal(d) : NULL;
+	const bool allowlist = o->egress_proxy_image && !refused;
+	if (allowlist && (r = egress_init(d, o, err)) < 0) {
+		docker_free(d);
+		return r;
+	}
+	if (refused)
+		msb__log(&(msb_logger){o->log, o->log_userdata}, MSB_LOG_WARNING, "docker",
+			 "egress_proxy_image `%s` not used: %s", o->egress_proxy_image, refused);
 	_cleanup_free_ char *agent = msb_engine__agent_path(NULL);
 	msb_declarations decl = docker_declarations;
-	if (o->egress_proxy_image) {
+	if (allowlist) {
 		/* msb's proxy: the allowlist, and per-method rules on plain HTTP as
 		 * ns serves them (src/egress); every decision observed (21.33). */
 		decl.egress_modes |= MSB_EGRESS_ALLOWLIST;
@@ -814,8 +836,9 @@ int msb_docker_backend_new(const msb_docker_options *opts, msb_backend **out, ms
 		.isolation = "container",
 		.log = o->log,
 		.log_userdata = o->log_userdata,
-		.allowlist = o->egress_proxy_image != NULL,
+		.allowlist = allowlist,
 		.egress_config = o->egress_config,
+		.allowlist_refused = refused,
 		.agent_path = agent,
 	};
 	return msb_engine__backend_new(&cfg, out, err);
@@ -903,8 +926,11 @@ int msb_docker_doctor(const char *json, size_t len, bool *ok, char **reason, msb
 	}
 	const bool on_linux = strcmp(d->os_type, "linux") == 0;
 	_cleanup_free_ char *bin = o.egress_proxy_image ? proxy_binary(&o) : NULL;
+	_cleanup_free_ char *refused =
+		o.egress_proxy_image ? msb_docker__allowlist_refusal(d) : NULL;
 	_cleanup_free_ char *egress_text =
-		!o.egress_proxy_image
+		refused ? msb__asprintf("egress closed only: an allowlist is refused (%s)", refused)
+		: !o.egress_proxy_image
 			? msb__strdup(
 				  "egress closed only (set egress_proxy_image for the allowlist "
 				  "topology)")
@@ -916,7 +942,7 @@ int msb_docker_doctor(const char *json, size_t len, bool *ok, char **reason, msb
 			: msb__asprintf("egress closed only: the proxy binary `%s` is not there "
 					"(build msb-egress-proxy or set egress_proxy)",
 					bin ? bin : "?");
-	*ok = on_linux && (!o.egress_proxy_image || (bin && access(bin, R_OK) == 0));
+	*ok = on_linux && !refused && (!o.egress_proxy_image || (bin && access(bin, R_OK) == 0));
 	_cleanup_free_ char *agent = msb_engine__agent_path(NULL);
 	bool confined = agent && access(agent, R_OK) == 0;
 	_cleanup_free_ char *plane =
@@ -933,11 +959,19 @@ int msb_docker_doctor(const char *json, size_t len, bool *ok, char **reason, msb
 					 "container); msb-agent not found at `%s` (set $MSB_AGENT) "
 					 "for the confined agent",
 					 agent ? agent : "?");
-	*reason = msb__asprintf("engine at %s: version %s, API %s, os %s; %s; %s; %s", d->host,
+	const char *hf = getenv("MSB_ENGINE_HOSTFS");
+	const char *host_plane =
+		hf && strcmp(hf, "0") == 0
+			? ""
+			: "file plane: the host's where the container's init is visible here (its "
+			  "root from /proc/PID, the storage base resolved with openat2 "
+			  "RESOLVE_IN_ROOT|RESOLVE_NO_SYMLINKS; write, read, stat, remove, "
+			  "reclaim), else ";
+	*reason = msb__asprintf("engine at %s: version %s, API %s, os %s; %s; %s; %s%s", d->host,
 				d->version, d->api_version, d->os_type,
 				on_linux ? "exec, files in/out/delete and reclaim work"
 					 : "only a linux engine is served (os_families {posix})",
-				egress_text ? egress_text : "", plane ? plane : "");
+				egress_text ? egress_text : "", host_plane, plane ? plane : "");
 	docker_free(d);
 	json_decref(obj); /* o's strings lived in it */
 	return *reason ? 0 : msb__error_nomem(err);

@@ -11,6 +11,10 @@ typedef struct docker_transport {
 	char *version;	   /* the engine's own version */
 	char *api_version; /* the one spoken, "1.41" */
 	char *os_type;	   /* "linux", "windows" */
+	/* podman's compatible service (its /version names "Podman Engine"),
+	 * and then its network stack ("cni", "netavark"; "unknown"). */
+	bool podman;
+	char *net_backend;
 	/* The allowlist topology (docker_egress.c), when configured. */
 	char *proxy_image;  /* "<repo>:<sha12>", msb's proxy imported */
 	char *outbound_esc; /* the proxy's outbound network, URL-escaped */
@@ -18,6 +22,12 @@ typedef struct docker_transport {
 
 /* GET /version and pick the API version to speak (msb_docker_backend_new). */
 int msb_docker__negotiate(docker_transport *d, msb_error **err);
+
+/* podman only: d->net_backend from GET /libpod/info (docker_egress.c). */
+int msb_docker__podman_network(docker_transport *d, msb_error **err);
+/* Why this engine cannot hold the allowlist topology (newly allocated), or
+ * NULL when it can (dockerd). */
+char *msb_docker__allowlist_refusal(const docker_transport *d);
 
 /* The exec (docker_exec.c). */
 int msb_docker__exec(void *t, const char *ref, const engine_exec *x, msb_exec_result *out,
@@ -27,6 +37,9 @@ int msb_docker__exec(void *t, const char *ref, const engine_exec *x, msb_exec_re
  * (404 on a container path): a handle bound to a disposed instance. */
 int msb_docker__container_error(const docker_response *r, const char *ref, const char *what,
 				msb_error **err);
+
+/* The container's State.Pid, 0 when not running (engine_transport_ops.pid). */
+int64_t msb_docker__pid(void *t, const char *ref);
 
 /* Force-remove (DELETE ?force=1). */
 int msb_docker__remove(void *t, const char *ref, msb_error **err);

@@ -63,6 +63,48 @@ static int engine_refused(const docker_response *r, const char *what, msb_error 
 	return msb_error_set(err, MSB_E_RUNTIME, "%s: %s", what, text ? text : "refused");
 }
 
+/* ---- which engine can hold the topology ---------------------------------------------- */
+
+/* podman's network stack, from its own API (GET /libpod/info,
+ * host.networkBackend); "unknown" when it does not say. */
+int msb_docker__podman_network(docker_transport *d, msb_error **err)
+{
+	docker_response r;
+	docker_request q = {.method = "GET",
+			    .path = "/libpod/info",
+			    .unversioned = true,
+			    .max_body = INSPECT_BODY};
+	msb_error *e = NULL;
+	int rc = msb_docker__http(&d->http, &q, &r, &e);
+	msb_error_free(e);
+	json_error_t je;
+	json_t *doc = rc == 0 && r.status == 200
+			      ? json_loadb((const char *)r.body.data, r.body.len, 0, &je)
+			      : NULL;
+	const char *nb =
+		json_string_value(json_object_get(json_object_get(doc, "host"), "networkBackend"));
+	d->net_backend = msb__strdup(nb && *nb ? nb : "unknown");
+	json_decref(doc);
+	if (rc == 0)
+		msb_docker__response_clear(&r);
+	return d->net_backend ? 0 : msb__error_nomem(err);
+}
+
+char *msb_docker__allowlist_refusal(const docker_transport *d)
+{
+	if (!d->podman)
+		return NULL;
+	if (strcmp(d->net_backend, "cni") == 0)
+		return msb__strdup(
+			"podman with CNI networks cannot hold the allowlist topology: an internal "
+			"network has no name service (the workload cannot name its proxy) and "
+			"the CNI firewall plugin's chains outlive the networks in the host's "
+			"packet filter");
+	return msb__asprintf("podman with `%s` networks: the allowlist topology is not "
+			     "verified there, so it is refused",
+			     d->net_backend);
+}
+
 /* ---- the proxy image ---------------------------------------------------------------- */
 
 static int read_binary(const char *path, msb_buf *out, msb_error **err)

@@ -105,8 +105,9 @@ static int inspect_exec(docker_transport *d, const char *eid, exec_info *out, ms
 }
 
 /* The container's init pid on the engine's host, for the namespace check. */
-static int64_t container_pid(docker_transport *d, const char *ref)
+int64_t msb_docker__pid(void *t, const char *ref)
 {
+	docker_transport *d = t;
 	_cleanup_free_ char *path = msb__asprintf("/containers/%s/json", ref);
 	if (!path)
 		return 0;
@@ -163,7 +164,7 @@ static bool end_exec(docker_transport *d, const char *ref, const char *eid)
 	if (inspect_exec(d, eid, &info, NULL) == 0 && !info.running)
 		return true;
 	if (info.pid > 1) {
-		int64_t init = container_pid(d, ref);
+		int64_t init = msb_docker__pid(d, ref);
 		/* A session leader (pgrp == pid) in the container's pid namespace,
 		 * and not its init. */
 		if (init > 1 && init != info.pid && same_pidns(info.pid, init) &&

@@ -165,6 +165,9 @@ typedef struct engine_transport_ops {
 	/* The host directory of the container's root filesystem, as the engine
 	 * reports it (the escape suite's cross-checks); NULL op = not known. */
 	int (*host_root)(void *t, const char *ref, char **out, msb_error **err);
+	/* The container's init as the host's /proc numbers it, 0 when it is
+	 * not running or not known (engine_hostfs.c); NULL op = never. */
+	int64_t (*pid)(void *t, const char *ref);
 
 	/* ---- the allowlist topology (21.21-21.23, 21.31, 21.33); NULL ops =
 	 * not served, and the backend then declares egress `closed` only. */
@@ -217,12 +220,17 @@ typedef struct engine_backend {
 	 * settings (src/egress/config.c, without "allow"), or NULL for none. */
 	bool allowlist;
 	char *egress_config;
+	/* Why an allowlist is not served here (the acquire's refusal), or NULL
+	 * for "every container runs with no network". */
+	char *allowlist_refused;
 	/* The confined file plane (engine_sandbox.c): msb-agent's bytes, where
 	 * it goes in a container, and whether it was found unusable here (no
 	 * openat2 in the engine's kernel): then the tar-header walk. */
 	msb_buf agent_bin;
 	char *agent_guest;
 	bool agent_off;
+	/* The host's file plane (engine_hostfs.c) not used: $MSB_ENGINE_HOSTFS=0. */
+	bool hostfs_off;
 } engine_backend;
 
 typedef struct engine_backend_config {
@@ -241,6 +249,8 @@ typedef struct engine_backend_config {
 	 * proxy settings (a JSON object's text, or NULL for the defaults). */
 	bool allowlist;
 	const char *egress_config;
+	/* Why this engine serves no allowlist (said at acquire), or NULL. */
+	const char *allowlist_refused;
 	/* The confined file plane: msb-agent on the host (NULL = the tar-header
 	 * walk); used when the transport has `install`. */
 	const char *agent_path;
@@ -279,6 +289,15 @@ int msb_engine__agent_write(engine_backend *b, const char *ref, const char *abs,
 			    const uint8_t *data, size_t len, msb_error **err);
 int msb_engine__agent_remove(engine_backend *b, const char *ref, const char *abs, const char *path,
 			     bool recursive, double timeout, const char *op, msb_error **err);
+
+/* ---- the host's file plane (engine_hostfs.c) ---- */
+
+/* The storage base of the container `id`, opened by the host through the
+ * container's root (/proc/PID/root, a local engine's), resolved there with
+ * openat2(RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS):
+ * an O_PATH fd, or -1 when the container is not visible from here (a
+ * remote or stopped engine, another pid namespace): then the agent. */
+int msb_engine__hostfs_base(engine_backend *b, const char *id, const char *base);
 
 /* ---- the allowlist topology (engine_egress.c) ------------------------------------- */
 

@@ -121,7 +121,9 @@ static int check_spec(engine_backend *b, const msb_spec *spec, const char **imag
 				     msb_egress_name(e),
 				     b->allowlist ? "the proxy enforces an allowlist, never "
 						    "unrestricted egress"
-						  : "every container runs with no network");
+				     : e == MSB_EGRESS_ALLOWLIST && b->allowlist_refused
+					     ? b->allowlist_refused
+					     : "every container runs with no network");
 	if (msb_spec_isolation_scope(spec) == MSB_SCOPE_CALL)
 		return msb_error_set(err, MSB_E_SCOPE_NOT_ENFORCED,
 				     "%s: isolation scope `call` is not enforced", b->name);
@@ -468,6 +470,7 @@ static void engine_free(void *impl)
 	free(b->transport_tag);
 	free(b->endpoint);
 	free(b->egress_config);
+	free(b->allowlist_refused);
 	msb__buf_free(&b->agent_bin);
 	free(b->agent_guest);
 	free(b);
@@ -502,8 +505,12 @@ int msb_engine__backend_new(const engine_backend_config *cfg, msb_backend **out,
 	b->endpoint = msb__strdup(cfg->endpoint);
 	b->allowlist = cfg->allowlist && cfg->ops->net_create && cfg->ops->proxy_ensure;
 	b->egress_config = msb__strdup(cfg->egress_config);
-	if (!b->name || !b->prefix || !b->transport_tag || (cfg->image && !b->image) ||
-	    (cfg->endpoint && !b->endpoint) || (cfg->egress_config && !b->egress_config)) {
+	b->allowlist_refused = msb__strdup(cfg->allowlist_refused);
+	const char *hf = getenv("MSB_ENGINE_HOSTFS");
+	b->hostfs_off = hf && strcmp(hf, "0") == 0;
+	if ((cfg->allowlist_refused && !b->allowlist_refused) || !b->name || !b->prefix ||
+	    !b->transport_tag || (cfg->image && !b->image) || (cfg->endpoint && !b->endpoint) ||
+	    (cfg->egress_config && !b->egress_config)) {
 		engine_free(b);
 		return msb__error_nomem(err);
 	}

@@ -759,6 +759,8 @@ int msb_wslc__backend_new(const msb_wslc_options *opts, wslc_run_fn run, void *r
 		.isolation = "container",
 		.log = o->log,
 		.log_userdata = o->log_userdata,
+		.allowlist_refused = "wslc serves egress `closed` only: the allowlist topology "
+				     "(21.21) is not implemented for it",
 	};
 	return msb_engine__backend_new(&cfg, out, err);
 }
@@ -835,7 +837,8 @@ int msb_wslc_doctor(const char *json, size_t len, bool *ok, char **reason, msb_e
 			v[strcspn(v, "\r\n")] = '\0';
 		*ok = true;
 		*reason = msb__asprintf(
-			"`%s` answers (%s); egress closed only; file plane: the tar-header walk "
+			"`%s` answers (%s); egress closed only (an allowlist is refused: the "
+			"topology is not implemented for wslc); file plane: the tar-header walk "
 			"(cp's first header, and a root probe for what cp streams nothing for - "
 			"a link swapped in between the check and the copy is followed inside the "
 			"container)",

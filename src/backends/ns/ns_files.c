@@ -114,7 +114,9 @@ static int target_open(const ns_files *f, const char *path, const char *working_
 	}
 	/* guest-names: ok - the storage base itself is in the host-private state dir; the walk
 	 * beneath it is fd-relative */
-	t->basefd = open(f->host_base, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	t->basefd = f->has_base_fd
+			    ? fcntl(f->base_fd, F_DUPFD_CLOEXEC, 3)
+			    : open(f->host_base, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (t->basefd < 0)
 		return msb__error_errno(err, errno, "the storage base is gone");
 	struct stat st;

@@ -25,6 +25,10 @@
 typedef struct ns_files {
 	const char *host_base;	/* <state>/<name>/work */
 	const char *guest_base; /* the guest path it is mounted at */
+	/* When set, the base is this O_PATH directory fd (borrowed) and
+	 * host_base only names it in messages. */
+	bool has_base_fd;
+	int base_fd;
 } ns_files;
 
 /* write_file (9.11-9.18): parents created, a temporary sibling created with

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The host's file plane for a local engine (docs/engine.md, "Files"): the
+ * container's root as the host sees it, /proc/PID/root of its init, and the
+ * storage base resolved beneath it with openat2(RESOLVE_IN_ROOT |
+ * RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS). The rest is ns's file plane
+ * (src/backends/ns/ns_files.c) on that directory fd: every path walked from
+ * fds already held, no link followed - no engine call per operation.
+ *
+ * Identity: the /proc/PID directory is opened once and everything else is
+ * read through it, so a PID reused after the container's init died is never
+ * reached (its directory fd answers ESRCH); and the process must be in the
+ * container's own cgroup (its engine id in /proc/PID/cgroup), so a remote
+ * engine's PID that happens to exist here is never taken for it.
+ */
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+
+#include "engine.h"
+#include "util/fs.h"
+#include "util/syscalls.h"
+
+#define CGROUP_MAX (64u << 10)
+
+static bool in_cgroup_of(int procfd, const char *id)
+{
+	_cleanup_free_ char *text = NULL;
+	size_t n = 0;
+	/* guest-names: ok - "cgroup" is the kernel's file under a /proc/PID fd */
+	if (msb__read_file_at(procfd, "cgroup", CGROUP_MAX, &text, &n) < 0 || !text)
+		return false;
+	size_t idlen = strlen(id);
+	/* The full engine id (64 hex), as docker's and podman's cgroup names
+	 * carry it; a short one would match too much. */
+	return idlen >= 64 && memmem(text, n, id, idlen) != NULL;
+}
+
+int msb_engine__hostfs_base(engine_backend *b, const char *id, const char *base)
+{
+	if (!b->ops->pid || base[0] != '/')
+		return -1;
+	int64_t pid = b->ops->pid(b->t, id);
+	if (pid <= 1)
+		return -1;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%lld", (long long)pid);
+	/* guest-names: ok - /proc/PID is the host's procfs, not a guest name */
+	_cleanup_close_ int procfd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (procfd < 0 || !in_cgroup_of(procfd, id))
+		return -1;
+	/* The kernel's magic link of that process, followed on purpose: it is
+	 * the container's root; everything beneath is resolved below.
+	 * guest-names: ok - "root" of a held /proc/PID fd */
+	_cleanup_close_ int root = openat(procfd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return -1;
+	struct open_how how = {
+		.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	int fd = msb__sys_openat2(root, base + 1, &how);
+	/* The process was still that container's once the base was held. */
+	if (fd >= 0 && !in_cgroup_of(procfd, id)) {
+		close(fd);
+		return -1;
+	}
+	return fd < 0 ? -1 : fd;
+}
