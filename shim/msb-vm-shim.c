@@ -32,6 +32,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/signalfd.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -49,6 +50,8 @@
 #define CONSOLE_KEEP 4096
 #define SERIAL_CONNECT_NS (20LL * 1000 * 1000 * 1000)
 #define JAIL_DIR "jail"
+/* The control request for a new host session with the same VM. */
+#define VM_CONTROL_RECONNECT "reconnect"
 
 struct shim {
 	char *state_dir;
@@ -71,6 +74,7 @@ struct shim {
 	uint64_t memory_mib, vcpus, jail_uid, memory_max, pids_max, cpu_quota_us;
 	double ready_timeout;
 	bool kvm;
+	char instance_id[MSB_MUX_SESSION_ID]; /* hex, NUL-terminated */
 	/* the guest console's last bytes */
 	char console[CONSOLE_KEEP];
 	size_t console_len;
@@ -541,6 +545,31 @@ static _Noreturn void die_vm(struct shim *s, const char *what)
 	    tail[0] ? tail : "(nothing)");
 }
 
+/* A new host session on a fresh link (mux.h): a random session number,
+ * fresh entropy, the host name and the instance id, which the guest applies
+ * before its READY. */
+static void begin_session(struct shim *s)
+{
+	uint8_t p[MSB_MUX_SESSION_LEN];
+	memset(p, 0, sizeof(p));
+	memcpy(p, MSB_MUX_SESSION_MAGIC, MSB_MUX_SESSION_MAGIC_LEN);
+	uint8_t *seed = p + MSB_MUX_SESSION_MAGIC_LEN;
+	uint8_t *host = seed + MSB_MUX_SESSION_SEED;
+	uint8_t *id = host + MSB_MUX_SESSION_NAME;
+	uint32_t session = 0;
+	while (session == 0)
+		if (getrandom(&session, sizeof(session), 0) != (ssize_t)sizeof(session))
+			die(s, "getrandom: %s", strerror(errno));
+	if (getrandom(seed, MSB_MUX_SESSION_SEED, 0) != (ssize_t)MSB_MUX_SESSION_SEED)
+		die(s, "getrandom: %s", strerror(errno));
+	size_t hlen = strlen(s->name);
+	memcpy(host, s->name, hlen < MSB_MUX_SESSION_NAME ? hlen : MSB_MUX_SESSION_NAME - 1);
+	memcpy(id, s->instance_id, strlen(s->instance_id));
+	if (msb_mux_link_send_session(s->link, session, p) < 0)
+		die(s, "out of memory");
+	explicit_bzero(p, sizeof(p));
+}
+
 /* qemu makes the socket early in its start; connect as soon as it is there. */
 static void connect_serial(struct shim *s)
 {
@@ -567,6 +596,7 @@ static void connect_serial(struct shim *s)
 			s->link = msb_mux_link_new(fd, true, NULL, NULL);
 			if (!s->link)
 				die(s, "out of memory");
+			begin_session(s);
 			return;
 		}
 		int e = errno;
@@ -702,8 +732,24 @@ static void reset_vm(struct shim *s, int sfd)
 	serve(s, sfd, true);
 }
 
+/* A new host session with the same VM: every host connection ends, the
+ * serial socket is connected anew and the guest, on the new SESSION, drops
+ * the old session and answers READY. What a restored VM's shim does on its
+ * first connection; a failure takes the sandbox down. */
+static void reconnect_vm(struct shim *s, int sfd)
+{
+	int64_t t0 = msb__now_ns();
+	msb_mux_link_free(s->link);
+	s->link = NULL;
+	connect_serial(s);
+	serve(s, sfd, true);
+	shim_log("msb-vm-shim: `%s`: a new session, ready in %.3f s", s->name,
+		 (double)(msb__now_ns() - t0) / 1e9);
+}
+
 /* One request line on shim.sock (the protocol of the ns shim's control
- * socket; `reset` is the one a VM serves). The socket is the owner's only. */
+ * socket; `reset` and `reconnect` are the ones a VM serves). The socket is
+ * the owner's only. */
 static void serve_control(struct shim *s, int sfd)
 {
 	int conn = accept4(s->ctl_fd, NULL, NULL, SOCK_CLOEXEC);
@@ -732,6 +778,11 @@ static void serve_control(struct shim *s, int sfd)
 		if (strcmp(line, MSB_NS_CONTROL_RESET) == 0) {
 			s->ctl_conn = conn;
 			reset_vm(s, sfd);
+			s->ctl_conn = -1;
+			answer = "ok\n";
+		} else if (strcmp(line, VM_CONTROL_RECONNECT) == 0) {
+			s->ctl_conn = conn;
+			reconnect_vm(s, sfd);
 			s->ctl_conn = -1;
 			answer = "ok\n";
 		}
@@ -765,6 +816,11 @@ int main(int argc, char **argv)
 			"served yet)");
 	resolve_paths(&s);
 	load_config(&s);
+	uint8_t idb[12];
+	if (getrandom(idb, sizeof(idb), 0) != (ssize_t)sizeof(idb))
+		die(&s, "getrandom: %s", strerror(errno));
+	for (size_t i = 0; i < sizeof(idb); i++)
+		snprintf(s.instance_id + 2 * i, 3, "%02x", idb[i]);
 	detach(&s);
 	check_state_dir(&s);
 	write_pid(&s);

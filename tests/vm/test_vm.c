@@ -15,7 +15,9 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <msb/conformance.h>
@@ -102,6 +104,27 @@ static pid_t read_pid(const char *dir, const char *file)
 		fclose(f);
 	}
 	return pid;
+}
+
+/* One request line on the shim's control socket; the answer line. */
+static bool control(const char *dir, const char *line, char *answer, size_t size)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%.96s/shim.sock", dir);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    write(fd, line, strlen(line)) != (ssize_t)strlen(line)) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	size_t len = 0;
+	ssize_t n;
+	while (len < size - 1 && (n = read(fd, answer + len, size - 1 - len)) > 0)
+		len += (size_t)n;
+	answer[len] = '\0';
+	close(fd);
+	return len > 0;
 }
 
 static bool process_gone(pid_t pid)
@@ -510,6 +533,44 @@ Test(vm, exec_in_one_vm, .init = make_backend, .fini = fini, .timeout = 240)
 	msb_spec_unref(sp);
 	msb_backend_unref(backend);
 	backend = first;
+
+	/* Host sessions (issue 18): the shim's first record on the port is a
+	 * SESSION carrying fresh entropy, the host name and the instance id,
+	 * applied by the guest before its READY. A new host connection to the
+	 * same VM - what a restored VM's shim makes - is a new session at once,
+	 * with no pause between the old link's close and the new one: the
+	 * guest drops the old session on the SESSION record whether or not it
+	 * saw the hang-up. Twice; same VMM, same files, same identity. */
+	cr_assert_eq(run(sb, "echo kept > /tmp/session; hostname; cat /run/msb-instance-id", 30,
+			 &res, &err),
+		     0, "%s", msb_error_message(err));
+	char ident[256];
+	snprintf(ident, sizeof(ident), "%s", (char *)res.stdout_bytes);
+	msb_exec_result_clear(&res);
+	char *nl = strchr(ident, '\n');
+	cr_assert(nl, "%s", ident);
+	cr_assert_eq(strncmp(ident, "msb-", 4), 0, "host name: %s", ident);
+	cr_assert_eq(strspn(nl + 1, "0123456789abcdef"), 24, "instance id: %s", nl + 1);
+	msb_sandbox_free(sb);
+	char dir[200];
+	cr_assert(state_name(dir, sizeof(dir)));
+	pid_t vmm = read_pid(dir, "init.pid");
+	for (int i = 0; i < 2; i++) {
+		char answer[1024];
+		cr_assert(control(dir, "reconnect\n", answer, sizeof(answer)), "no answer");
+		cr_assert_str_eq(answer, "ok\n");
+		cr_assert_eq(read_pid(dir, "init.pid"), vmm);
+		sb = acquire("t1");
+		cr_assert_eq(run(sb, "hostname; cat /run/msb-instance-id; cat /tmp/session", 30,
+				 &res, &err),
+			     0, "%s", msb_error_message(err));
+		char want[300];
+		snprintf(want, sizeof(want), "%skept\n", ident);
+		cr_assert_str_eq((char *)res.stdout_bytes, want);
+		msb_exec_result_clear(&res);
+		if (i == 0)
+			msb_sandbox_free(sb);
+	}
 
 	struct traces t;
 	collect(&t);
