@@ -71,6 +71,8 @@ struct shim {
 	bool wrote_pid;
 	/* configuration */
 	char *qemu, *kernel, *initrd, *disk, *cmdline;
+	char *save_to;	    /* template: save the ready VM's state here, then go */
+	char *restore_from; /* restore that state instead of booting */
 	uint64_t memory_mib, vcpus, jail_uid, memory_max, pids_max, cpu_quota_us;
 	double ready_timeout;
 	bool kvm;
@@ -319,9 +321,10 @@ static void load_config(struct shim *s)
 	if (r < 0)
 		die(s, "config `%s`: %s", s->config_path, strerror(-r));
 	static const char *const keys[] = {
-		"qemu",	      "kernel",	      "initrd",	       "disk",	   "cmdline",
-		"memory_mib", "vcpus",	      "kvm",	       "jail_uid", "memory_max",
-		"pids_max",   "cpu_quota_us", "ready_timeout", NULL};
+		"qemu",		 "kernel",     "initrd",       "disk",
+		"cmdline",	 "memory_mib", "vcpus",	       "kvm",
+		"jail_uid",	 "memory_max", "pids_max",     "cpu_quota_us",
+		"ready_timeout", "save_to",    "restore_from", NULL};
 	json_t *o = NULL;
 	msb_error *e = NULL;
 	if (msb__json_load_object(text, len, "vm shim config", &o, &e) < 0 ||
@@ -332,6 +335,10 @@ static void load_config(struct shim *s)
 	s->initrd = dup_string(s, o, "initrd", true);
 	s->disk = dup_string(s, o, "disk", true);
 	s->cmdline = dup_string(s, o, "cmdline", true);
+	s->save_to = dup_string(s, o, "save_to", false);
+	s->restore_from = dup_string(s, o, "restore_from", false);
+	if (s->save_to && s->restore_from)
+		die(s, "vm shim config: `save_to` and `restore_from` together");
 	s->memory_mib = get_u64(s, o, "memory_mib", 256);
 	s->vcpus = get_u64(s, o, "vcpus", 1);
 	s->jail_uid = get_u64(s, o, "jail_uid", 0);
@@ -514,7 +521,16 @@ static void start_vmm(struct shim *s)
 		.gid = (gid_t)s->jail_uid,
 		.console_fd = pfd[1],
 		.cgroup = s->cg,
+		.qmp = s->save_to != NULL,
 	};
+	_cleanup_close_ int in = -1;
+	if (s->restore_from) {
+		in = open(s->restore_from, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (in < 0)
+			die(s, "saved state `%s`: %s", s->restore_from, strerror(errno));
+		c.incoming = true;
+		c.incoming_fd = in;
+	}
 	msb_error *e = NULL;
 	int r = msb_vmm__start(&msb_vmm__qemu, &c, &s->vmm, &e);
 	close(pfd[1]);
@@ -623,6 +639,135 @@ static int make_signalfd(void)
 		return -errno;
 	int fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	return fd < 0 ? -errno : fd;
+}
+
+/* ---- saving a template (QMP) ---------------------------------------------- */
+
+#define QMP_LINE_MAX 8192
+#define SAVE_TIMEOUT_NS (120LL * 1000 * 1000 * 1000)
+
+/* Send one command (with a descriptor, for getfd); read lines until its
+ * answer, skipping events. true when it returned; the answer in out. */
+static bool qmp_cmd(struct shim *s, int q, const char *cmd, int pass_fd, char *out, size_t size)
+{
+	struct iovec iov = {.iov_base = (void *)cmd, .iov_len = strlen(cmd)};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (pass_fd >= 0) {
+		memset(&u, 0, sizeof(u));
+		m.msg_control = u.buf;
+		m.msg_controllen = sizeof(u.buf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+	}
+	if (sendmsg(q, &m, MSG_NOSIGNAL) != (ssize_t)iov.iov_len)
+		die(s, "qmp: send: %s", strerror(errno));
+	int64_t until = msb__now_ns() + 10LL * 1000 * 1000 * 1000;
+	size_t len = 0;
+	for (;;) {
+		char *nl = memchr(out, '\n', len);
+		if (nl) {
+			*nl = '\0';
+			if (strstr(out, "\"return\""))
+				return true;
+			if (strstr(out, "\"error\""))
+				return false;
+			size_t rest = len - (size_t)(nl + 1 - out);
+			memmove(out, nl + 1, rest);
+			len = rest;
+			continue;
+		}
+		if (len + 1 >= size)
+			die(s, "qmp: a line too long");
+		struct pollfd p = {.fd = q, .events = POLLIN};
+		int64_t left = (until - msb__now_ns()) / 1000000;
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			die(s, "qmp: no answer to %s", cmd);
+		ssize_t n = read(q, out + len, size - 1 - len);
+		if (n <= 0)
+			die(s, "qmp: the monitor went away");
+		len += (size_t)n;
+	}
+}
+
+static int qmp_connect(struct shim *s)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s/run/%s", s->state_dir, JAIL_DIR,
+			 MSB_VMM_QMP_SOCK);
+	if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
+		die(s, "qmp: the state directory's path is too long");
+	int q = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct ucred cr;
+	socklen_t crlen = sizeof(cr);
+	if (q < 0 || connect(q, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		die(s, "qmp: connect: %s", strerror(errno));
+	if (getsockopt(q, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0 || cr.pid != s->vmm.pid)
+		die(s, "qmp: the monitor socket is not the VMM's");
+	return q;
+}
+
+/* The template's state: the host session ends (the guest's pump waits for
+ * the next one) and the running VM is migrated into a file, renamed into
+ * place once complete. Not stopped first: the state then records a running
+ * VM, which qemu's -incoming starts by itself once loaded (a stopped one
+ * would wait for a monitor's `cont`). Migration stops the guest for its
+ * last pass; the idle guest converges at once. */
+static void save_template(struct shim *s)
+{
+	int64_t t0 = msb__now_ns();
+	msb_mux_link_free(s->link);
+	s->link = NULL;
+	/* Let the guest see the hang-up before it stops (not needed for
+	 * correctness: a restored guest's first record is a SESSION). */
+	struct timespec ts = {0, 20 * 1000 * 1000};
+	nanosleep(&ts, NULL);
+	_cleanup_close_ int q = qmp_connect(s);
+	char ans[QMP_LINE_MAX];
+	/* The greeting is one line without "return": read it with the first
+	 * command's answer. */
+	if (!qmp_cmd(s, q, "{\"execute\":\"qmp_capabilities\"}\n", -1, ans, sizeof(ans)))
+		die(s, "qmp: %s", ans);
+	_cleanup_free_ char *tmp = msb__asprintf("%s.%d.tmp", s->save_to, (int)getpid());
+	if (!tmp)
+		die(s, "out of memory");
+	_cleanup_close_ int f =
+		open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (f < 0)
+		die(s, "save `%s`: %s", tmp, strerror(errno));
+	if (!qmp_cmd(s, q, "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"state\"}}\n", f, ans,
+		     sizeof(ans)) ||
+	    !qmp_cmd(s, q, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:state\"}}\n", -1,
+		     ans, sizeof(ans))) {
+		unlink(tmp);
+		die(s, "qmp: %s", ans);
+	}
+	int64_t until = msb__now_ns() + SAVE_TIMEOUT_NS;
+	for (;;) {
+		if (!qmp_cmd(s, q, "{\"execute\":\"query-migrate\"}\n", -1, ans, sizeof(ans)))
+			break;
+		if (strstr(ans, "\"completed\""))
+			break;
+		if (strstr(ans, "\"failed\"") || msb__now_ns() > until) {
+			unlink(tmp);
+			die(s, "saving the template failed: %s", ans);
+		}
+		drain_console(s);
+		struct timespec p = {0, 10 * 1000 * 1000};
+		nanosleep(&p, NULL);
+	}
+	if (!strstr(ans, "\"completed\"") || fsync(f) < 0 || rename(tmp, s->save_to) < 0) {
+		unlink(tmp);
+		die(s, "saving the template failed: %s", ans);
+	}
+	shim_log("msb-vm-shim: `%s` saved to %s in %.3f s", s->name, s->save_to,
+		 (double)(msb__now_ns() - t0) / 1e9);
 }
 
 enum { P_VMM, P_SIG, P_CONSOLE, P_LISTEN, P_CTL, P_LINK };
@@ -834,6 +979,14 @@ int main(int argc, char **argv)
 	serve(&s, sfd, true);
 	shim_log("msb-vm-shim: `%s` ready, VMM pid %d, %.3f s after the VMM started", s.name,
 		 (int)s.vmm.pid, (double)(msb__now_ns() - t0) / 1e9);
+	if (s.save_to) {
+		save_template(&s);
+		report(&s, "ok\n");
+		close(sfd);
+		int tr = teardown(&s);
+		close(s.dfd);
+		return tr == 0 ? 0 : 1;
+	}
 	report(&s, "ok\n");
 	serve(&s, sfd, false);
 	close(sfd);
