@@ -58,6 +58,7 @@ struct shim {
 	char *config_path;
 	char *name;
 	const char *log_path;
+	const char *restore_arg; /* --restore: overrides the config's restore_from */
 	int ready_fd;
 	int dfd;
 	int listen_fd;
@@ -235,7 +236,7 @@ static _Noreturn void die(struct shim *s, const char *fmt, ...)
 static void usage(void)
 {
 	fputs("usage: msb-vm-shim --state DIR --config FILE [--ready-fd N] [--name NAME]\n"
-	      "                   [--log FILE]\n",
+	      "                   [--restore STATE] [--log FILE]\n",
 	      stderr);
 }
 
@@ -253,6 +254,8 @@ static int parse_args(struct shim *s, int argc, char **argv)
 			s->config_path = (char *)v;
 		} else if (strcmp(a, "--name") == 0) {
 			s->name = (char *)v;
+		} else if (strcmp(a, "--restore") == 0) {
+			s->restore_arg = v;
 		} else if (strcmp(a, "--log") == 0) {
 			s->log_path = v;
 		} else if (strcmp(a, "--ready-fd") == 0) {
@@ -337,6 +340,12 @@ static void load_config(struct shim *s)
 	s->cmdline = dup_string(s, o, "cmdline", true);
 	s->save_to = dup_string(s, o, "save_to", false);
 	s->restore_from = dup_string(s, o, "restore_from", false);
+	if (s->restore_arg) {
+		free(s->restore_from);
+		s->restore_from = strdup(s->restore_arg);
+		if (!s->restore_from)
+			die(s, "out of memory");
+	}
 	if (s->save_to && s->restore_from)
 		die(s, "vm shim config: `save_to` and `restore_from` together");
 	s->memory_mib = get_u64(s, o, "memory_mib", 256);
@@ -713,25 +722,20 @@ static int qmp_connect(struct shim *s)
 	return q;
 }
 
-/* The template's state: the host session ends (the guest's pump waits for
- * the next one) and the running VM is migrated into a file, renamed into
- * place once complete. Not stopped first: the state then records a running
- * VM, which qemu's -incoming starts by itself once loaded (a stopped one
- * would wait for a monitor's `cont`). Migration stops the guest for its
- * last pass; the idle guest converges at once. */
+/* The template's state: the session ends (the pump waits for the next), the
+ * running VM is migrated into a file renamed into place once complete. Not
+ * stopped first: a running state autostarts on -incoming, no `cont` needed. */
 static void save_template(struct shim *s)
 {
 	int64_t t0 = msb__now_ns();
 	msb_mux_link_free(s->link);
 	s->link = NULL;
-	/* Let the guest see the hang-up before it stops (not needed for
-	 * correctness: a restored guest's first record is a SESSION). */
+	/* The guest may see the hang-up first (a SESSION would do as well). */
 	struct timespec ts = {0, 20 * 1000 * 1000};
 	nanosleep(&ts, NULL);
 	_cleanup_close_ int q = qmp_connect(s);
 	char ans[QMP_LINE_MAX];
-	/* The greeting is one line without "return": read it with the first
-	 * command's answer. */
+	/* The greeting (no "return") is skipped with the first answer. */
 	if (!qmp_cmd(s, q, "{\"execute\":\"qmp_capabilities\"}\n", -1, ans, sizeof(ans)))
 		die(s, "qmp: %s", ans);
 	_cleanup_free_ char *tmp = msb__asprintf("%s.%d.tmp", s->save_to, (int)getpid());

@@ -828,6 +828,96 @@ Test(vm, conformance_suites, .init = make_backend, .fini = fini, .timeout = 600)
 	msb_spec_unref(spec);
 }
 
+/* What one VM says of itself: was it restored, its host name, 16 random
+ * bytes, its instance id. */
+struct self {
+	bool restored;
+	char host[80], rnd[80], id[80];
+};
+
+static void self_of(msb_sandbox *sb, struct self *me)
+{
+	msb_exec_result res;
+	msb_error *err = NULL;
+	cr_assert_eq(run(sb,
+			 "grep -c 'hostname msb-template ' /proc/cmdline; hostname; "
+			 "head -c 16 /dev/urandom | sha256sum | cut -c1-32; "
+			 "cat /run/msb-instance-id",
+			 30, &res, &err),
+		     0, "%s", msb_error_message(err));
+	cr_assert_eq(res.exit_code, 0, "%s", (char *)res.stderr_bytes);
+	char c[8];
+	cr_assert_eq(sscanf((char *)res.stdout_bytes, "%7s %79s %79s %79s", c, me->host, me->rnd,
+			    me->id),
+		     4, "%s", (char *)res.stdout_bytes);
+	me->restored = strcmp(c, "1") == 0;
+	msb_exec_result_clear(&res);
+}
+
+/* Snapshots (issue 18): two VMs restored from one template (booted and saved
+ * once, cached by digest: later runs restore at once) are each unique - their
+ * own host name, instance id and random bytes, given by their shims'
+ * SESSION records before anything ran - and serve EXEC and the file plane;
+ * disposing leaves nothing, the template's boot directory included. */
+Test(vm, restored_vms_unique, .fini = fini, .timeout = 600)
+{
+	snprintf(root, sizeof(root), "/tmp/msbvm-XXXXXX");
+	cr_assert(mkdtemp(root));
+	msb_vm_options o = MSB_VM_OPTIONS_INIT;
+	o.state_root = root;
+	o.cache_dir = "/tmp/msb-vm-test-cache";
+	o.snapshots = 1;
+	msb_error *err = NULL;
+	cr_assert_eq(msb_vm_backend_new(&o, &backend, &err), 0, "%s", msb_error_message(err));
+	msb_capset caps = msb_backend_declarations(backend)->capabilities;
+	msb_spec *spec = make_spec_caps(caps);
+	msb_key k1 = {.scope = "vmtest", .thread_id = "s1", .agent_dir = "/agent"};
+	msb_key k2 = {.scope = "vmtest", .thread_id = "s2", .agent_dir = "/agent"};
+	msb_sandbox *a = NULL, *b = NULL;
+	cr_assert_eq(msb_backend_acquire(backend, &k1, spec, &a, &err), 0, "%s",
+		     msb_error_message(err));
+	cr_assert_eq(msb_backend_acquire(backend, &k2, spec, &b, &err), 0, "%s",
+		     msb_error_message(err));
+	struct self sa, sb;
+	self_of(a, &sa);
+	self_of(b, &sb);
+	cr_assert(sa.restored && sb.restored, "not restored from the template");
+	cr_assert_str_neq(sa.host, sb.host);
+	cr_assert_eq(strncmp(sa.host, "msb-", 4), 0, "%s", sa.host);
+	cr_assert_str_neq(sa.rnd, sb.rnd);
+	cr_assert_eq(strlen(sa.rnd), 32, "%s", sa.rnd);
+	cr_assert_str_neq(sa.id, sb.id);
+
+	msb_conformance_subject subj;
+	msb_posix_guest_subject(a, MSB_DEFAULT_WORK_DIR, caps, &subj);
+	msb_conformance_report *rep = NULL;
+	cr_assert_eq(msb_assert_exec_conformance(&subj, &rep, &err), 0, "EXEC: %s",
+		     msb_error_message(err));
+	check_report(rep);
+	cr_assert_eq(msb_assert_files_in_conformance(&subj, &rep, &err), 0, "FILES_IN: %s",
+		     msb_error_message(err));
+	check_report(rep);
+	cr_assert_eq(msb_assert_files_out_conformance(&subj, &rep, &err), 0, "FILES_OUT: %s",
+		     msb_error_message(err));
+	check_report(rep);
+
+	msb_sandbox_free(b);
+	dispose_all("s2");
+	struct traces t;
+	collect(&t);
+	msb_sandbox_free(a);
+	dispose_all("s1");
+	assert_nothing_left(&t);
+	char vm[80];
+	snprintf(vm, sizeof(vm), "%s/vm", root);
+	DIR *d = opendir(vm);
+	for (struct dirent *de; d && (de = readdir(d));)
+		cr_assert(de->d_name[0] == '.', "left in %s: %s", vm, de->d_name);
+	if (d)
+		closedir(d);
+	msb_spec_unref(spec);
+}
+
 /* A `dir:` image: the directory is the guest's root (read-only below the
  * writable layer), the file plane works without any program in it. */
 Test(vm, dir_image, .fini = fini, .timeout = 240)
