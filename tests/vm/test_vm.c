@@ -854,11 +854,32 @@ static void self_of(msb_sandbox *sb, struct self *me)
 	msb_exec_result_clear(&res);
 }
 
+/* Overwrite every saved state in dir with bytes qemu cannot load; how many. */
+static int corrupt_states(const char *dir)
+{
+	DIR *d = opendir(dir);
+	int n = 0;
+	for (struct dirent *de; d && (de = readdir(d));) {
+		size_t len = strlen(de->d_name);
+		if (len < 6 || strcmp(de->d_name + len - 6, ".state") != 0)
+			continue;
+		int fd = openat(dirfd(d), de->d_name, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
+		cr_assert_geq(fd, 0, "%s: %s", de->d_name, strerror(errno));
+		cr_assert_eq(write(fd, "not a migration stream\n", 23), 23);
+		close(fd);
+		n++;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
 /* Snapshots (issue 18): two VMs restored from one template (booted and saved
  * once, cached by digest: later runs restore at once) are each unique - their
  * own host name, instance id and random bytes, given by their shims'
  * SESSION records before anything ran - and serve EXEC and the file plane;
- * disposing leaves nothing, the template's boot directory included. */
+ * disposing leaves nothing, the template's boot directory included; a state
+ * that cannot be restored is removed and the VM booted cold. */
 Test(vm, restored_vms_unique, .fini = fini, .timeout = 600)
 {
 	snprintf(root, sizeof(root), "/tmp/msbvm-XXXXXX");
@@ -907,6 +928,22 @@ Test(vm, restored_vms_unique, .fini = fini, .timeout = 600)
 	collect(&t);
 	msb_sandbox_free(a);
 	dispose_all("s1");
+	assert_nothing_left(&t);
+
+	/* A state qemu cannot load (here: garbage in every saved state) is
+	 * removed and the VM boots cold. The next run makes the template anew. */
+	int states = corrupt_states("/tmp/msb-vm-test-cache/snapshots");
+	cr_assert_gt(states, 0);
+	msb_key k3 = {.scope = "vmtest", .thread_id = "s3", .agent_dir = "/agent"};
+	cr_assert_eq(msb_backend_acquire(backend, &k3, spec, &a, &err), 0, "%s",
+		     msb_error_message(err));
+	self_of(a, &sa);
+	cr_assert(!sa.restored, "restored from a broken state");
+	cr_assert_eq(corrupt_states("/tmp/msb-vm-test-cache/snapshots"), states - 1,
+		     "the broken state stayed");
+	collect(&t);
+	msb_sandbox_free(a);
+	dispose_all("s3");
 	assert_nothing_left(&t);
 	char vm[80];
 	snprintf(vm, sizeof(vm), "%s/vm", root);
