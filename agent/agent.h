@@ -230,7 +230,10 @@ const char *const *egress_env(struct agent *a);
  * Powers the guest off on any failure. */
 int vm_init(int argc, char **argv, const char **work);
 /* The pump's loop (in its own process): returns its exit status. */
-int vm_pump_run(int port, const char *sock_path);
+int vm_pump_run(int port, const char *sock_path, int id_req, int id_ack);
+/* vm_identity.c: applies each host session's identity (entropy, host name,
+ * instance id) sent on req by the pump, one answer byte on ack ('y'). */
+int vm_identity_run(int req, int ack, int rootfd);
 
 /* ---- child.c ------------------------------------------------------------- */
 struct spawn {

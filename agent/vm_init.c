@@ -16,10 +16,13 @@
  *  4. builds the root: the image read-only (erofs) under an overlay whose
  *     upper layer is a tmpfs of --writable-bytes, the storage base made in
  *     it, a fresh /proc, a read-only /sys, a small read-only /dev;
- *  5. binds the agent's listening socket at /msb/agent.sock in the initramfs
- *     and forks the port pump (vm_pump.c), which stays in the initramfs's
- *     root and carries every host connection between the port and that
- *     socket; the pump drops to its own uid so workloads cannot signal it;
+ *  5. binds the agent's listening socket at /msb/agent.sock in the initramfs,
+ *     forks the identity helper (vm_identity.c: root, every capability, the
+ *     initramfs's root, applies each host session's entropy, host name and
+ *     instance id) and the port pump (vm_pump.c), which stays in the
+ *     initramfs's root and carries every host connection between the port
+ *     and that socket; the pump drops to its own uid so workloads cannot
+ *     signal it;
  *  6. moves the new root onto / and chroots into it (the initramfs stays
  *     reachable only from the pump), sets the host name.
  *
@@ -360,6 +363,41 @@ static uint64_t parse_u64(const char *s)
 	return v;
 }
 
+/* The identity helper (vm_identity.c) keeps every capability in the
+ * initramfs's root and a handle on the guest's root; the port pump
+ * (vm_pump.c) asks it to apply each host session's identity. */
+static void start_helpers(int port, int lfd)
+{
+	int req[2], ack[2];
+	int rootfd = open(VM_ROOT, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (rootfd < 0 || pipe2(req, O_CLOEXEC) < 0 || pipe2(ack, O_CLOEXEC) < 0)
+		halt("the identity helper's pipes: %s", strerror(errno));
+	pid_t helper = fork();
+	if (helper < 0)
+		halt("fork the identity helper: %s", strerror(errno));
+	if (helper == 0) {
+		close(lfd);
+		close(port);
+		close(req[1]);
+		close(ack[0]);
+		prctl(PR_SET_NAME, "msb-identity", 0, 0, 0);
+		_exit(vm_identity_run(req[0], ack[1], rootfd));
+	}
+	close(rootfd);
+	close(req[0]);
+	close(ack[1]);
+	pid_t pump = fork();
+	if (pump < 0)
+		halt("fork the port pump: %s", strerror(errno));
+	if (pump == 0) {
+		close(lfd);
+		_exit(vm_pump_run(port, VM_SOCK, req[1], ack[0]));
+	}
+	close(port);
+	close(req[1]);
+	close(ack[0]);
+}
+
 int vm_init(int argc, char **argv, const char **work)
 {
 	if (argc > 2 && strcmp(argv[2], "--probe") == 0) {
@@ -447,14 +485,7 @@ int vm_init(int argc, char **argv, const char **work)
 
 	int port = open_port();
 	int lfd = listen_socket();
-	pid_t pump = fork();
-	if (pump < 0)
-		halt("fork the port pump: %s", strerror(errno));
-	if (pump == 0) {
-		close(lfd);
-		_exit(vm_pump_run(port, VM_SOCK));
-	}
-	close(port);
+	start_helpers(port, lfd);
 
 	if (chdir(VM_ROOT) < 0 || mount(".", "/", NULL, MS_MOVE, NULL) < 0 || chroot(".") < 0 ||
 	    chdir("/") < 0)

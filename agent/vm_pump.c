@@ -7,6 +7,9 @@
  * under its own uid, so workloads can neither reach its socket nor signal it.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <time.h>
 #include <grp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -37,9 +40,48 @@ static int connect_agent(void *ud)
 	return fd;
 }
 
-int vm_pump_run(int port, const char *path)
+/* The identity helper (vm_identity.c) applies a new session's payload; the
+ * READY waits for its answer. */
+static int id_req = -1, id_ack = -1;
+
+static int apply_session(void *ud, const uint8_t *payload)
+{
+	(void)ud;
+	size_t off = 0;
+	while (off < MSB_MUX_SESSION_LEN) {
+		ssize_t n = write(id_req, payload + off, MSB_MUX_SESSION_LEN - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -EIO;
+		off += (size_t)n;
+	}
+	char answer = 0;
+	ssize_t n;
+	do
+		n = read(id_ack, &answer, 1);
+	while (n < 0 && errno == EINTR);
+	return n == 1 && answer == 'y' ? 0 : -EIO;
+}
+
+/* Until the port's host end is connected again (a hang-up is reported while
+ * no host is): a new session follows. */
+static void wait_host(int port)
+{
+	for (;;) {
+		struct pollfd p = {.fd = port, .events = POLLIN};
+		if (poll(&p, 1, 0) >= 0 && !(p.revents & POLLHUP))
+			return;
+		struct timespec ts = {0, 5 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+int vm_pump_run(int port, const char *path, int req, int ack)
 {
 	sock_path = path;
+	id_req = req;
+	id_ack = ack;
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
@@ -54,25 +96,36 @@ int vm_pump_run(int port, const char *path)
 	}
 	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	msb_mux_link *l = msb_mux_link_new(port, false, connect_agent, NULL);
-	if (!l || msb_mux_link_send_ready(l) < 0) {
-		agent_log("vm pump: out of memory");
-		return 1;
-	}
+	/* One link per host connection: it skips everything until the host's
+	 * SESSION (mux.h), which also ends a session whose hang-up was never
+	 * seen (qemu may deliver a close and a new connection at once). A
+	 * hang-up or a broken link ends the session, never the guest. */
 	struct pollfd fds[1 + MSB_MUX_MAX_STREAMS];
 	for (;;) {
-		size_t n = msb_mux_link_pollfds(l, fds, sizeof(fds) / sizeof(fds[0]));
-		if (poll(fds, n, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			agent_log("vm pump: poll: %s", strerror(errno));
+		wait_host(port);
+		int fd = fcntl(port, F_DUPFD_CLOEXEC, 3);
+		msb_mux_link *l = fd < 0 ? NULL : msb_mux_link_new(fd, false, connect_agent, NULL);
+		if (!l) {
+			agent_log("vm pump: a new link: %s",
+				  fd < 0 ? strerror(errno) : "no memory");
 			return 1;
 		}
-		int r = msb_mux_link_handle(l, fds, n);
-		if (r < 0) {
-			agent_log("vm pump: %s", msb_mux_link_why(l));
-			msb_mux_link_free(l);
-			return 1;
+		msb_mux_link_on_session(l, apply_session);
+		for (;;) {
+			size_t n = msb_mux_link_pollfds(l, fds, sizeof(fds) / sizeof(fds[0]));
+			if (poll(fds, n, -1) < 0) {
+				if (errno == EINTR)
+					continue;
+				agent_log("vm pump: poll: %s", strerror(errno));
+				return 1;
+			}
+			int r = msb_mux_link_handle(l, fds, n);
+			if (r < 0) {
+				if (r != -EPIPE)
+					agent_log("vm pump: %s", msb_mux_link_why(l));
+				msb_mux_link_free(l);
+				break;
+			}
 		}
 	}
 }

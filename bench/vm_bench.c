@@ -15,6 +15,10 @@
  *   vm_ping          a PING round trip to the warm VM's agent: the channel
  *                    alone (unix socket, shim, mux, virtio-serial, pump)
  *   vm_idle_pss      Pss of the idle VM's qemu plus its shim (smaps_rollup)
+ *   vm_restore       acquire of a new VM restored from its template's saved
+ *                    state (snapshots on; the template made first, untimed)
+ *                    until its agent answers, p50 of N_BOOTS; and the idle
+ *                    Pss of a restored VM's qemu
  *
  * Environment: MSB_VM_SHIM, MSB_SHIM, MSB_AGENT as for the tests. State goes
  * to a private root under /tmp; the built initramfs and image are cached in
@@ -144,6 +148,55 @@ static int read_pid(const char *dir, const char *file)
 	return pid;
 }
 
+/* Acquires restored from a template (made first, untimed) until the agent
+ * answers, p50 of n; then a restored VM's idle Pss. Prints one JSON line. */
+static void measure_restores(const msb_vm_options *vo, const char *root, int boots)
+{
+	msb_error *err = NULL;
+	/* Restores: another backend on the same root, snapshots on. */
+	msb_vm_options so = *vo;
+	so.snapshots = 1;
+	msb_backend *snap = NULL;
+	if (msb_vm_backend_new(&so, &snap, &err) < 0)
+		die("vm backend (snapshots)", err);
+	msb_sandbox *tw = acquire(snap, "template");
+	msb_sandbox_free(tw);
+	dispose(snap, "template");
+	double *rest = calloc((size_t)boots, sizeof(*rest));
+	for (int i = 0; i < boots; i++) {
+		char th[24];
+		snprintf(th, sizeof(th), "restore%d", i);
+		double t = now_ms();
+		msb_sandbox *sb = acquire(snap, th);
+		exec_true(sb);
+		rest[i] = now_ms() - t;
+		msb_sandbox_free(sb);
+		if (i + 1 < boots)
+			dispose(snap, th);
+	}
+	double restore_p50 = p50(rest, boots);
+	free(rest);
+	sleep(5);
+	long rq_pss = -1, rs_pss = -1;
+	char vmroot[128], vmdir[256] = "";
+	snprintf(vmroot, sizeof(vmroot), "%s/vm", root);
+	DIR *d = opendir(vmroot);
+	for (struct dirent *de; d && (de = readdir(d));)
+		if (strncmp(de->d_name, "msb-", 4) == 0)
+			snprintf(vmdir, sizeof(vmdir), "%s/%.40s", vmroot, de->d_name);
+	if (d)
+		closedir(d);
+	rq_pss = pss_kib(read_pid(vmdir, "init.pid"));
+	rs_pss = pss_kib(read_pid(vmdir, "shim.pid"));
+	char last[24];
+	snprintf(last, sizeof(last), "restore%d", boots - 1);
+	dispose(snap, last);
+	msb_backend_unref(snap);
+	printf("{\"vm_restore_p50_ms\": %.0f, \"vm_restored_idle_qemu_pss_kib\": %ld, "
+	       "\"vm_restored_idle_shim_pss_kib\": %ld}\n",
+	       restore_p50, rq_pss, rs_pss);
+}
+
 int main(int argc, char **argv)
 {
 	int boots = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 5;
@@ -232,6 +285,8 @@ int main(int argc, char **argv)
 	double ns_exec = warm_exec(n, execs);
 	msb_sandbox_free(n);
 	dispose(ns, "warm");
+
+	measure_restores(&vo, root, boots);
 
 	double load[1] = {0};
 	getloadavg(load, 1);

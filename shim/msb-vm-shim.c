@@ -32,6 +32,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/signalfd.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -50,12 +51,15 @@
 #define CONSOLE_KEEP 4096
 #define SERIAL_CONNECT_NS (20LL * 1000 * 1000 * 1000)
 #define JAIL_DIR "jail"
+/* The control request for a new host session with the same VM. */
+#define VM_CONTROL_RECONNECT "reconnect"
 
 struct shim {
 	char *state_dir;
 	char *config_path;
 	char *name;
 	const char *log_path;
+	const char *restore_arg; /* --restore: overrides the config's restore_from */
 	int ready_fd;
 	int dfd;
 	int listen_fd;
@@ -69,9 +73,12 @@ struct shim {
 	bool wrote_pid;
 	/* configuration */
 	char *qemu, *kernel, *initrd, *disk, *cmdline;
+	char *save_to;	    /* template: save the ready VM's state here, then go */
+	char *restore_from; /* restore that state instead of booting */
 	uint64_t memory_mib, vcpus, jail_uid, memory_max, pids_max, cpu_quota_us;
 	double ready_timeout;
 	bool kvm;
+	char instance_id[MSB_MUX_SESSION_ID]; /* hex, NUL-terminated */
 	/* the guest console's last bytes */
 	char console[CONSOLE_KEEP];
 	size_t console_len;
@@ -200,7 +207,7 @@ static _Noreturn void die(struct shim *s, const char *fmt, ...)
 static void usage(void)
 {
 	fputs("usage: msb-vm-shim --state DIR --config FILE [--ready-fd N] [--name NAME]\n"
-	      "                   [--log FILE]\n",
+	      "                   [--restore STATE] [--log FILE]\n",
 	      stderr);
 }
 
@@ -218,6 +225,8 @@ static int parse_args(struct shim *s, int argc, char **argv)
 			s->config_path = (char *)v;
 		} else if (strcmp(a, "--name") == 0) {
 			s->name = (char *)v;
+		} else if (strcmp(a, "--restore") == 0) {
+			s->restore_arg = v;
 		} else if (strcmp(a, "--log") == 0) {
 			s->log_path = v;
 		} else if (strcmp(a, "--ready-fd") == 0) {
@@ -281,9 +290,10 @@ static void load_config(struct shim *s)
 	if (r < 0)
 		die(s, "config `%s`: %s", s->config_path, strerror(-r));
 	static const char *const keys[] = {
-		"qemu",	      "kernel",	      "initrd",	       "disk",	   "cmdline",
-		"memory_mib", "vcpus",	      "kvm",	       "jail_uid", "memory_max",
-		"pids_max",   "cpu_quota_us", "ready_timeout", NULL};
+		"qemu",		 "kernel",     "initrd",       "disk",
+		"cmdline",	 "memory_mib", "vcpus",	       "kvm",
+		"jail_uid",	 "memory_max", "pids_max",     "cpu_quota_us",
+		"ready_timeout", "save_to",    "restore_from", NULL};
 	json_t *o = NULL;
 	msb_error *e = NULL;
 	if (msb__json_load_object(text, len, "vm shim config", &o, &e) < 0 ||
@@ -294,6 +304,16 @@ static void load_config(struct shim *s)
 	s->initrd = dup_string(s, o, "initrd", true);
 	s->disk = dup_string(s, o, "disk", true);
 	s->cmdline = dup_string(s, o, "cmdline", true);
+	s->save_to = dup_string(s, o, "save_to", false);
+	s->restore_from = dup_string(s, o, "restore_from", false);
+	if (s->restore_arg) {
+		free(s->restore_from);
+		s->restore_from = strdup(s->restore_arg);
+		if (!s->restore_from)
+			die(s, "out of memory");
+	}
+	if (s->save_to && s->restore_from)
+		die(s, "vm shim config: `save_to` and `restore_from` together");
 	s->memory_mib = get_u64(s, o, "memory_mib", 256);
 	s->vcpus = get_u64(s, o, "vcpus", 1);
 	s->jail_uid = get_u64(s, o, "jail_uid", 0);
@@ -437,7 +457,16 @@ static void start_vmm(struct shim *s)
 		.gid = (gid_t)s->jail_uid,
 		.console_fd = pfd[1],
 		.cgroup = s->cg,
+		.qmp = s->save_to != NULL,
 	};
+	_cleanup_close_ int in = -1;
+	if (s->restore_from) {
+		in = open(s->restore_from, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (in < 0)
+			die(s, "saved state `%s`: %s", s->restore_from, strerror(errno));
+		c.incoming = true;
+		c.incoming_fd = in;
+	}
 	msb_error *e = NULL;
 	int r = msb_vmm__start(&msb_vmm__qemu, &c, &s->vmm, &e);
 	close(pfd[1]);
@@ -468,6 +497,31 @@ static _Noreturn void die_vm(struct shim *s, const char *what)
 	    tail[0] ? tail : "(nothing)");
 }
 
+/* A new host session on a fresh link (mux.h): a random session number,
+ * fresh entropy, the host name and the instance id, which the guest applies
+ * before its READY. */
+static void begin_session(struct shim *s)
+{
+	uint8_t p[MSB_MUX_SESSION_LEN];
+	memset(p, 0, sizeof(p));
+	memcpy(p, MSB_MUX_SESSION_MAGIC, MSB_MUX_SESSION_MAGIC_LEN);
+	uint8_t *seed = p + MSB_MUX_SESSION_MAGIC_LEN;
+	uint8_t *host = seed + MSB_MUX_SESSION_SEED;
+	uint8_t *id = host + MSB_MUX_SESSION_NAME;
+	uint32_t session = 0;
+	while (session == 0)
+		if (getrandom(&session, sizeof(session), 0) != (ssize_t)sizeof(session))
+			die(s, "getrandom: %s", strerror(errno));
+	if (getrandom(seed, MSB_MUX_SESSION_SEED, 0) != (ssize_t)MSB_MUX_SESSION_SEED)
+		die(s, "getrandom: %s", strerror(errno));
+	size_t hlen = strlen(s->name);
+	memcpy(host, s->name, hlen < MSB_MUX_SESSION_NAME ? hlen : MSB_MUX_SESSION_NAME - 1);
+	memcpy(id, s->instance_id, strlen(s->instance_id));
+	if (msb_mux_link_send_session(s->link, session, p) < 0)
+		die(s, "out of memory");
+	explicit_bzero(p, sizeof(p));
+}
+
 /* qemu makes the socket early in its start; connect as soon as it is there. */
 static void connect_serial(struct shim *s)
 {
@@ -494,6 +548,7 @@ static void connect_serial(struct shim *s)
 			s->link = msb_mux_link_new(fd, true, NULL, NULL);
 			if (!s->link)
 				die(s, "out of memory");
+			begin_session(s);
 			return;
 		}
 		int e = errno;
@@ -506,6 +561,130 @@ static void connect_serial(struct shim *s)
 		struct timespec ts = {0, 5 * 1000 * 1000};
 		nanosleep(&ts, NULL);
 	}
+}
+
+/* ---- saving a template (QMP) ---------------------------------------------- */
+
+#define QMP_LINE_MAX 8192
+#define SAVE_TIMEOUT_NS (120LL * 1000 * 1000 * 1000)
+
+/* Send one command (with a descriptor, for getfd); read lines until its
+ * answer, skipping events. true when it returned; the answer in out. */
+static bool qmp_cmd(struct shim *s, int q, const char *cmd, int pass_fd, char *out, size_t size)
+{
+	struct iovec iov = {.iov_base = (void *)cmd, .iov_len = strlen(cmd)};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (pass_fd >= 0) {
+		memset(&u, 0, sizeof(u));
+		m.msg_control = u.buf;
+		m.msg_controllen = sizeof(u.buf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+	}
+	if (sendmsg(q, &m, MSG_NOSIGNAL) != (ssize_t)iov.iov_len)
+		die(s, "qmp: send: %s", strerror(errno));
+	int64_t until = msb__now_ns() + 10LL * 1000 * 1000 * 1000;
+	size_t len = 0;
+	for (;;) {
+		char *nl = memchr(out, '\n', len);
+		if (nl) {
+			*nl = '\0';
+			if (strstr(out, "\"return\""))
+				return true;
+			if (strstr(out, "\"error\""))
+				return false;
+			size_t rest = len - (size_t)(nl + 1 - out);
+			memmove(out, nl + 1, rest);
+			len = rest;
+			continue;
+		}
+		if (len + 1 >= size)
+			die(s, "qmp: a line too long");
+		struct pollfd p = {.fd = q, .events = POLLIN};
+		int64_t left = (until - msb__now_ns()) / 1000000;
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			die(s, "qmp: no answer to %s", cmd);
+		ssize_t n = read(q, out + len, size - 1 - len);
+		if (n <= 0)
+			die(s, "qmp: the monitor went away");
+		len += (size_t)n;
+	}
+}
+
+static int qmp_connect(struct shim *s)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s/run/%s", s->state_dir, JAIL_DIR,
+			 MSB_VMM_QMP_SOCK);
+	if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
+		die(s, "qmp: the state directory's path is too long");
+	int q = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct ucred cr;
+	socklen_t crlen = sizeof(cr);
+	if (q < 0 || connect(q, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		die(s, "qmp: connect: %s", strerror(errno));
+	if (getsockopt(q, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0 || cr.pid != s->vmm.pid)
+		die(s, "qmp: the monitor socket is not the VMM's");
+	return q;
+}
+
+/* The template's state: the session ends (the pump waits for the next), the
+ * running VM is migrated into a file renamed into place once complete. Not
+ * stopped first: a running state autostarts on -incoming, no `cont` needed. */
+static void save_template(struct shim *s)
+{
+	int64_t t0 = msb__now_ns();
+	msb_mux_link_free(s->link);
+	s->link = NULL;
+	/* The guest may see the hang-up first (a SESSION would do as well). */
+	struct timespec ts = {0, 20 * 1000 * 1000};
+	nanosleep(&ts, NULL);
+	_cleanup_close_ int q = qmp_connect(s);
+	char ans[QMP_LINE_MAX];
+	/* The greeting (no "return") is skipped with the first answer. */
+	if (!qmp_cmd(s, q, "{\"execute\":\"qmp_capabilities\"}\n", -1, ans, sizeof(ans)))
+		die(s, "qmp: %s", ans);
+	_cleanup_free_ char *tmp = msb__asprintf("%s.%d.tmp", s->save_to, (int)getpid());
+	if (!tmp)
+		die(s, "out of memory");
+	_cleanup_close_ int f =
+		open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (f < 0)
+		die(s, "save `%s`: %s", tmp, strerror(errno));
+	if (!qmp_cmd(s, q, "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"state\"}}\n", f, ans,
+		     sizeof(ans)) ||
+	    !qmp_cmd(s, q, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:state\"}}\n", -1,
+		     ans, sizeof(ans))) {
+		unlink(tmp);
+		die(s, "qmp: %s", ans);
+	}
+	int64_t until = msb__now_ns() + SAVE_TIMEOUT_NS;
+	for (;;) {
+		if (!qmp_cmd(s, q, "{\"execute\":\"query-migrate\"}\n", -1, ans, sizeof(ans)))
+			break;
+		if (strstr(ans, "\"completed\""))
+			break;
+		if (strstr(ans, "\"failed\"") || msb__now_ns() > until) {
+			unlink(tmp);
+			die(s, "saving the template failed: %s", ans);
+		}
+		drain_console(s);
+		struct timespec p = {0, 10 * 1000 * 1000};
+		nanosleep(&p, NULL);
+	}
+	if (!strstr(ans, "\"completed\"") || fsync(f) < 0 || rename(tmp, s->save_to) < 0) {
+		unlink(tmp);
+		die(s, "saving the template failed: %s", ans);
+	}
+	msb_ns__shim_log("msb-vm-shim: `%s` saved to %s in %.3f s", s->name, s->save_to,
+			 (double)(msb__now_ns() - t0) / 1e9);
 }
 
 enum { P_VMM, P_SIG, P_CONSOLE, P_LISTEN, P_CTL, P_LINK };
@@ -615,8 +794,24 @@ static void reset_vm(struct shim *s, int sfd)
 	serve(s, sfd, true);
 }
 
+/* A new host session with the same VM: every host connection ends, the
+ * serial socket is connected anew and the guest, on the new SESSION, drops
+ * the old session and answers READY. What a restored VM's shim does on its
+ * first connection; a failure takes the sandbox down. */
+static void reconnect_vm(struct shim *s, int sfd)
+{
+	int64_t t0 = msb__now_ns();
+	msb_mux_link_free(s->link);
+	s->link = NULL;
+	connect_serial(s);
+	serve(s, sfd, true);
+	msb_ns__shim_log("msb-vm-shim: `%s`: a new session, ready in %.3f s", s->name,
+			 (double)(msb__now_ns() - t0) / 1e9);
+}
+
 /* One request line on shim.sock (the protocol of the ns shim's control
- * socket; `reset` is the one a VM serves). The socket is the owner's only. */
+ * socket; `reset` and `reconnect` are the ones a VM serves). The socket is
+ * the owner's only. */
 static void serve_control(struct shim *s, int sfd)
 {
 	int conn = accept4(s->ctl_fd, NULL, NULL, SOCK_CLOEXEC);
@@ -645,6 +840,11 @@ static void serve_control(struct shim *s, int sfd)
 		if (strcmp(line, MSB_NS_CONTROL_RESET) == 0) {
 			s->ctl_conn = conn;
 			reset_vm(s, sfd);
+			s->ctl_conn = -1;
+			answer = "ok\n";
+		} else if (strcmp(line, VM_CONTROL_RECONNECT) == 0) {
+			s->ctl_conn = conn;
+			reconnect_vm(s, sfd);
 			s->ctl_conn = -1;
 			answer = "ok\n";
 		}
@@ -678,6 +878,11 @@ int main(int argc, char **argv)
 			"served yet)");
 	resolve_paths(&s);
 	load_config(&s);
+	uint8_t idb[12];
+	if (getrandom(idb, sizeof(idb), 0) != (ssize_t)sizeof(idb))
+		die(&s, "getrandom: %s", strerror(errno));
+	for (size_t i = 0; i < sizeof(idb); i++)
+		snprintf(s.instance_id + 2 * i, 3, "%02x", idb[i]);
 	detach(&s);
 	check_state_dir(&s);
 	write_pid(&s);
@@ -691,6 +896,14 @@ int main(int argc, char **argv)
 	serve(&s, sfd, true);
 	msb_ns__shim_log("msb-vm-shim: `%s` ready, VMM pid %d, %.3f s after the VMM started",
 			 s.name, (int)s.vmm.pid, (double)(msb__now_ns() - t0) / 1e9);
+	if (s.save_to) {
+		save_template(&s);
+		report(&s, "ok\n");
+		close(sfd);
+		int tr = teardown(&s);
+		close(s.dfd);
+		return tr == 0 ? 0 : 1;
+	}
 	report(&s, "ok\n");
 	serve(&s, sfd, false);
 	close(sfd);

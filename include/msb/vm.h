@@ -52,12 +52,16 @@ typedef struct msb_vm_options {
 	uint64_t cpu_millis;	  /* the VMM's CPU quota; 0 = one CPU per vCPU */
 	double start_timeout;	  /* seconds to wait for a new VM's agent; 0 = 120 */
 	double kvm_probe_timeout; /* seconds the KVM probe guest gets; 0 = 5 */
+	/* Nonzero: each new VM is restored from its template's saved state
+	 * (booted and saved once per configuration, under cache_dir/snapshots),
+	 * a cold boot when that fails. Experimental (issue 18). */
+	int snapshots;
 } msb_vm_options;
 #define MSB_VM_OPTIONS_VERSION 1
 #define MSB_VM_OPTIONS_INIT                                                                        \
 	{                                                                                          \
 		MSB_VM_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,      \
-			NULL, NULL, 0, 0, 0, 0, 0, 0, 0                                            \
+			NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0                                         \
 	}
 
 /* Make the backend: finds qemu and the kernel, builds (or finds cached) the

@@ -64,7 +64,9 @@ static int check(uint16_t type, uint16_t zero, uint32_t conn, uint32_t len)
 		return MSB_PROTO_E_MALFORMED;
 	switch (type) {
 	case MSB_MUX_READY:
-		return conn == 0 && len == 0 ? 0 : MSB_PROTO_E_MALFORMED;
+		return conn != 0 && len == 0 ? 0 : MSB_PROTO_E_MALFORMED;
+	case MSB_MUX_SESSION:
+		return conn != 0 && len == MSB_MUX_SESSION_LEN ? 0 : MSB_PROTO_E_MALFORMED;
 	case MSB_MUX_OPEN:
 	case MSB_MUX_CLOSE:
 		return conn != 0 && len == 0 ? 0 : MSB_PROTO_E_MALFORMED;
@@ -100,6 +102,9 @@ int msb_mux_next(msb_mux_reader *r, msb_mux_record *out)
 	out->len = len;
 	out->data = r->buf + MSB_MUX_HEADER;
 	out->credit = 0;
+	if (type == MSB_MUX_SESSION &&
+	    memcmp(out->data, MSB_MUX_SESSION_MAGIC, MSB_MUX_SESSION_MAGIC_LEN) != 0)
+		return r->error = MSB_PROTO_E_MALFORMED;
 	if (type == MSB_MUX_CREDIT) {
 		out->credit = get32(out->data);
 		if (out->credit == 0 || out->credit > MSB_MUX_WINDOW)
@@ -107,6 +112,48 @@ int msb_mux_next(msb_mux_reader *r, msb_mux_record *out)
 	}
 	r->consumed = MSB_MUX_HEADER + len;
 	return 1;
+}
+
+/* Is a record that msb_mux_sync looks for at p (n bytes there)? 1 yes, 0 no,
+ * -1 not known yet (too few bytes). */
+static int sync_at(const uint8_t *p, size_t n, bool guest_side, uint32_t session)
+{
+	uint8_t want[MSB_MUX_HEADER + MSB_MUX_SESSION_MAGIC_LEN];
+	size_t wlen;
+	if (guest_side) {
+		msb_mux_put_header(want, MSB_MUX_SESSION, 0, MSB_MUX_SESSION_LEN);
+		memcpy(want + MSB_MUX_HEADER, MSB_MUX_SESSION_MAGIC, MSB_MUX_SESSION_MAGIC_LEN);
+		wlen = sizeof(want);
+	} else {
+		msb_mux_put_header(want, MSB_MUX_READY, session, 0);
+		wlen = MSB_MUX_HEADER;
+	}
+	for (size_t i = 0; i < wlen; i++) {
+		if (i >= n)
+			return -1;
+		/* The session number the guest does not know yet: any nonzero. */
+		if (guest_side && i >= 8 && i < 12)
+			continue;
+		if (p[i] != want[i])
+			return 0;
+	}
+	return !guest_side || get32(p + 8) != 0;
+}
+
+int msb_mux_sync(msb_mux_reader *r, bool guest_side, uint32_t session)
+{
+	drop_consumed(r);
+	r->error = 0;
+	for (size_t i = 0; i < r->have; i++) {
+		int k = sync_at(r->buf + i, r->have - i, guest_side, session);
+		if (k == 0)
+			continue;
+		r->consumed = i;
+		drop_consumed(r);
+		return k == 1;
+	}
+	r->have = 0;
+	return 0;
 }
 
 size_t msb_mux_put_header(uint8_t out[MSB_MUX_HEADER], uint16_t type, uint32_t conn, uint32_t len)

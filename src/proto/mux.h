@@ -10,7 +10,16 @@
  *	u32 length   payload bytes (DATA: 1..MSB_MUX_MAX_DATA; CREDIT: 4; else 0)
  *	u16 type     enum msb_mux_type
  *	u16 zero
- *	u32 conn     the stream: 0 for READY, else an id the shim opened
+ *	u32 conn     the stream: an id the shim opened; for SESSION and READY
+ *	             the host session's number
+ *
+ * Every host connection to the port is one session: the host's first record
+ * is SESSION (a nonzero random number, MSB_MUX_SESSION_LEN bytes of identity:
+ * the magic, fresh entropy, the host name, the instance id); the guest
+ * drops every stream and byte of the session before, applies the identity
+ * and answers READY with the same number. Until then each side skips what
+ * is ahead of that record (msb_mux_sync): bytes of an old session may still
+ * be in the port.
  *
  * The shim opens streams with strictly increasing ids and never reuses one.
  * Each side may have at most MSB_MUX_WINDOW bytes of DATA in flight per
@@ -25,6 +34,7 @@
 #ifndef MSB_PROTO_MUX_H
 #define MSB_PROTO_MUX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,12 +45,24 @@
 #define MSB_MUX_RECORD_MAX (MSB_MUX_HEADER + MSB_MUX_MAX_DATA)
 
 enum msb_mux_type {
-	MSB_MUX_READY = 1,  /* guest -> host, stream 0: the agent listens */
-	MSB_MUX_OPEN = 2,   /* host -> guest: a new stream */
-	MSB_MUX_DATA = 3,   /* both: bytes of the stream */
-	MSB_MUX_CREDIT = 4, /* both: u32 bytes handed on since the last CREDIT */
-	MSB_MUX_CLOSE = 5,  /* both: the stream is over */
+	MSB_MUX_READY = 1,   /* guest -> host, stream 0: the agent listens */
+	MSB_MUX_OPEN = 2,    /* host -> guest: a new stream */
+	MSB_MUX_DATA = 3,    /* both: bytes of the stream */
+	MSB_MUX_CREDIT = 4,  /* both: u32 bytes handed on since the last CREDIT */
+	MSB_MUX_CLOSE = 5,   /* both: the stream is over */
+	MSB_MUX_SESSION = 6, /* host -> guest, first on a connection: a new session */
 };
+
+/* SESSION's payload: magic, entropy, host name and instance id (each
+ * NUL-padded; a name of MSB_MUX_SESSION_NAME bytes has no NUL). */
+#define MSB_MUX_SESSION_MAGIC "msb-sess"
+#define MSB_MUX_SESSION_MAGIC_LEN 8u
+#define MSB_MUX_SESSION_SEED 32u
+#define MSB_MUX_SESSION_NAME 64u
+#define MSB_MUX_SESSION_ID 32u
+#define MSB_MUX_SESSION_LEN                                                                        \
+	(MSB_MUX_SESSION_MAGIC_LEN + MSB_MUX_SESSION_SEED + MSB_MUX_SESSION_NAME +                 \
+	 MSB_MUX_SESSION_ID)
 
 typedef struct msb_mux_record {
 	uint16_t type;
@@ -73,6 +95,11 @@ int msb_mux_next(msb_mux_reader *r, msb_mux_record *out);
 /* Encode a header (and a CREDIT's payload) into out; returns the bytes
  * written (DATA: the header only, the payload follows). */
 size_t msb_mux_put_header(uint8_t out[MSB_MUX_HEADER], uint16_t type, uint32_t conn, uint32_t len);
+/* Drop buffered bytes ahead of the first READY of `session` (host:
+ * guest_side false) or the first SESSION record (guest). 1 when such a
+ * record is now first in the reader, else 0 (keeps only a possible prefix). */
+int msb_mux_sync(msb_mux_reader *r, bool guest_side, uint32_t session);
+
 size_t msb_mux_put_credit(uint8_t out[MSB_MUX_HEADER + 4], uint32_t conn, uint32_t bytes);
 
 #endif

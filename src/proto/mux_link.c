@@ -33,6 +33,9 @@ struct msb_mux_link {
 	bool host;
 	bool ready;
 	bool dead;
+	bool synced;	  /* the session's first record (SESSION, READY) was seen */
+	uint32_t session; /* host: the one we began */
+	msb_mux_session_fn session_fn;
 	msb_mux_open_fn open_fn;
 	void *ud;
 	msb_mux_reader rd;
@@ -151,9 +154,22 @@ static int send_simple(msb_mux_link *l, uint16_t type, uint32_t id)
 	return queue(l, h, sizeof(h), NULL, 0);
 }
 
-int msb_mux_link_send_ready(msb_mux_link *l)
+void msb_mux_link_on_session(msb_mux_link *l, msb_mux_session_fn fn)
 {
-	return send_simple(l, MSB_MUX_READY, 0);
+	l->session_fn = fn;
+}
+
+int msb_mux_link_send_session(msb_mux_link *l, uint32_t session,
+			      const uint8_t payload[MSB_MUX_SESSION_LEN])
+{
+	if (!l->host || session == 0)
+		return -EINVAL;
+	l->session = session;
+	l->synced = false;
+	l->ready = false;
+	uint8_t h[MSB_MUX_HEADER];
+	msb_mux_put_header(h, MSB_MUX_SESSION, session, MSB_MUX_SESSION_LEN);
+	return queue(l, h, sizeof(h), payload, MSB_MUX_SESSION_LEN);
 }
 
 static struct stream *stream_new(msb_mux_link *l, uint32_t id, int fd)
@@ -245,13 +261,38 @@ static void flush_local(msb_mux_link *l, struct stream *s)
 	}
 }
 
+/* Guest end: a new host session. Everything of the one before goes (its
+ * streams without a CLOSE, what waited to go to the old host); the host's
+ * stream ids begin anew. */
+static int new_session(msb_mux_link *l, const msb_mux_record *m)
+{
+	while (l->streams) {
+		struct stream *s = l->streams;
+		l->streams = s->next;
+		stream_free(s);
+	}
+	l->n = 0;
+	l->last_id = 0;
+	l->out_head = l->out_len = 0;
+	int r = l->session_fn ? l->session_fn(l->ud, m->data) : 0;
+	if (r < 0)
+		return fail(l, r, "the session's identity was not applied");
+	return send_simple(l, MSB_MUX_READY, m->conn);
+}
+
 static int on_record(msb_mux_link *l, const msb_mux_record *m)
 {
 	if (m->type == MSB_MUX_READY) {
 		if (!l->host)
 			return fail(l, -EPROTO, "READY sent to the guest");
-		l->ready = true;
-		return 0;
+		if (m->conn == l->session)
+			l->ready = true;
+		return 0; /* another session's: stale */
+	}
+	if (m->type == MSB_MUX_SESSION) {
+		if (l->host)
+			return fail(l, -EPROTO, "SESSION sent to the host");
+		return new_session(l, m);
 	}
 	if (m->type == MSB_MUX_OPEN) {
 		if (l->host)
@@ -330,6 +371,11 @@ static int read_link(msb_mux_link *l)
 		if (n == 0 && room)
 			return fail(l, -EPIPE, "the link was closed");
 		msb_mux_commit(&l->rd, (size_t)n);
+		if (!l->synced) {
+			if (!msb_mux_sync(&l->rd, !l->host, l->session))
+				continue;
+			l->synced = true;
+		}
 		msb_mux_record m;
 		int rc;
 		while ((rc = msb_mux_next(&l->rd, &m)) == 1)

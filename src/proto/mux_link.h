@@ -27,6 +27,11 @@ typedef struct msb_mux_link msb_mux_link;
  * socket for it, or -errno (the stream is closed again). */
 typedef int (*msb_mux_open_fn)(void *ud);
 
+/* Guest end: a host session began (SESSION's MSB_MUX_SESSION_LEN bytes, the
+ * magic checked). 0 when its identity is applied (the link answers READY),
+ * -errno to refuse it (the link fails). */
+typedef int (*msb_mux_session_fn)(void *ud, const uint8_t *payload);
+
 /* host: true on the shim's side (opens streams, receives READY). The link
  * fd is made nonblocking and owned by the link. */
 msb_mux_link *msb_mux_link_new(int link_fd, bool host, msb_mux_open_fn open_fn, void *ud);
@@ -35,9 +40,14 @@ void msb_mux_link_free(msb_mux_link *l);
 /* Host end: a new local connection becomes a stream (fd owned from now on,
  * closed on failure). -EMFILE past MSB_MUX_MAX_STREAMS. */
 int msb_mux_link_add(msb_mux_link *l, int fd);
-/* Guest end: tell the host the agent listens. */
-int msb_mux_link_send_ready(msb_mux_link *l);
-/* Host end: READY was received. */
+/* Guest end: what applies a new session's identity (none: accepted). */
+void msb_mux_link_on_session(msb_mux_link *l, msb_mux_session_fn fn);
+/* Host end, first on a new link: begin session `session` (nonzero, best
+ * random) with that identity payload; every byte from the guest ahead of
+ * its READY for this session is skipped. */
+int msb_mux_link_send_session(msb_mux_link *l, uint32_t session,
+			      const uint8_t payload[MSB_MUX_SESSION_LEN]);
+/* Host end: the guest's READY for our session was received. */
 bool msb_mux_link_ready(const msb_mux_link *l);
 /* Streams open now. */
 unsigned msb_mux_link_streams(const msb_mux_link *l);

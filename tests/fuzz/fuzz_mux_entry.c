@@ -63,6 +63,13 @@ int msb_fuzz_mux(const uint8_t *data, size_t len)
 	setsockopt(c2[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
 	msb_mux_link *l = msb_mux_link_new(sp[0], true, NULL, NULL);
 	CHECK(l);
+	/* A session the guest answered: the input is then parsed as records,
+	 * not skipped as the bytes ahead of READY are. */
+	static const uint8_t id[MSB_MUX_SESSION_LEN] = MSB_MUX_SESSION_MAGIC;
+	CHECK(msb_mux_link_send_session(l, 1, id) == 0);
+	uint8_t ready[MSB_MUX_HEADER];
+	msb_mux_put_header(ready, MSB_MUX_READY, 1, 0);
+	CHECK(write(sp[1], ready, sizeof(ready)) == (ssize_t)sizeof(ready));
 	CHECK(msb_mux_link_add(l, c1[0]) == 0);
 	CHECK(msb_mux_link_add(l, c2[0]) == 0);
 	fcntl(sp[1], F_SETFL, O_NONBLOCK);

@@ -15,7 +15,9 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <msb/conformance.h>
@@ -102,6 +104,27 @@ static pid_t read_pid(const char *dir, const char *file)
 		fclose(f);
 	}
 	return pid;
+}
+
+/* One request line on the shim's control socket; the answer line. */
+static bool control(const char *dir, const char *line, char *answer, size_t size)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%.96s/shim.sock", dir);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    write(fd, line, strlen(line)) != (ssize_t)strlen(line)) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	size_t len = 0;
+	ssize_t n;
+	while (len < size - 1 && (n = read(fd, answer + len, size - 1 - len)) > 0)
+		len += (size_t)n;
+	answer[len] = '\0';
+	close(fd);
+	return len > 0;
 }
 
 static bool process_gone(pid_t pid)
@@ -511,6 +534,44 @@ Test(vm, exec_in_one_vm, .init = make_backend, .fini = fini, .timeout = 240)
 	msb_backend_unref(backend);
 	backend = first;
 
+	/* Host sessions (issue 18): the shim's first record on the port is a
+	 * SESSION carrying fresh entropy, the host name and the instance id,
+	 * applied by the guest before its READY. A new host connection to the
+	 * same VM - what a restored VM's shim makes - is a new session at once,
+	 * with no pause between the old link's close and the new one: the
+	 * guest drops the old session on the SESSION record whether or not it
+	 * saw the hang-up. Twice; same VMM, same files, same identity. */
+	cr_assert_eq(run(sb, "echo kept > /tmp/session; hostname; cat /run/msb-instance-id", 30,
+			 &res, &err),
+		     0, "%s", msb_error_message(err));
+	char ident[256];
+	snprintf(ident, sizeof(ident), "%s", (char *)res.stdout_bytes);
+	msb_exec_result_clear(&res);
+	char *nl = strchr(ident, '\n');
+	cr_assert(nl, "%s", ident);
+	cr_assert_eq(strncmp(ident, "msb-", 4), 0, "host name: %s", ident);
+	cr_assert_eq(strspn(nl + 1, "0123456789abcdef"), 24, "instance id: %s", nl + 1);
+	msb_sandbox_free(sb);
+	char dir[200];
+	cr_assert(state_name(dir, sizeof(dir)));
+	pid_t vmm = read_pid(dir, "init.pid");
+	for (int i = 0; i < 2; i++) {
+		char answer[1024];
+		cr_assert(control(dir, "reconnect\n", answer, sizeof(answer)), "no answer");
+		cr_assert_str_eq(answer, "ok\n");
+		cr_assert_eq(read_pid(dir, "init.pid"), vmm);
+		sb = acquire("t1");
+		cr_assert_eq(run(sb, "hostname; cat /run/msb-instance-id; cat /tmp/session", 30,
+				 &res, &err),
+			     0, "%s", msb_error_message(err));
+		char want[300];
+		snprintf(want, sizeof(want), "%skept\n", ident);
+		cr_assert_str_eq((char *)res.stdout_bytes, want);
+		msb_exec_result_clear(&res);
+		if (i == 0)
+			msb_sandbox_free(sb);
+	}
+
 	struct traces t;
 	collect(&t);
 	msb_sandbox_free(sb);
@@ -764,6 +825,133 @@ Test(vm, conformance_suites, .init = make_backend, .fini = fini, .timeout = 600)
 		     "CALL_SCOPE: %s", msb_error_message(err));
 	check_report(rep);
 	msb_spec_unref(call);
+	msb_spec_unref(spec);
+}
+
+/* What one VM says of itself: was it restored, its host name, 16 random
+ * bytes, its instance id. */
+struct self {
+	bool restored;
+	char host[80], rnd[80], id[80];
+};
+
+static void self_of(msb_sandbox *sb, struct self *me)
+{
+	msb_exec_result res;
+	msb_error *err = NULL;
+	cr_assert_eq(run(sb,
+			 "grep -c 'hostname msb-template ' /proc/cmdline; hostname; "
+			 "head -c 16 /dev/urandom | sha256sum | cut -c1-32; "
+			 "cat /run/msb-instance-id",
+			 30, &res, &err),
+		     0, "%s", msb_error_message(err));
+	cr_assert_eq(res.exit_code, 0, "%s", (char *)res.stderr_bytes);
+	char c[8];
+	cr_assert_eq(sscanf((char *)res.stdout_bytes, "%7s %79s %79s %79s", c, me->host, me->rnd,
+			    me->id),
+		     4, "%s", (char *)res.stdout_bytes);
+	me->restored = strcmp(c, "1") == 0;
+	msb_exec_result_clear(&res);
+}
+
+/* Overwrite every saved state in dir with bytes qemu cannot load; how many. */
+static int corrupt_states(const char *dir)
+{
+	DIR *d = opendir(dir);
+	int n = 0;
+	for (struct dirent *de; d && (de = readdir(d));) {
+		size_t len = strlen(de->d_name);
+		if (len < 6 || strcmp(de->d_name + len - 6, ".state") != 0)
+			continue;
+		int fd = openat(dirfd(d), de->d_name, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
+		cr_assert_geq(fd, 0, "%s: %s", de->d_name, strerror(errno));
+		cr_assert_eq(write(fd, "not a migration stream\n", 23), 23);
+		close(fd);
+		n++;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* Snapshots (issue 18): two VMs restored from one template (booted and saved
+ * once, cached by digest: later runs restore at once) are each unique - their
+ * own host name, instance id and random bytes, given by their shims'
+ * SESSION records before anything ran - and serve EXEC and the file plane;
+ * disposing leaves nothing, the template's boot directory included; a state
+ * that cannot be restored is removed and the VM booted cold. */
+Test(vm, restored_vms_unique, .fini = fini, .timeout = 600)
+{
+	snprintf(root, sizeof(root), "/tmp/msbvm-XXXXXX");
+	cr_assert(mkdtemp(root));
+	msb_vm_options o = MSB_VM_OPTIONS_INIT;
+	o.state_root = root;
+	o.cache_dir = "/tmp/msb-vm-test-cache";
+	o.snapshots = 1;
+	msb_error *err = NULL;
+	cr_assert_eq(msb_vm_backend_new(&o, &backend, &err), 0, "%s", msb_error_message(err));
+	msb_capset caps = msb_backend_declarations(backend)->capabilities;
+	msb_spec *spec = make_spec_caps(caps);
+	msb_key k1 = {.scope = "vmtest", .thread_id = "s1", .agent_dir = "/agent"};
+	msb_key k2 = {.scope = "vmtest", .thread_id = "s2", .agent_dir = "/agent"};
+	msb_sandbox *a = NULL, *b = NULL;
+	cr_assert_eq(msb_backend_acquire(backend, &k1, spec, &a, &err), 0, "%s",
+		     msb_error_message(err));
+	cr_assert_eq(msb_backend_acquire(backend, &k2, spec, &b, &err), 0, "%s",
+		     msb_error_message(err));
+	struct self sa, sb;
+	self_of(a, &sa);
+	self_of(b, &sb);
+	cr_assert(sa.restored && sb.restored, "not restored from the template");
+	cr_assert_str_neq(sa.host, sb.host);
+	cr_assert_eq(strncmp(sa.host, "msb-", 4), 0, "%s", sa.host);
+	cr_assert_str_neq(sa.rnd, sb.rnd);
+	cr_assert_eq(strlen(sa.rnd), 32, "%s", sa.rnd);
+	cr_assert_str_neq(sa.id, sb.id);
+
+	msb_conformance_subject subj;
+	msb_posix_guest_subject(a, MSB_DEFAULT_WORK_DIR, caps, &subj);
+	msb_conformance_report *rep = NULL;
+	cr_assert_eq(msb_assert_exec_conformance(&subj, &rep, &err), 0, "EXEC: %s",
+		     msb_error_message(err));
+	check_report(rep);
+	cr_assert_eq(msb_assert_files_in_conformance(&subj, &rep, &err), 0, "FILES_IN: %s",
+		     msb_error_message(err));
+	check_report(rep);
+	cr_assert_eq(msb_assert_files_out_conformance(&subj, &rep, &err), 0, "FILES_OUT: %s",
+		     msb_error_message(err));
+	check_report(rep);
+
+	msb_sandbox_free(b);
+	dispose_all("s2");
+	struct traces t;
+	collect(&t);
+	msb_sandbox_free(a);
+	dispose_all("s1");
+	assert_nothing_left(&t);
+
+	/* A state qemu cannot load (here: garbage in every saved state) is
+	 * removed and the VM boots cold. The next run makes the template anew. */
+	int states = corrupt_states("/tmp/msb-vm-test-cache/snapshots");
+	cr_assert_gt(states, 0);
+	msb_key k3 = {.scope = "vmtest", .thread_id = "s3", .agent_dir = "/agent"};
+	cr_assert_eq(msb_backend_acquire(backend, &k3, spec, &a, &err), 0, "%s",
+		     msb_error_message(err));
+	self_of(a, &sa);
+	cr_assert(!sa.restored, "restored from a broken state");
+	cr_assert_eq(corrupt_states("/tmp/msb-vm-test-cache/snapshots"), states - 1,
+		     "the broken state stayed");
+	collect(&t);
+	msb_sandbox_free(a);
+	dispose_all("s3");
+	assert_nothing_left(&t);
+	char vm[80];
+	snprintf(vm, sizeof(vm), "%s/vm", root);
+	DIR *d = opendir(vm);
+	for (struct dirent *de; d && (de = readdir(d));)
+		cr_assert(de->d_name[0] == '.', "left in %s: %s", vm, de->d_name);
+	if (d)
+		closedir(d);
 	msb_spec_unref(spec);
 }
 

@@ -58,7 +58,8 @@ Test(vm_unit, mux_codec)
 	cr_assert_eq(m.len, 5);
 	cr_assert_eq(feed_one(b, msb_mux_put_credit(b, 3, 1000), &m), 1);
 	cr_assert_eq(m.credit, 1000);
-	cr_assert_eq(feed_one(b, rec(b, MSB_MUX_READY, 0, 0, 0), &m), 1);
+	cr_assert_eq(feed_one(b, rec(b, MSB_MUX_READY, 0, 9, 0), &m), 1);
+	cr_assert_eq(m.conn, 9);
 	/* Refused: unknown type, reserved bits, empty or oversize DATA, credit 0
 	 * or past the window, a stream record on stream 0, READY on a stream. */
 	cr_assert_eq(feed_one(b, rec(b, 9, 0, 1, 0), &m), MSB_PROTO_E_UNKNOWN);
@@ -70,7 +71,18 @@ Test(vm_unit, mux_codec)
 	cr_assert_eq(feed_one(b, msb_mux_put_credit(b, 3, MSB_MUX_WINDOW + 1), &m),
 		     MSB_PROTO_E_LIMIT);
 	cr_assert_eq(feed_one(b, rec(b, MSB_MUX_OPEN, 0, 0, 0), &m), MSB_PROTO_E_MALFORMED);
-	cr_assert_eq(feed_one(b, rec(b, MSB_MUX_READY, 0, 2, 0), &m), MSB_PROTO_E_MALFORMED);
+	cr_assert_eq(feed_one(b, rec(b, MSB_MUX_READY, 0, 0, 0), &m), MSB_PROTO_E_MALFORMED);
+	cr_assert_eq(feed_one(b, rec(b, MSB_MUX_READY, 0, 2, 1), &m), MSB_PROTO_E_MALFORMED);
+	/* SESSION: its exact length, a session number, the magic. */
+	size_t sl = rec(b, MSB_MUX_SESSION, 0, 4, MSB_MUX_SESSION_LEN);
+	memcpy(b + MSB_MUX_HEADER, MSB_MUX_SESSION_MAGIC, MSB_MUX_SESSION_MAGIC_LEN);
+	cr_assert_eq(feed_one(b, sl, &m), 1);
+	cr_assert_eq(m.type, MSB_MUX_SESSION);
+	b[MSB_MUX_HEADER] = 'X';
+	cr_assert_eq(feed_one(b, sl, &m), MSB_PROTO_E_MALFORMED);
+	cr_assert_eq(feed_one(b, rec(b, MSB_MUX_SESSION, 0, 4, 8), &m), MSB_PROTO_E_MALFORMED);
+	cr_assert_eq(feed_one(b, rec(b, MSB_MUX_SESSION, 0, 0, MSB_MUX_SESSION_LEN), &m),
+		     MSB_PROTO_E_MALFORMED);
 	cr_assert_eq(feed_one(b, rec(b, MSB_MUX_CLOSE, 0, 2, 1), &m), MSB_PROTO_E_MALFORMED);
 }
 
@@ -118,7 +130,8 @@ Test(vm_unit, mux_link_streams)
 	msb_mux_link *host = msb_mux_link_new(sp[0], true, NULL, NULL);
 	msb_mux_link *guest = msb_mux_link_new(sp[1], false, guest_open, NULL);
 	cr_assert(host && guest);
-	cr_assert_eq(msb_mux_link_send_ready(guest), 0);
+	static uint8_t id[MSB_MUX_SESSION_LEN] = MSB_MUX_SESSION_MAGIC;
+	cr_assert_eq(msb_mux_link_send_session(host, 3, id), 0);
 	pump(host, guest, 3);
 	cr_assert(msb_mux_link_ready(host));
 
@@ -167,6 +180,131 @@ Test(vm_unit, mux_link_streams)
 	msb_mux_link_free(guest);
 }
 
+/* ---- host sessions (issue 18) ------------------------------------------------------ */
+
+static int n_sessions;
+static bool refuse_session;
+static uint8_t last_session[MSB_MUX_SESSION_LEN];
+
+static int on_session(void *ud, const uint8_t *payload)
+{
+	n_sessions++;
+	memcpy(last_session, payload, MSB_MUX_SESSION_LEN);
+	return refuse_session ? -EIO : 0;
+}
+
+static int turn(msb_mux_link *l)
+{
+	struct pollfd f[1 + MSB_MUX_MAX_STREAMS];
+	size_t n = msb_mux_link_pollfds(l, f, 1 + MSB_MUX_MAX_STREAMS);
+	poll(f, n, 5);
+	return msb_mux_link_handle(l, f, n);
+}
+
+static void put_session(int fd, uint32_t session, char tag)
+{
+	uint8_t r[MSB_MUX_HEADER + MSB_MUX_SESSION_LEN];
+	msb_mux_put_header(r, MSB_MUX_SESSION, session, MSB_MUX_SESSION_LEN);
+	memset(r + MSB_MUX_HEADER, tag, MSB_MUX_SESSION_LEN);
+	memcpy(r + MSB_MUX_HEADER, MSB_MUX_SESSION_MAGIC, MSB_MUX_SESSION_MAGIC_LEN);
+	cr_assert_eq(write(fd, r, sizeof(r)), (ssize_t)sizeof(r));
+}
+
+static void put_simple(int fd, uint16_t type, uint32_t conn)
+{
+	uint8_t r[MSB_MUX_HEADER];
+	msb_mux_put_header(r, type, conn, 0);
+	cr_assert_eq(write(fd, r, sizeof(r)), (ssize_t)sizeof(r));
+}
+
+/* READY for `session` is what the guest sent last. */
+static void expect_ready(int fd, uint32_t session)
+{
+	uint8_t r[64], want[MSB_MUX_HEADER];
+	ssize_t n = recv(fd, r, sizeof(r), MSG_DONTWAIT);
+	msb_mux_put_header(want, MSB_MUX_READY, session, 0);
+	cr_assert_geq(n, (ssize_t)MSB_MUX_HEADER);
+	cr_assert_eq(memcmp(r + n - MSB_MUX_HEADER, want, MSB_MUX_HEADER), 0, "no READY %u",
+		     (unsigned)session);
+}
+
+/* The guest end: whatever precedes the first SESSION is skipped (bytes of an
+ * old host), each SESSION drops the session before (no hang-up needed) and is
+ * answered READY with its number once its identity is applied; a refused
+ * identity fails the link, so nothing is served before the guest is unique. */
+Test(vm_unit, mux_guest_sessions)
+{
+	int sp[2];
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+	msb_mux_link *guest = msb_mux_link_new(sp[1], false, guest_open, NULL);
+	msb_mux_link_on_session(guest, on_session);
+	n_guest_local = 0;
+	/* An old session's tail: half a header, a record for a stream never
+	 * opened here. Skipped, not a protocol error. */
+	cr_assert_eq(write(sp[0], "\x05\x00\x00", 3), 3);
+	put_simple(sp[0], MSB_MUX_CLOSE, 12);
+	cr_assert_eq(turn(guest), 0, "%s", msb_mux_link_why(guest));
+	cr_assert_eq(n_sessions, 0);
+	put_session(sp[0], 7, 'a');
+	cr_assert_eq(turn(guest), 0, "%s", msb_mux_link_why(guest));
+	cr_assert_eq(n_sessions, 1);
+	cr_assert_eq(last_session[MSB_MUX_SESSION_LEN - 1], 'a');
+	expect_ready(sp[0], 7);
+	put_simple(sp[0], MSB_MUX_OPEN, 1);
+	cr_assert_eq(turn(guest), 0);
+	cr_assert_eq(msb_mux_link_streams(guest), 1);
+	/* The next host's SESSION, its predecessor's hang-up never seen: the
+	 * old stream ends (its local end reads end of file), ids begin anew. */
+	put_session(sp[0], 9, 'b');
+	cr_assert_eq(turn(guest), 0, "%s", msb_mux_link_why(guest));
+	cr_assert_eq(n_sessions, 2);
+	expect_ready(sp[0], 9);
+	cr_assert_eq(msb_mux_link_streams(guest), 0);
+	char c;
+	cr_assert_eq(recv(guest_local[0], &c, 1, MSG_DONTWAIT), 0);
+	put_simple(sp[0], MSB_MUX_OPEN, 1);
+	cr_assert_eq(turn(guest), 0, "%s", msb_mux_link_why(guest));
+	cr_assert_eq(msb_mux_link_streams(guest), 1);
+	/* An identity the guest could not apply: no READY, the link ends. */
+	refuse_session = true;
+	put_session(sp[0], 11, 'c');
+	cr_assert_lt(turn(guest), 0);
+	refuse_session = false;
+	msb_mux_link_free(guest);
+	close(sp[0]);
+}
+
+/* The host end: SESSION goes out first, and only the guest's READY for that
+ * session makes the link ready; bytes ahead of it (an old session's records,
+ * a READY of another session, a torn record) are skipped. */
+Test(vm_unit, mux_host_session)
+{
+	int sp[2];
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+	msb_mux_link *host = msb_mux_link_new(sp[0], true, NULL, NULL);
+	uint8_t id[MSB_MUX_SESSION_LEN] = MSB_MUX_SESSION_MAGIC;
+	cr_assert_eq(msb_mux_link_send_session(host, 0, id), -EINVAL);
+	cr_assert_eq(msb_mux_link_send_session(host, 42, id), 0);
+	cr_assert_eq(turn(host), 0);
+	uint8_t r[MSB_MUX_HEADER + MSB_MUX_SESSION_LEN], want[MSB_MUX_HEADER];
+	cr_assert_eq(recv(sp[1], r, sizeof(r), MSG_DONTWAIT), (ssize_t)sizeof(r));
+	msb_mux_put_header(want, MSB_MUX_SESSION, 42, MSB_MUX_SESSION_LEN);
+	cr_assert_eq(memcmp(r, want, MSB_MUX_HEADER), 0);
+	put_simple(sp[1], MSB_MUX_CLOSE, 3);
+	put_simple(sp[1], MSB_MUX_READY, 41);
+	cr_assert_eq(write(sp[1], "\x01\x02", 2), 2);
+	cr_assert_eq(turn(host), 0, "%s", msb_mux_link_why(host));
+	cr_assert(!msb_mux_link_ready(host));
+	put_simple(sp[1], MSB_MUX_READY, 42);
+	cr_assert_eq(turn(host), 0, "%s", msb_mux_link_why(host));
+	cr_assert(msb_mux_link_ready(host));
+	/* Synchronised from here: a broken record is an error again. */
+	cr_assert_eq(write(sp[1], "\x00\x00\x00\x00\x63\x00\x00\x00\x01\x00\x00\x00", 12), 12);
+	cr_assert_eq(turn(host), -EPROTO);
+	msb_mux_link_free(host);
+	close(sp[1]);
+}
+
 /* A guest that sends past its window breaks the link. */
 Test(vm_unit, mux_link_window_enforced)
 {
@@ -178,12 +316,17 @@ Test(vm_unit, mux_link_window_enforced)
 	setsockopt(c[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
 	setsockopt(c[1], SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
 	msb_mux_link *host = msb_mux_link_new(sp[0], true, NULL, NULL);
+	static uint8_t id[MSB_MUX_SESSION_LEN] = MSB_MUX_SESSION_MAGIC;
+	cr_assert_eq(msb_mux_link_send_session(host, 5, id), 0);
 	cr_assert_eq(msb_mux_link_add(host, c[0]), 0);
+	static uint8_t rec_buf[MSB_MUX_RECORD_MAX];
+	msb_mux_put_header(rec_buf, MSB_MUX_READY, 5, 0);
+	cr_assert_eq(write(sp[1], rec_buf, MSB_MUX_HEADER), (ssize_t)MSB_MUX_HEADER);
 	struct pollfd f[1 + MSB_MUX_MAX_STREAMS];
 	size_t n = msb_mux_link_pollfds(host, f, 1 + MSB_MUX_MAX_STREAMS);
 	poll(f, n, 10);
-	msb_mux_link_handle(host, f, n); /* OPEN goes out */
-	static uint8_t rec_buf[MSB_MUX_RECORD_MAX];
+	msb_mux_link_handle(host, f, n); /* SESSION and OPEN go out */
+	cr_assert(msb_mux_link_ready(host));
 	int r = 0;
 	for (uint32_t sent = 0; sent <= MSB_MUX_WINDOW && r == 0; sent += MSB_MUX_MAX_DATA) {
 		msb_mux_put_header(rec_buf, MSB_MUX_DATA, 1, MSB_MUX_MAX_DATA);

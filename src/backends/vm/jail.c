@@ -184,6 +184,9 @@ static _Noreturn void child_main(struct jail_ctx *j)
 	    dup2(c->console_fd, 2) < 0)
 		child_fail(fd, errno, "stdio");
 	msb__sys_close_range(3, ~0u, CLOSE_RANGE_CLOEXEC);
+	/* The saved state to restore stays open, at the number argv names. */
+	if (c->incoming && fcntl(c->incoming_fd, F_SETFD, 0) < 0)
+		child_fail(fd, errno, "the saved state's descriptor");
 	/* fd (the sync socket) is close-on-exec too: its end of file tells the
 	 * shim the exec happened. */
 	char *envp[] = {(char *)"PATH=/usr/bin", NULL};

@@ -142,6 +142,7 @@ int msb_vm__backend_init(vm_backend *b, const msb_vm_options *opts, bool build, 
 	b->pids_max = o->pids_max ? o->pids_max : 64;
 	b->cpu_millis = o->cpu_millis ? o->cpu_millis : 1000ull * b->vcpus;
 	b->start_timeout = o->start_timeout > 0 ? o->start_timeout : 120.0;
+	b->snapshots = o->snapshots != 0;
 	double probe_timeout = o->kvm_probe_timeout > 0 ? o->kvm_probe_timeout : 5.0;
 	if (r == 0 && (b->memory_bytes < (64ull << 20) || b->memory_bytes > (1ull << 40)))
 		r = msb_error_set(err, MSB_E_VALUE, "vm: memory_bytes must be 64 MiB..1 TiB");
@@ -304,16 +305,24 @@ int msb_vm__shim_config(const vm_backend *b, const msb_spec *spec, const char *w
 
 /* Start msb-vm-shim detached (never our zombie); it reports "ok\n" once the
  * guest agent listens, or "error: REASON\n". */
-static int start_shim(const vm_backend *b, const char *dir, double timeout, msb_error **err)
+int msb_vm__start_shim(const vm_backend *b, const char *dir, double timeout, const char *restore,
+		       msb_error **err)
 {
 	_cleanup_free_ char *cfg = msb__asprintf("%s/shim.json", dir);
 	_cleanup_free_ char *log = msb__asprintf("%s/shim.log", dir);
 	if (!cfg || !log)
 		return msb__error_nomem(err);
 	const char *debug = getenv("MSB_VM_SHIM_LOG");
-	const char *argv[] = {b->shim_path,  "--state",	   (char *)dir, "--config",
-			      cfg,	     "--ready-fd", "3",		debug ? "--log" : NULL,
-			      (char *)debug, NULL};
+	const char *argv[12] = {b->shim_path, "--state", dir, "--config", cfg, "--ready-fd", "3"};
+	size_t ac = 7;
+	if (restore) {
+		argv[ac++] = "--restore";
+		argv[ac++] = restore;
+	}
+	if (debug) {
+		argv[ac++] = "--log";
+		argv[ac++] = debug;
+	}
 	int pipefd[2];
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return msb__error_errno(err, errno, "vm: cannot start the shim");
@@ -470,6 +479,25 @@ static int config_match(int dfd, const char *name, const char *want, msb_error *
 			     name);
 }
 
+/* A new VM: restored from its template when snapshots are on (the template
+ * made first if need be), else - or when the restore fails: a stale or
+ * broken state file is removed - booted. */
+static int start_vm(const vm_backend *b, const msb_spec *spec, const char *work_dir,
+		    const char *dir, msb_error **err)
+{
+	if (b->snapshots) {
+		_cleanup_free_ char *state = NULL;
+		msb_error *e = NULL;
+		if (msb_vm__template(b, spec, work_dir, &state, &e) == 0 &&
+		    msb_vm__start_shim(b, dir, b->start_timeout, state, &e) == 0)
+			return 0;
+		if (state)
+			unlink(state);
+		msb_error_free(e);
+	}
+	return msb_vm__start_shim(b, dir, b->start_timeout, NULL, err);
+}
+
 static int vm_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_sandbox **out,
 		      msb_error **err)
 {
@@ -555,7 +583,7 @@ static int vm_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 		_cleanup_free_ char *dir = msb__asprintf("%s/%s", b->state_dir, name);
 		if (!dir)
 			return msb__error_nomem(err);
-		r = start_shim(b, dir, b->start_timeout, err);
+		r = start_vm(b, spec, work_dir, dir, err);
 		if (r < 0) {
 			purge_sandbox(b, name, NULL);
 			clear_dir(dfd);

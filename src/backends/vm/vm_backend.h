@@ -22,6 +22,7 @@ typedef struct vm_backend {
 	uint64_t memory_bytes, writable_bytes, pids_max, cpu_millis;
 	uint32_t vcpus;
 	double start_timeout;
+	bool snapshots; /* restore new VMs from a saved template (snapshot.c) */
 } vm_backend;
 
 /* Resolve options; with `build`, also build the initramfs and the image and
@@ -31,6 +32,14 @@ void msb_vm__backend_clear(vm_backend *b);
 /* The shim's configuration for one sandbox, as JSON. */
 int msb_vm__shim_config(const vm_backend *b, const msb_spec *spec, const char *work_dir,
 			const char *name, char **out, msb_error **err);
+/* Start msb-vm-shim for the state directory `dir` (its shim.json), restoring
+ * the saved state `restore` when not NULL; returns once it reported. */
+int msb_vm__start_shim(const vm_backend *b, const char *dir, double timeout, const char *restore,
+		       msb_error **err);
+/* The saved state of the template for this spec (snapshot.c): made now (one
+ * boot, under a lock) unless cached; *out its path. */
+int msb_vm__template(const vm_backend *b, const msb_spec *spec, const char *work_dir, char **out,
+		     msb_error **err);
 /* Take down what a shim left in `dir` (processes, cgroups, sockets, jail/). */
 int msb_vm__purge(const char *dir, bool remove_dir, msb_error **err);
 /* A handle onto one running VM (vm_sandbox.c). */

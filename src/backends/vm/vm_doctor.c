@@ -25,6 +25,7 @@ static const char *const vm_keys[] = {"type",
 				      "cpu_millis",
 				      "start_timeout",
 				      "kvm_probe_timeout",
+				      "snapshots",
 				      NULL};
 
 int msb_vm__from_object(json_t *obj, const char *where, msb_backend **out, msb_error **err)
@@ -33,7 +34,7 @@ int msb_vm__from_object(json_t *obj, const char *where, msb_backend **out, msb_e
 	uint64_t vcpus = 0;
 	const char **progs = NULL;
 	size_t n_progs = 0;
-	bool has_progs = false;
+	bool has_progs = false, snapshots = false;
 	int r;
 	if ((r = msb__json_check_keys(obj, vm_keys, where, err)) < 0 ||
 	    (r = msb__json_get_string(obj, "name", where, &o.name, NULL, err)) < 0 ||
@@ -54,6 +55,7 @@ int msb_vm__from_object(json_t *obj, const char *where, msb_backend **out, msb_e
 		    0 ||
 	    (r = msb__json_get_double(obj, "kvm_probe_timeout", where, &o.kvm_probe_timeout, NULL,
 				      err)) < 0 ||
+	    (r = msb__json_get_bool(obj, "snapshots", where, &snapshots, NULL, err)) < 0 ||
 	    (r = msb__json_get_string_array(obj, "host_programs", where, &progs, &n_progs,
 					    &has_progs, err)) < 0)
 		return r;
@@ -62,6 +64,7 @@ int msb_vm__from_object(json_t *obj, const char *where, msb_backend **out, msb_e
 		return msb_error_set(err, MSB_E_VALUE, "%s.vcpus must be 1..64", where);
 	}
 	o.vcpus = (uint32_t)vcpus;
+	o.snapshots = snapshots;
 	_cleanup_free_ const char **list = NULL;
 	if (has_progs) {
 		list = calloc(n_progs + 1, sizeof(*list));

@@ -21,6 +21,7 @@
 #define MSB_VMM_JAIL_DISK "/vm/disk"
 #define MSB_VMM_JAIL_RUN "/run/vm" /* the host's <state>/jail/run, writable */
 #define MSB_VMM_SERIAL_SOCK "serial.sock"
+#define MSB_VMM_QMP_SOCK "qmp.sock"
 
 typedef struct msb_vmm_config {
 	const char *binary; /* the VMM's host path (it must live under /usr) */
@@ -36,6 +37,11 @@ typedef struct msb_vmm_config {
 	gid_t gid;
 	int console_fd;	       /* the VMM's stdout and stderr (the guest console) */
 	msb_ns_cgroup *cgroup; /* planned and recorded, or NULL */
+	/* Restore: the VM's saved state is read from this open file (kept
+	 * open into the VMM, same number) instead of booting. */
+	bool incoming;
+	int incoming_fd;
+	bool qmp; /* a monitor socket, MSB_VMM_QMP_SOCK in the run directory */
 } msb_vmm_config;
 
 typedef struct msb_vmm_ops {

@@ -76,6 +76,16 @@ static int qemu_argv(const msb_vmm_config *c, char ***out)
 	for (size_t i = 0; args[i]; i++)
 		if (push(&v, args[i]) < 0)
 			return -ENOMEM;
+	char incoming[32], qmp[160];
+	snprintf(incoming, sizeof(incoming), "fd:%d", c->incoming_fd);
+	snprintf(qmp, sizeof(qmp), "unix:%s/%s,server=on,wait=off", MSB_VMM_JAIL_RUN,
+		 MSB_VMM_QMP_SOCK);
+	/* The saved state comes in on an inherited descriptor: qemu's own
+	 * filter (spawn=deny) forbids the exec: transports. */
+	if (c->incoming && (push(&v, "-incoming") < 0 || push(&v, incoming) < 0))
+		return -ENOMEM;
+	if (c->qmp && (push(&v, "-qmp") < 0 || push(&v, qmp) < 0))
+		return -ENOMEM;
 	*out = TAKE_PTR(v);
 	return 0;
 }
