@@ -54,6 +54,14 @@ void p_proc_root(const struct ctx *c, struct res *r)
 	closedir(d);
 }
 
+/* A name the sandbox itself put there, not the host's: a vm guest's own
+ * instance id (agent/vm_identity.c writes /run/msb-instance-id). */
+static bool own_entry(const char *dir, const char *name)
+{
+	return !strcmp(name, ".") || !strcmp(name, "..") ||
+	       (!strcmp(dir, "/run") && !strcmp(name, "msb-instance-id"));
+}
+
 void p_host_home(const struct ctx *c, struct res *r)
 {
 	const char *dirs[] = {"/root", "/home", "/var/lib", "/run"};
@@ -65,7 +73,7 @@ void p_host_home(const struct ctx *c, struct res *r)
 		int n = 0;
 		char first[128] = "";
 		while ((e = readdir(d)))
-			if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && n++ == 0)
+			if (!own_entry(dirs[i], e->d_name) && n++ == 0)
 				snprintf(first, sizeof(first), "%.100s", e->d_name);
 		closedir(d);
 		if (n > 0) {
