@@ -23,6 +23,13 @@ void msb_backends__add_failure(msb_disposal_failure ***list, size_t *n, msb_disp
 			       const char *detail);
 
 /* A doctor's verdict with no details: out->ok and a copy of `reason`. */
+/* The egress proxy's configuration for a sandbox: base (the backend's egress
+ * settings, JSON; NULL for none; base_what names it in a parse error) with
+ * the spec's allowlist as "allow", checked as the proxy checks it (a refusal
+ * says "<who>: the spec's egress rules"). *out is the JSON text, freed by
+ * the caller (egress_rules.c). */
+int msb_backends__egress_rules(const char *base, const char *base_what, const char *who,
+			       const msb_spec *spec, char **out, msb_error **err);
 int msb_backends__verdict(msb_backend_probe *out, bool ok, const char *reason, msb_error **err);
 
 #endif

@@ -13,6 +13,7 @@
 
 #include <msb/observer.h>
 
+#include "backends/types.h"
 #include "egress/egress.h"
 #include "engine.h"
 #include "util/json.h"
@@ -22,52 +23,7 @@
  * rules ("allow"), refused here if the proxy would refuse it. */
 static int proxy_config(engine_backend *b, const msb_spec *spec, char **out, msb_error **err)
 {
-	json_t *o = NULL;
-	if (b->egress_config) {
-		int r = msb__json_load_object(b->egress_config, strlen(b->egress_config), "egress",
-					      &o, err);
-		if (r < 0)
-			return r;
-	} else {
-		o = json_object();
-	}
-	json_t *allow = json_array();
-	if (!o || !allow || json_object_set_new(o, "allow", allow) < 0) {
-		json_decref(o);
-		return msb__error_nomem(err);
-	}
-	size_t n = msb_spec_egress_allow_count(spec);
-	for (size_t i = 0; i < n; i++) {
-		const char *host;
-		const char *const *methods;
-		size_t nm;
-		msb_spec_egress_entry(spec, i, &host, &methods, &nm);
-		json_t *rule = json_pack("{s:s}", "host", host);
-		json_t *ms = nm ? json_array() : json_null();
-		for (size_t k = 0; ms && k < nm; k++)
-			if (json_array_append_new(ms, json_string(methods[k])) < 0)
-				ms = NULL;
-		if (!rule || !ms || json_object_set_new(rule, "methods", ms) < 0 ||
-		    json_array_append_new(allow, rule) < 0) {
-			json_decref(rule);
-			json_decref(o);
-			return msb__error_nomem(err);
-		}
-	}
-	char *text = msb__json_dump(o);
-	json_decref(o);
-	if (!text)
-		return msb__error_nomem(err);
-	msb_egress_config c;
-	msb_egress__config_init(&c);
-	int r = msb_egress__config_from_json(&c, text, strlen(text), true, err);
-	msb_egress__config_clear(&c);
-	if (r < 0) {
-		free(text);
-		return msb_error_wrap(err, "%s: the spec's egress rules", b->name);
-	}
-	*out = text;
-	return 0;
+	return msb_backends__egress_rules(b->egress_config, "egress", b->name, spec, out, err);
 }
 
 static int push(char ***v, char *s)

@@ -18,6 +18,7 @@
 
 #include <msb/observer.h>
 
+#include "backends/types.h"
 #include "egress/egress.h"
 #include "ns_int.h"
 #include "util/fs.h"
@@ -37,52 +38,8 @@ int msb_ns__egress_config(const ns_backend *b, const msb_spec *spec, char **out,
 	*out = NULL;
 	if (msb_spec_egress(spec) != MSB_EGRESS_ALLOWLIST)
 		return 0;
-	json_t *o = NULL;
-	if (b->egress_config) {
-		int r = msb__json_load_object(b->egress_config, strlen(b->egress_config),
-					      "ns options.egress_config", &o, err);
-		if (r < 0)
-			return r;
-	} else {
-		o = json_object();
-	}
-	json_t *allow = json_array();
-	if (!o || !allow || json_object_set_new(o, "allow", allow) < 0) {
-		json_decref(o);
-		return msb__error_nomem(err);
-	}
-	size_t n = msb_spec_egress_allow_count(spec);
-	for (size_t i = 0; i < n; i++) {
-		const char *host;
-		const char *const *methods;
-		size_t nm;
-		msb_spec_egress_entry(spec, i, &host, &methods, &nm);
-		json_t *rule = json_pack("{s:s}", "host", host);
-		json_t *ms = nm ? json_array() : json_null();
-		for (size_t k = 0; ms && k < nm; k++)
-			if (json_array_append_new(ms, json_string(methods[k])) < 0)
-				ms = NULL;
-		if (!rule || !ms || json_object_set_new(rule, "methods", ms) < 0 ||
-		    json_array_append_new(allow, rule) < 0) {
-			json_decref(o);
-			return msb__error_nomem(err);
-		}
-	}
-	char *text = msb__json_dump(o);
-	json_decref(o);
-	if (!text)
-		return msb__error_nomem(err);
-	/* The shim parses it again; refuse here what it would refuse there. */
-	msb_egress_config c;
-	msb_egress__config_init(&c);
-	int r = msb_egress__config_from_json(&c, text, strlen(text), true, err);
-	msb_egress__config_clear(&c);
-	if (r < 0) {
-		free(text);
-		return msb_error_wrap(err, "ns: the spec's egress rules");
-	}
-	*out = text;
-	return 0;
+	return msb_backends__egress_rules(b->egress_config, "ns options.egress_config", "ns", spec,
+					  out, err);
 }
 
 int msb_ns__egress_match(int dfd, const char *name, const char *want, msb_error **err)
