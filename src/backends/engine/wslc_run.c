@@ -256,9 +256,11 @@ int msb_wslc__spawn(void *ud, char *const *argv, const wslc_io *io, wslc_outcome
 		if (kill_it)
 			break;
 	}
-	close_fd(&in[1]), close_fd(&o[0]), close_fd(&e[0]);
+	/* Kill before closing our ends: a child writing to a closed pipe would
+	 * otherwise die of SIGPIPE first, and the outcome would depend on who ran. */
 	if (kill_it)
 		kill(-pid, SIGKILL);
+	close_fd(&in[1]), close_fd(&o[0]), close_fd(&e[0]);
 	int status = reap_child(pid, deadline, out);
 	out->exit_code = code_of(status);
 	if (rc < 0)
