@@ -178,10 +178,19 @@ static void read_guest(proxy *p, tunnel *t)
 
 void on_guest(proxy *p, tunnel *t, uint32_t events)
 {
+	if (events & EPOLLERR) {
+		tunnel_abort(p, t, "guest connection reset", NULL);
+		return;
+	}
 	if (events & EPOLLOUT)
 		drain_down(p, t);
-	if (!t->done && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+	if (!t->done && (events & (EPOLLIN | EPOLLHUP)))
 		read_guest(p, t);
+	/* epoll reports HUP whatever the interest: a guest whose end was read
+	 * and whose connection is down both ways (a reset: this side is shut
+	 * only once the tunnel ends) has nothing more to give or take */
+	if (!t->done && (events & EPOLLHUP) && t->agent_eof)
+		tunnel_abort(p, t, "guest connection reset", NULL);
 }
 
 void guest_interest(proxy *p, tunnel *t)

@@ -576,6 +576,15 @@ static void on_up(proxy *p, tunnel *t, uint32_t events)
 		flush_up(p, t);
 	if (!t->done && t->up >= 0 && !t->up_eof && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
 		read_up(p, t);
+	/* direct: a destination that has ended, and is shut our way too or has
+	 * failed, is let go while the guest drains (epoll reports HUP and ERR
+	 * whatever the interest: kept, it would wake every turn) */
+	if (!t->done && direct(t) && t->up >= 0 && t->up_eof &&
+	    (t->up_shut || (events & (EPOLLHUP | EPOLLERR)))) {
+		epoll_ctl(p->ep, EPOLL_CTL_DEL, t->up, NULL);
+		close(t->up);
+		t->up = -1;
+	}
 }
 
 /* A tunnel in T_HEAD, counted; NULL at the limit or without memory. */
