@@ -101,6 +101,35 @@ static int send_all(int fd, const uint8_t *b, size_t n)
 	return 0;
 }
 
+/* EGRESS_LISTEN on a channel: 0 on EGRESS_READY, 1 when the agent answers
+ * ERROR, -1 otherwise; the reason in errbuf. */
+static int ask_listen(proxy *p, int64_t deadline, uint32_t ch, uint32_t flags, char *errbuf,
+		      size_t errlen)
+{
+	uint8_t buf[64];
+	msb_proto_msg m;
+	msb_proto_egress_listen l = {.port = MSB_EGRESS_PORT,
+				     .max_tunnels = (uint16_t)p->cfg.max_tunnels,
+				     .window = MSB_EGRESS_WINDOW,
+				     .flags = flags};
+	int len = msb_proto_enc_egress_listen(buf, sizeof(buf), ch, &l);
+	if (len < 0 || send_all(p->fd, buf, (size_t)len) < 0 || wait_frame(p, deadline, &m) < 0) {
+		snprintf(errbuf, errlen, "egress: the agent did not answer EGRESS_LISTEN");
+		return -1;
+	}
+	if (m.type == MSB_PROTO_ERROR && m.channel == ch) {
+		snprintf(errbuf, errlen, "egress: the agent cannot listen: %.*s",
+			 (int)m.u.error.message.len, (const char *)m.u.error.message.ptr);
+		return 1;
+	}
+	if (m.type != MSB_PROTO_EGRESS_READY || m.channel != ch) {
+		snprintf(errbuf, errlen, "egress: unexpected %s from the agent",
+			 msb_proto_type_name(m.type));
+		return -1;
+	}
+	return 0;
+}
+
 int proxy_start(proxy **out, msb_egress_config *cfg, int dfd, char *errbuf, size_t errlen)
 {
 	proxy *p = calloc(1, sizeof(*p));
@@ -150,28 +179,19 @@ int proxy_start(proxy **out, msb_egress_config *cfg, int dfd, char *errbuf, size
 	/* One relay instead of two: the agent hands its listener over and the
 	 * guest's connections are served here (docs/internals/egress.md).
 	 * MSB_SHIM_EGRESS_RELAY=framed keeps the agent's relay (the path a VM
-	 * takes), for comparison and its tests. */
+	 * takes), for comparison and its tests; so does an agent that refuses
+	 * the hand-over, with a log line. */
 	const char *relay = getenv("MSB_SHIM_EGRESS_RELAY");
 	bool framed = relay && strcmp(relay, "framed") == 0;
-	msb_proto_egress_listen l = {.port = MSB_EGRESS_PORT,
-				     .max_tunnels = (uint16_t)p->cfg.max_tunnels,
-				     .window = MSB_EGRESS_WINDOW,
-				     .flags = framed ? 0 : MSB_PROTO_EGRESS_HANDOVER};
-	len = msb_proto_enc_egress_listen(buf, sizeof(buf), LISTEN_CHANNEL, &l);
-	if (len < 0 || send_all(p->fd, buf, (size_t)len) < 0 || wait_frame(p, deadline, &m) < 0) {
-		snprintf(errbuf, errlen, "egress: the agent did not answer EGRESS_LISTEN");
-		goto fail;
+	int rc = ask_listen(p, deadline, LISTEN_CHANNEL, framed ? 0 : MSB_PROTO_EGRESS_HANDOVER,
+			    errbuf, errlen);
+	if (rc > 0 && !framed) {
+		shim_log("msb-shim: %s; the agent relays instead", errbuf);
+		framed = true;
+		rc = ask_listen(p, deadline, LISTEN_CHANNEL + 2, 0, errbuf, errlen);
 	}
-	if (m.type == MSB_PROTO_ERROR) {
-		snprintf(errbuf, errlen, "egress: the agent cannot listen: %.*s",
-			 (int)m.u.error.message.len, (const char *)m.u.error.message.ptr);
+	if (rc != 0)
 		goto fail;
-	}
-	if (m.type != MSB_PROTO_EGRESS_READY || m.channel != LISTEN_CHANNEL) {
-		snprintf(errbuf, errlen, "egress: unexpected %s from the agent",
-			 msb_proto_type_name(m.type));
-		goto fail;
-	}
 	if (framed && p->listen_fd >= 0) { /* not asked for */
 		close(p->listen_fd);
 		p->listen_fd = -1;
