@@ -316,8 +316,9 @@ static void connected(proxy *p, tunnel *t)
 	t->state = T_OPEN;
 	t->deadline = 0;
 	if (direct(t) && open_pipes(t) < 0) {
+		/* nothing was relayed: a refusal, recorded as such */
 		shim_log("msb-shim: egress: pipe: %s", strerror(errno));
-		tunnel_abort(p, t, "egress tunnel closed", NULL);
+		refuse(p, t, 503, "Service Unavailable", "proxy-out-of-pipes");
 		return;
 	}
 	if (t->plain) {
