@@ -62,22 +62,35 @@ void progress(proxy *p, tunnel *t)
 	}
 }
 
-/* Destination pipe -> guest. */
-static void drain_down(proxy *p, tunnel *t)
+/* Move what a pipe holds (`*left` bytes) to a socket without blocking,
+ * until the pipe is empty or the socket full; `*moved` adds what went.
+ * 0, or -1 when the socket failed. */
+int pipe_drain(int from, int to, size_t *left, uint64_t *moved)
 {
-	while (!t->done && t->dlen > 0) {
-		ssize_t w = splice(t->dpipe[0], NULL, t->guest, NULL, t->dlen, SPLICE_F_NONBLOCK);
+	while (*left > 0) {
+		ssize_t w = splice(from, NULL, to, NULL, *left, SPLICE_F_NONBLOCK);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0 && errno == EAGAIN)
-			break;
-		if (w <= 0) {
-			tunnel_abort(p, t, "guest connection reset", NULL);
-			return;
-		}
-		t->dlen -= (size_t)w;
-		t->dstall = false;
+			return 0;
+		if (w <= 0)
+			return -1;
+		*left -= (size_t)w;
+		*moved += (uint64_t)w;
 	}
+	return 0;
+}
+
+/* Destination pipe -> guest. */
+static void drain_down(proxy *p, tunnel *t)
+{
+	uint64_t moved = 0;
+	if (!t->done && pipe_drain(t->dpipe[0], t->guest, &t->dlen, &moved) < 0) {
+		tunnel_abort(p, t, "guest connection reset", NULL);
+		return;
+	}
+	if (moved)
+		t->dstall = false;
 	progress(p, t);
 }
 

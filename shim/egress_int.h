@@ -125,6 +125,7 @@ void on_agent_eof(proxy *p, tunnel *t);
 
 /* egress_direct.c */
 int open_pipes(tunnel *t);
+int pipe_drain(int from, int to, size_t *left, uint64_t *moved);
 void progress(proxy *p, tunnel *t);
 void read_up_direct(proxy *p, tunnel *t);
 void on_guest(proxy *p, tunnel *t, uint32_t events);

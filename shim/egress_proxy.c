@@ -466,19 +466,15 @@ void flush_up(proxy *p, tunnel *t)
 		t->rec.bytes_up += (uint64_t)w;
 		regrant(p, t, (uint32_t)w, false);
 	}
-	while (t->up >= 0 && t->ulen == 0 && t->plen > 0) {
-		ssize_t w = splice(t->upipe[0], NULL, t->up, NULL, t->plen, SPLICE_F_NONBLOCK);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0 && errno == EAGAIN)
-			break;
-		if (w <= 0) {
+	if (t->up >= 0 && t->ulen == 0 && t->plen > 0) {
+		uint64_t before = t->rec.bytes_up;
+		int rc = pipe_drain(t->upipe[0], t->up, &t->plen, &t->rec.bytes_up);
+		if (t->rec.bytes_up != before)
+			t->ustall = false;
+		if (rc < 0) {
 			tunnel_abort(p, t, "destination reset", NULL);
 			return;
 		}
-		t->plen -= (size_t)w;
-		t->ustall = false;
-		t->rec.bytes_up += (uint64_t)w;
 	}
 	if (t->ulen == 0 && t->plen == 0) {
 		t->uhead = 0;
