@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "os.h"
 
 #define CONFIG_MAX_BYTES (1u << 20)
 
@@ -165,7 +166,7 @@ static int check(cli_config *c, msb_error **err)
 static int load(cli_config *c, const char *path, bool *missing, msb_error **err)
 {
 	*missing = false;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	int fd = cli_os_open_read(path);
 	if (fd < 0 && errno == ENOENT) {
 		*missing = true;
 		return 0;
