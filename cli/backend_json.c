@@ -95,7 +95,8 @@ static int base_object(const cli_backend_flags *f, json_t *sources, json_t **out
 		return 0;
 	}
 	if (!(o = json_object()) ||
-	    (r = set_new(o, "type", json_string(f->type ? f->type : "ns"), err)) < 0 ||
+	    (r = set_new(o, "type", json_string(f->type ? f->type : CLI_DEFAULT_BACKEND), err)) <
+		    0 ||
 	    (r = set_new(sources, "type", json_string(f->type ? SRC_FLAG : SRC_DEFAULT), err)) <
 		    0) {
 		json_decref(o);

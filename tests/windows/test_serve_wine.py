@@ -169,3 +169,43 @@ def test_run_as_docs_windows_says(env, tmp_path):
     # here, so the name this process made is removed (21.30)
     name = calls[1].split()[4]
     assert calls[-1] == "container remove -f " + name
+
+
+def test_run_lands_outputs_through_the_windows_sink_12_26_12_27(env, tmp_path):
+    """msb.exe run --output --sink: the filesystem sink's Windows form
+    (sink_fs_win32.c) behind the CLI - landed, then refused as existing
+    unless --replace, and refused through a link (a unix symlink to a
+    directory, which Wine shows as a reparse point)."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({
+        "router": {"min_isolation": "none"},
+        "backend": {"type": "fake", "posix_guest": True,
+                    "seed_files": [{"path": "/maf-sandbox/work/out/r.txt", "text": "result-42"}],
+                    "declarations": {"capabilities": ["exec", "files_in", "files_out"],
+                                     "egress_modes": ["closed"],
+                                     "isolation_scopes": ["call", "conversation"]}}}))
+    env = dict(env, MSB_CONFIG=win(str(cfg)))
+    sink = tmp_path / "sink"
+    sink.mkdir()
+
+    def run(sink_dir, *extra):
+        return subprocess.run(["wine", MSB, "run", "--backend", "fake", "--output", "out/r.txt",
+                               "--sink", win(str(sink_dir)), *extra, "--", "true"],
+                              stdin=subprocess.DEVNULL, capture_output=True, env=env, timeout=120)
+    p = run(sink)
+    assert p.returncode == 0, p
+    assert (sink / "out" / "r.txt").read_text() == "result-42"
+    assert win(str(sink / "out" / "r.txt")).encode() in p.stderr  # the Windows handle
+    p = run(sink)
+    assert p.returncode == 8 and b"SandboxLandingExists" in p.stderr, p
+    (sink / "out" / "r.txt").write_text("old")
+    assert run(sink, "--replace").returncode == 0
+    assert (sink / "out" / "r.txt").read_text() == "result-42"
+    # a link on the way: refused, nothing lands where it points
+    linked, outside = tmp_path / "linked", tmp_path / "outside"
+    linked.mkdir()
+    outside.mkdir()
+    (linked / "out").symlink_to(outside)
+    p = run(linked)
+    assert p.returncode == 8 and b"SandboxLandingNotConfined" in p.stderr, p
+    assert list(outside.iterdir()) == []
