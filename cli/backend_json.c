@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include <jansson.h>
-#include <msb/ns.h>
 
 #include "cli.h"
 
@@ -96,7 +95,8 @@ static int base_object(const cli_backend_flags *f, json_t *sources, json_t **out
 		return 0;
 	}
 	if (!(o = json_object()) ||
-	    (r = set_new(o, "type", json_string(f->type ? f->type : "ns"), err)) < 0 ||
+	    (r = set_new(o, "type", json_string(f->type ? f->type : CLI_DEFAULT_BACKEND), err)) <
+		    0 ||
 	    (r = set_new(sources, "type", json_string(f->type ? SRC_FLAG : SRC_DEFAULT), err)) <
 		    0) {
 		json_decref(o);
@@ -187,20 +187,6 @@ int cli_backend_json(const cli_backend_flags *f, char **out, msb_error **err)
 	return *out ? 0 : msb_error_set(err, MSB_E_NOMEM, "out of memory");
 }
 
-/* An OCI image's first unpack, on one line of a terminal (docs/cli.md). */
-static void progress_line(void *ud, const msb_ns_progress *p)
-{
-	(void)ud;
-	const double mib = 1024.0 * 1024.0;
-	if (p->done)
-		fprintf(stderr, "\r\033[Kmsb: unpacked %s: %u layer%s, %.1f MiB\n", p->image,
-			p->layers, p->layers == 1 ? "" : "s", (double)p->total / mib);
-	else
-		fprintf(stderr, "\r\033[Kmsb: unpacking %s: layer %u/%u, %.1f/%.1f MiB", p->image,
-			p->layer, p->layers, (double)p->bytes / mib, (double)p->total / mib);
-	fflush(stderr);
-}
-
 int cli_backend_new(const cli_backend_flags *f, msb_backend **out, msb_error **err)
 {
 	char *text = NULL;
@@ -209,9 +195,8 @@ int cli_backend_new(const cli_backend_flags *f, msb_backend **out, msb_error **e
 		return r;
 	r = msb_backend_from_json(text, strlen(text), out, err);
 	free(text);
-	/* Progress only where a person watches: stderr is a terminal. */
-	if (r == 0 && msb_ns_backend_state_root(*out) && isatty(STDERR_FILENO))
-		msb_ns_backend_set_progress(*out, progress_line, NULL, NULL);
+	if (r == 0)
+		cli_backend_progress(*out);
 	if (r < 0 && f->config)
 		msb_error_wrap(err, "--config `%s`", f->config);
 	else if (r < 0 && !f->config) {

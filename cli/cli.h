@@ -112,6 +112,12 @@ int cli_backend_object_sourced(const cli_backend_flags *f, json_t **out, json_t 
 int cli_backend_json(const cli_backend_flags *f, char **out, msb_error **err);
 /* The backend itself, through msb_backend_from_json. */
 int cli_backend_new(const cli_backend_flags *f, msb_backend **out, msb_error **err);
+/* The Linux-only backends' parts (backends_linux.c; backends_win32.c): an
+ * image's unpacking progress on a terminal; the state root of an ns, oci or
+ * vm backend (NULL for another) and *sub its name; `msb ls`'s listing. */
+void cli_backend_progress(msb_backend *b);
+const char *cli_backend_state_root(const msb_backend *b, const char **sub);
+int cli_ls_list(msb_backend *b, bool json, msb_error **err);
 
 /* The router JSON options (without backends): the configuration file's
  * `router`, --min-isolation (may be NULL) over it; *sources as above. */

@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "os.h"
 #include "rpc/mcp.h"
 
 static const cli_option mcp_options[] = {
@@ -245,7 +245,7 @@ static int serve_mcp(struct mcp_args *a)
 
 	int events_fd = -1;
 	if (a->events) {
-		events_fd = open(a->events, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		events_fd = cli_os_open_append(a->events);
 		if (events_fd < 0) {
 			free(router_json);
 			free(spec_json);
@@ -260,10 +260,10 @@ static int serve_mcp(struct mcp_args *a)
 	pthread_mutex_init(&st.lock, NULL);
 	st.max_output = a->max_output;
 	uint8_t rnd[16];
-	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+	if (cli_os_random(rnd, sizeof(rnd)) < 0) {
 		free(router_json);
 		free(spec_json);
-		msb_error_set(&err, MSB_E_OS, "getrandom failed");
+		msb_error_set(&err, MSB_E_OS, "no random bytes");
 		return cli_fail(err);
 	}
 	for (size_t i = 0; i < sizeof(rnd); i++)
