@@ -49,8 +49,10 @@ int cli_os_event_channel(int fds[2], size_t bufsize);
 /* Up to cap bytes that are there now: > 0, or 0 when none (or the writer
  * closed), never blocking. */
 ssize_t cli_os_event_read(int fd, char *buf, size_t cap);
-/* Wait until fd has bytes or `*stop` is set (checked at least every 50 ms):
- * false once stopping. */
+/* Wait until fd has bytes or `*stop` is set: false once stopping. The
+ * stopper sets `*stop`, then calls cli_os_event_wake on the writer's end;
+ * POSIX blocks until then, Windows' pipe is looked at every 20 ms. */
 bool cli_os_event_wait(int fd, const atomic_bool *stop);
+void cli_os_event_wake(int writer);
 
 #endif

@@ -91,11 +91,18 @@ ssize_t cli_os_event_read(int fd, char *buf, size_t cap)
 	}
 }
 
+/* An empty record wakes the reader's poll (it reads as "nothing there");
+ * the channel stays open for a late writer. A full channel wakes it anyway. */
+void cli_os_event_wake(int writer)
+{
+	(void)send(writer, "", 0, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 bool cli_os_event_wait(int fd, const atomic_bool *stop)
 {
 	while (!atomic_load(stop)) {
 		struct pollfd p = {fd, POLLIN, 0};
-		int r = poll(&p, 1, 50);
+		int r = poll(&p, 1, -1);
 		if (r > 0)
 			return !atomic_load(stop);
 		if (r < 0 && errno != EINTR)

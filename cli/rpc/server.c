@@ -822,6 +822,7 @@ int rpc_serve(const rpc_server_options *opts)
 
 	if (fwd_started) {
 		atomic_store(&srv->ev_stop, true);
+		cli_os_event_wake(srv->ev[1]);
 		pthread_join(fwd, NULL);
 	}
 	rpc_server_free(srv);
