@@ -70,7 +70,7 @@ def test_config_absent_keeps_the_microvm_floor_and_ns(msb, cfg_env):
     v = out["values"]
     assert v["router.min_isolation"] == {"value": "microvm", "source": "built-in default"}
     assert v["backend.type"] == {"value": "ns", "source": "built-in default"}
-    assert v["defaults.pool_size"] == {"value": 0, "source": "built-in default"}
+    assert v["defaults.pool_size"] == {"value": 2, "source": "built-in default"}
 
 
 def test_config_precedence_env_over_xdg_over_system(msb, cfg_env, tmp_path):
