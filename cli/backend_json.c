@@ -107,19 +107,23 @@ static int base_object(const cli_backend_flags *f, json_t *sources, json_t **out
 }
 
 /* An ns backend that states no `pool_size` keeps the configuration file's
- * defaults.pool_size warm sandboxes per template (docs/pool.md). */
-static int default_pool_size(json_t *o, json_t *sources, msb_error **err)
+ * defaults.pool_size warm sandboxes per template, else the verb's built-in
+ * default (docs/pool.md). */
+static int default_pool_size(const cli_backend_flags *f, json_t *o, json_t *sources,
+			     msb_error **err)
 {
 	const char *type = json_string_value(json_object_get(o, "type"));
 	if (!type || strcmp(type, "ns") != 0 || json_object_get(o, "pool_size"))
 		return 0;
 	const cli_config *c = NULL;
 	int r = cli_config_get(&c, err);
-	if (r < 0 || !c->has_pool_size)
+	if (r < 0 || (!c->has_pool_size && !f->pool_default))
 		return r;
-	if ((r = set_new(o, "pool_size", json_integer((json_int_t)c->pool_size), err)) < 0)
+	const json_int_t n = c->has_pool_size ? (json_int_t)c->pool_size : f->pool_default;
+	if ((r = set_new(o, "pool_size", json_integer(n), err)) < 0)
 		return r;
-	return set_new(sources, "pool_size", json_string(SRC_FILE), err);
+	return set_new(sources, "pool_size", json_string(c->has_pool_size ? SRC_FILE : SRC_DEFAULT),
+		       err);
 }
 
 int cli_backend_object_sourced(const cli_backend_flags *f, json_t **out, json_t **sources_out,
@@ -157,7 +161,7 @@ int cli_backend_object_sourced(const cli_backend_flags *f, json_t **out, json_t 
 			r = set_new(sources, "egress", json_string(SRC_FLAG), err);
 	}
 	if (r == 0)
-		r = default_pool_size(o, sources, err);
+		r = default_pool_size(f, o, sources, err);
 	if (r < 0) {
 		json_decref(o);
 		json_decref(sources);

@@ -96,7 +96,15 @@ typedef struct cli_backend_flags {
 	const char *state_dir;
 	const char *image;
 	const char *egress_config;
+	/* pool_size for an `ns` backend when neither its JSON nor the
+	 * configuration file names one: CLI_FRONT_POOL_SIZE for the front ends
+	 * (run, serve, mcp), 0 for every other verb (docs/pool.md). */
+	unsigned pool_default;
 } cli_backend_flags;
+
+/* The built-in warm pool of `msb run`, `msb serve` and `msb mcp`: a ready
+ * sandbox for the next run and one starting behind it (docs/pool.md). */
+#define CLI_FRONT_POOL_SIZE 2
 /*
  * The backend JSON object (json_decref it): --config's object (type must
  * be f->type when given); else the configuration file's `backend` when it

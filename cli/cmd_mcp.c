@@ -104,7 +104,10 @@ static int load_config(const char *path, char **router, char **spec, char **sink
 				     "object",
 				     path);
 	}
-	*router = json_dumps(ro, JSON_COMPACT);
+	/* The front end's warm pool, as `msb run` keeps one (docs/pool.md). */
+	*router = rpc_router_pool_default(ro, CLI_FRONT_POOL_SIZE) == 0
+			  ? json_dumps(ro, JSON_COMPACT)
+			  : NULL;
 	*spec = so ? json_dumps(so, JSON_COMPACT) : strdup(default_spec);
 	json_decref(o);
 	return *router && *spec ? 0 : msb_error_set(err, MSB_E_NOMEM, "out of memory");
@@ -202,7 +205,8 @@ static int parse_args(int argc, char **argv, struct mcp_args *a)
 static int flags_config(const struct mcp_args *a, char **router_json, char **spec_json,
 			msb_error **err)
 {
-	cli_backend_flags bf = {.state_dir = a->state_dir, .image = a->image};
+	cli_backend_flags bf = {
+		.state_dir = a->state_dir, .image = a->image, .pool_default = CLI_FRONT_POOL_SIZE};
 	if (cli_router_json(&bf, a->floor, router_json, err) < 0)
 		return -1;
 	json_error_t jerr;

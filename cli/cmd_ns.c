@@ -58,7 +58,8 @@ struct ns_args {
 	msb_jsonl_recorder *recorder;
 	/* run and exec: stdin, output, env, terminal (cli/exec_io.c) */
 	cli_exec_io io;
-	bool call_scope; /* make_router: the backend serves the call scope */
+	bool call_scope;       /* make_router: the backend serves the call scope */
+	unsigned pool_default; /* cli_backend_flags.pool_default */
 };
 
 static int cmd_run(int argc, char **argv);
@@ -269,7 +270,8 @@ const cli_verb verb_purge = {
 	.name = "purge",
 	.summary = "dispose every sandbox of a conversation (scope and thread)",
 	.synopsis = "msb purge --scope S --thread T [--config FILE] [--state-dir DIR]",
-	.description = "Selects by the labels on disk, so it reaches sandboxes any process made.\n",
+	.description = "Selects by the labels on disk, so it reaches sandboxes any process made.\n"
+		       "With the `ns` backend it drains the warm pool too (msb pool drain).\n",
 	.options = purge_options,
 	.run = cmd_purge,
 };
@@ -283,6 +285,7 @@ static cli_backend_flags backend_flags(const struct ns_args *a)
 		.state_dir = a->state_dir,
 		.image = a->image,
 		.egress_config = a->egress_config,
+		.pool_default = a->pool_default,
 	};
 	return f;
 }
@@ -685,6 +688,7 @@ static int cmd_run(int argc, char **argv)
 		free_outputs(&a);
 		return cli_usage(&verb_run, "no command given (put it after --)");
 	}
+	a.pool_default = CLI_FRONT_POOL_SIZE;
 	msb_error *err = NULL;
 	msb_output_sink *sink = NULL;
 	if (a.sink) {
@@ -892,10 +896,18 @@ static int cmd_purge(int argc, char **argv)
 		return cli_fail(err);
 	msb_scope_purge p = {0};
 	int r = msb_backend_dispose_scope(b, a.scope, a.thread, &p, &err);
+	/* And the warm pool of the state root: the sandboxes `msb run` left
+	 * ready belong to no conversation, and a purge leaves none running
+	 * (docs/pool.md). */
+	size_t pooled = 0;
+	if (r == 0 && msb_ns_backend_state_root(b))
+		r = msb_ns_pool_drain(b, NULL, &pooled, &err);
 	msb_backend_unref(b);
 	if (r < 0)
 		return cli_fail(err);
 	printf("disposed %llu sandbox(es)\n", (unsigned long long)p.disposed);
+	if (pooled)
+		printf("removed %zu pooled sandbox%s\n", pooled, pooled == 1 ? "" : "es");
 	if (p.undisposed) {
 		fprintf(stderr, "msb: %llu sandbox(es) could not be disposed\n",
 			(unsigned long long)p.undisposed);

@@ -410,7 +410,9 @@ static int show(const cli_backend_flags *bf, const char *floor, const uint64_t f
 									      : "built-in default";
 		add(values, name, json_integer((json_int_t)res[i]), src);
 	}
-	add(values, "defaults.pool_size", json_integer((json_int_t)c->pool_size),
+	/* Without the file: what the front ends (run, serve, mcp) keep. */
+	add(values, "defaults.pool_size",
+	    json_integer((json_int_t)(c->has_pool_size ? c->pool_size : CLI_FRONT_POOL_SIZE)),
 	    c->has_pool_size ? "file" : "built-in default");
 	add(values, "defaults.env", c->env ? json_incref(c->env) : json_object(),
 	    c->env ? "file" : "built-in default");
@@ -445,7 +447,9 @@ static int show(const cli_backend_flags *bf, const char *floor, const uint64_t f
 		}
 		json_decref(sv);
 		printf("\n(defaults.pool_size: the warm pool an `ns` backend whose JSON names no "
-		       "pool_size keeps;\n0 = no pool; docs/pool.md)\n");
+		       "pool_size keeps;\n0 = no pool; built in: %u for run, serve and mcp, none "
+		       "for the other verbs;\ndocs/pool.md)\n",
+		       CLI_FRONT_POOL_SIZE);
 	}
 out:
 	json_decref(values);

@@ -72,6 +72,11 @@ void *rpc_server_userdata(rpc_server *srv)
 	return srv->o.userdata;
 }
 
+unsigned rpc_server_pool_default(rpc_server *srv)
+{
+	return srv->o.pool_default;
+}
+
 const msb_observer *rpc_server_observer(rpc_server *srv)
 {
 	return srv->have_observer ? &srv->observer : NULL;

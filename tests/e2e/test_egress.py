@@ -29,7 +29,7 @@ import time
 
 import pytest
 
-from leaks import Snapshot, checked_state_root
+from leaks import Snapshot, checked_state_root, drain_pool
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the ns e2e suite runs as root")
 
@@ -568,7 +568,9 @@ def attacks(msb, servers):
                             "127.0.0.1"),
                      config=cfg, timeout=180)
         assert p.returncode == 0, p.stderr
-        # `msb run` disposed the sandbox: nothing of it may remain.
+        # `msb run` disposed the sandbox, and the warm pool drained: nothing
+        # may remain.
+        assert not drain_pool(root)
         assert not own_leaks(root, before)
         yield json.loads(p.stdout), evs
     finally:
