@@ -482,6 +482,11 @@ int vm_init(int argc, char **argv, const char **work)
 	make_dev(VM_ROOT);
 	mask_proc(VM_ROOT);
 	limit(VM_ROOT, pids_max, cpu_millis, memory_max);
+	/* What the fingerprint is measured against (layer.c): the root as
+	 * built, before the identity helper or any workload writes. */
+	int lr = vm_layer_setup(VM_RW "/upper");
+	if (lr < 0)
+		halt("the writable layer's baseline: %s", strerror(-lr));
 
 	int port = open_port();
 	int lfd = listen_socket();

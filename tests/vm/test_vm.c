@@ -769,6 +769,21 @@ static void check_report(msb_conformance_report *rep)
 	msb_conformance_report_free(rep);
 }
 
+/* NOTHING_LEFT_BEHIND's call: a directory made, written, reclaimed. */
+static int nlb_call(void *ud, msb_error **err)
+{
+	msb_sandbox *sb = ud;
+	msb_exec_result res;
+	int r = run(sb, "mkdir -p nlb && echo out > nlb/out.txt", 30, &res, err);
+	int code = res.exit_code;
+	msb_exec_result_clear(&res);
+	if (r < 0)
+		return r;
+	if (code != 0)
+		return msb_error_set(err, MSB_E_RUNTIME, "the call exited %d", code);
+	return msb_sandbox_reclaim(sb, "nlb", NULL, 30, err);
+}
+
 static msb_spec *make_spec_caps(msb_capset caps)
 {
 	msb_spec_builder *b = msb_spec_builder_new("vm-conformance");
@@ -780,21 +795,101 @@ static msb_spec *make_spec_caps(msb_capset caps)
 	return s;
 }
 
+static bool fp_has(char **v, const char *prefix)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		if (strncmp(v[i], prefix, strlen(prefix)) == 0)
+			return true;
+	return false;
+}
+
+static void fingerprint(msb_sandbox *sb, msb_fingerprint *fp)
+{
+	bool supported = false;
+	msb_error *err = NULL;
+	memset(fp, 0, sizeof(*fp));
+	cr_assert_eq(msb_sandbox_fingerprint(sb, &supported, fp, &err), 0, "fingerprint: %s",
+		     msb_error_message(err));
+	cr_assert(supported, "the vm fingerprint is unsupported");
+}
+
+static void assert_pristine(msb_sandbox *sb, const char *when)
+{
+	msb_fingerprint fp;
+	fingerprint(sb, &fp);
+	cr_assert_null(fp.changed_paths[0], "%s: a changed path `%s`", when, fp.changed_paths[0]);
+	cr_assert_null(fp.running_programs[0], "%s: a process `%s`", when, fp.running_programs[0]);
+	msb_fingerprint_clear(&fp);
+}
+
+/* The fingerprint, taken inside the guest (agent/layer.c): a new VM is
+ * pristine - what its init made while building the root and the identity
+ * helper's /run/msb-instance-id (rewritten by every session) are not
+ * changes - and a workload's file, one in /dev/shm and a process it left
+ * running are (checklist 18.12-18.15). */
+static void check_fingerprint(msb_sandbox **sbp, const msb_key *key, const msb_spec *spec)
+{
+	assert_pristine(*sbp, "after boot");
+	char dir[200], answer[256];
+	cr_assert(state_name(dir, sizeof(dir)));
+	cr_assert(control(dir, "reconnect\n", answer, sizeof(answer)), "no answer");
+	cr_assert_str_eq(answer, "ok\n");
+	/* The old session's connections ended with it: a new handle. */
+	msb_sandbox_free(*sbp);
+	*sbp = NULL;
+	msb_error *err = NULL;
+	cr_assert_eq(msb_backend_acquire(backend, key, spec, sbp, &err), 0, "%s",
+		     msb_error_message(err));
+	msb_sandbox *sb = *sbp;
+	assert_pristine(sb, "after a new session");
+	msb_exec_result res;
+	cr_assert_eq(run(sb,
+			 "echo x > /tmp/fp-file && echo y > /dev/shm/fp-shm && "
+			 "{ sleep 300 </dev/null >/dev/null 2>&1 & echo $!; }",
+			 30, &res, &err),
+		     0, "%s", msb_error_message(err));
+	cr_assert_eq(res.exit_code, 0, "%s", (char *)res.stderr_bytes);
+	int pid = (int)strtol((const char *)res.stdout_bytes, NULL, 10);
+	cr_assert_gt(pid, 1);
+	msb_exec_result_clear(&res);
+	msb_fingerprint fp;
+	fingerprint(sb, &fp);
+	cr_assert(fp_has(fp.changed_paths, "/tmp/fp-file"), "a written file is not seen");
+	cr_assert(fp_has(fp.changed_paths, "/dev/shm/fp-shm"), "a file in /dev/shm is not seen");
+	bool sleeping = false;
+	for (size_t i = 0; fp.running_programs[i]; i++)
+		sleeping = sleeping || strstr(fp.running_programs[i], ":sleep 300") != NULL;
+	cr_assert(sleeping, "a process left running is not seen");
+	msb_fingerprint_clear(&fp);
+	char clean[96];
+	snprintf(clean, sizeof(clean), "rm /tmp/fp-file /dev/shm/fp-shm; kill %d", pid);
+	cr_assert_eq(run(sb, clean, 30, &res, &err), 0, "%s", msb_error_message(err));
+	cr_assert_eq(res.exit_code, 0, "%s", (char *)res.stderr_bytes);
+	msb_exec_result_clear(&res);
+}
+
 /* Every conformance suite the backend declares, against one real VM
- * (checklist 18.4-18.7, 18.10, 18.11; issue 18 "Done when"). */
+ * (checklist 18.4-18.7, 18.10-18.16; issue 18 "Done when"): a pristine VM
+ * first for the fingerprint and NOTHING_LEFT_BEHIND. */
 Test(vm, conformance_suites, .init = make_backend, .fini = fini, .timeout = 600)
 {
 	const msb_declarations *d = msb_backend_declarations(backend);
 	msb_capset caps = d->capabilities;
 	msb_key key = {.scope = "vmtest", .thread_id = "t4", .agent_dir = "/agent"};
 	msb_spec *spec = make_spec_caps(caps);
-	msb_sandbox *sb = NULL;
 	msb_error *err = NULL;
+	msb_sandbox *sb = NULL;
 	cr_assert_eq(msb_backend_acquire(backend, &key, spec, &sb, &err), 0, "%s",
 		     msb_error_message(err));
+	msb_conformance_report *rep = NULL;
+	msb_fingerprint_subject fps;
+	msb_sandbox_fingerprint_subject(sb, &fps);
+	cr_assert_eq(msb_assert_nothing_left_behind(&fps, nlb_call, sb, &rep, &err), 0,
+		     "NOTHING_LEFT_BEHIND: %s", msb_error_message(err));
+	check_report(rep);
+	check_fingerprint(&sb, &key, spec);
 	msb_conformance_subject subj;
 	msb_posix_guest_subject(sb, MSB_DEFAULT_WORK_DIR, caps, &subj);
-	msb_conformance_report *rep = NULL;
 	cr_assert_eq(msb_assert_exec_conformance(&subj, &rep, &err), 0, "EXEC: %s",
 		     msb_error_message(err));
 	check_report(rep);

@@ -44,7 +44,8 @@
 static const msb_declarations vm_declarations = {
 	.version = MSB_DECLARATIONS_VERSION,
 	/* The file plane is served by the agent inside the guest (vm_files.c);
-	 * reset boots the VM anew; the fingerprint is not served yet (docs/vm.md). */
+	 * reset boots the VM anew; the fingerprint is taken inside the guest
+	 * (vm_fingerprint.c). */
 	.capabilities = MSB_CAP_EXEC | MSB_CAP_FILES_IN | MSB_CAP_FILES_OUT | MSB_CAP_FILES_LIST |
 			MSB_CAP_FILES_DELETE | MSB_CAP_RECLAIM | MSB_CAP_SNAPSHOT,
 	/* Per file: MSB_VM_MAX_FILE_BYTES (vm_files.h). */
