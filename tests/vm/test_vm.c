@@ -20,6 +20,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <msb/conformance.h>
 #include <msb/msb.h>
 #include <msb/vm.h>
@@ -30,12 +33,30 @@
 static char root[64];
 static msb_backend *backend;
 
+/* The default `host` image's programs and curl, for the EGRESS suite. */
+static const char *const programs[] = {
+	"/bin/sh",   "sh",	 "bash",    "env",  "true", "false",	"echo",	   "printf",
+	"cat",	     "ls",	 "cp",	    "mv",   "rm",   "mkdir",	"rmdir",   "ln",
+	"touch",     "head",	 "tail",    "wc",   "sort", "uniq",	"cut",	   "tr",
+	"tee",	     "grep",	 "sed",	    "stat", "id",   "uname",	"date",	   "sleep",
+	"dd",	     "find",	 "xargs",   "test", "expr", "basename", "dirname", "readlink",
+	"realpath",  "chmod",	 "pwd",	    "kill", "yes",  "mkfifo",	"seq",	   "md5sum",
+	"sha256sum", "hostname", "python3", "curl", NULL};
+
+/* The allowlist proxy may reach the test's own server on the host's
+ * loopback (refused by default) under two pinned names. */
+#define EGRESS_CONFIG                                                                              \
+	"{\"allow_cidrs\": [\"127.0.0.0/8\"], \"system_resolver\": false, "                        \
+	"\"hosts\": {\"allowed.test\": [\"127.0.0.1\"], \"denied.test\": [\"127.0.0.1\"]}}"
+
 static void make_backend(void)
 {
 	snprintf(root, sizeof(root), "/tmp/msbvm-XXXXXX");
 	cr_assert(mkdtemp(root));
 	msb_vm_options o = MSB_VM_OPTIONS_INIT;
 	o.state_root = root;
+	o.host_programs = programs;
+	o.egress_config = EGRESS_CONFIG;
 	/* The built artefacts are shared across runs (content-addressed). */
 	o.cache_dir = "/tmp/msb-vm-test-cache";
 	msb_error *err = NULL;
@@ -514,6 +535,8 @@ Test(vm, exec_in_one_vm, .init = make_backend, .fini = fini, .timeout = 240)
 	msb_vm_options o2 = MSB_VM_OPTIONS_INIT;
 	o2.state_root = root;
 	o2.cache_dir = "/tmp/msb-vm-test-cache";
+	o2.host_programs = programs;
+	o2.egress_config = EGRESS_CONFIG;
 	o2.start_timeout = 77; /* not part of what a VM is */
 	cr_assert_eq(msb_vm_backend_new(&o2, &backend, &err), 0, "%s", msb_error_message(err));
 	again = acquire("t1");
@@ -868,6 +891,92 @@ static void check_fingerprint(msb_sandbox **sbp, const msb_key *key, const msb_s
 	msb_exec_result_clear(&res);
 }
 
+/* A destination on the host's loopback that answers 200 to anyone who
+ * reaches it: both URLs of the EGRESS suite name it, so only the allowlist
+ * tells them apart (checklist 18.9). */
+struct answerer {
+	int fd;
+	pthread_t thread;
+};
+
+static void *answer_loop(void *ud)
+{
+	struct answerer *a = ud;
+	for (;;) {
+		int c = accept(a->fd, NULL, NULL);
+		if (c < 0)
+			return NULL;
+		char buf[4096];
+		size_t got = 0;
+		while (got < sizeof(buf) - 1) {
+			ssize_t n = read(c, buf + got, sizeof(buf) - 1 - got);
+			if (n <= 0)
+				break;
+			got += (size_t)n;
+			buf[got] = '\0';
+			if (strstr(buf, "\r\n\r\n"))
+				break;
+		}
+		static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
+					 "Connection: close\r\n\r\nok";
+		ssize_t w = write(c, ok, sizeof(ok) - 1);
+		(void)w;
+		close(c);
+	}
+}
+
+static int answerer_start(struct answerer *a)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sa);
+	a->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert_geq(a->fd, 0);
+	cr_assert_eq(bind(a->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(listen(a->fd, 16), 0);
+	cr_assert_eq(getsockname(a->fd, (struct sockaddr *)&sa, &len), 0);
+	cr_assert_eq(pthread_create(&a->thread, NULL, answer_loop, a), 0);
+	return ntohs(sa.sin_port);
+}
+
+static void answerer_stop(struct answerer *a)
+{
+	shutdown(a->fd, SHUT_RDWR);
+	close(a->fd);
+	pthread_join(a->thread, NULL);
+}
+
+/* EGRESS through the guest's proxy port, the serial mux and the shim's proxy
+ * (docs/vm.md "Egress"): the allowed URL answers, the denied one does not,
+ * and both decisions are in the proxy's records (what becomes EgressObserved;
+ * checklist 17.5, 17.9, 18.9). */
+static void check_egress(msb_conformance_subject *subj)
+{
+	struct answerer a;
+	int port = answerer_start(&a);
+	char allowed[96], denied[96];
+	snprintf(allowed, sizeof(allowed), "http://allowed.test:%d/", port);
+	snprintf(denied, sizeof(denied), "http://denied.test:%d/", port);
+	msb_egress_conformance_options eo = MSB_EGRESS_CONFORMANCE_OPTIONS_INIT;
+	eo.allowed_url = allowed;
+	eo.denied_url = denied;
+	eo.egress_modes = msb_backend_declarations(backend)->egress_modes;
+	msb_conformance_report *rep = NULL;
+	msb_error *err = NULL;
+	cr_assert_eq(msb_assert_egress_conformance(subj, &eo, &rep, &err), 0, "EGRESS: %s",
+		     msb_error_message(err));
+	check_report(rep);
+	answerer_stop(&a);
+	char dir[200], p[256];
+	cr_assert(state_name(dir, sizeof(dir)));
+	snprintf(p, sizeof(p), "%s/egress.log", dir);
+	_cleanup_free_ char *log = NULL;
+	cr_assert_eq(msb__read_file_at(AT_FDCWD, p, 1 << 20, &log, NULL), 0, "%s", p);
+	cr_assert(strstr(log, "\"decision\":\"ALLOW\"") && strstr(log, "\"allowed.test\""), "%s",
+		  log);
+	cr_assert(strstr(log, "\"decision\":\"DENY\"") && strstr(log, "\"denied.test\""), "%s",
+		  log);
+}
+
 /* Every conformance suite the backend declares, against one real VM
  * (checklist 18.4-18.7, 18.10-18.16; issue 18 "Done when"): a pristine VM
  * first for the fingerprint and NOTHING_LEFT_BEHIND. */
@@ -876,8 +985,15 @@ Test(vm, conformance_suites, .init = make_backend, .fini = fini, .timeout = 600)
 	const msb_declarations *d = msb_backend_declarations(backend);
 	msb_capset caps = d->capabilities;
 	msb_key key = {.scope = "vmtest", .thread_id = "t4", .agent_dir = "/agent"};
-	msb_spec *spec = make_spec_caps(caps);
+	msb_spec *plain = make_spec_caps(caps);
+	msb_spec_builder *eb = msb_spec_builder_from(plain);
+	msb_spec_builder_set_egress(eb, MSB_EGRESS_ALLOWLIST);
+	msb_spec_builder_add_egress_host(eb, "allowed.test");
+	msb_spec *spec = NULL;
 	msb_error *err = NULL;
+	cr_assert_eq(msb_spec_build(eb, &spec, &err), 0, "%s", msb_error_message(err));
+	msb_spec_builder_free(eb);
+	msb_spec_unref(plain);
 	msb_sandbox *sb = NULL;
 	cr_assert_eq(msb_backend_acquire(backend, &key, spec, &sb, &err), 0, "%s",
 		     msb_error_message(err));
@@ -905,6 +1021,7 @@ Test(vm, conformance_suites, .init = make_backend, .fini = fini, .timeout = 600)
 	cr_assert_eq(msb_assert_reclaim_conformance(&subj, &rep, &err), 0, "RECLAIM: %s",
 		     msb_error_message(err));
 	check_report(rep);
+	check_egress(&subj);
 	struct traces t;
 	collect(&t);
 	msb_sandbox_free(sb);
