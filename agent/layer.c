@@ -63,6 +63,7 @@
 #define LAYER_PATH_MAX 4096
 #define LAYER_CMDLINE_MAX 4096
 #define LAYER_MOUNTINFO_MAX ((size_t)1 << 20)
+#define LAYER_STATUS_MAX 16384 /* /proc/PID/status and stat; ~1.5 KiB in practice */
 #define CAP_DAC_READ_SEARCH_BIT 2
 #define CAP_VERSION_3 0x20080522u
 
@@ -390,7 +391,7 @@ static int processes(int proc)
 		return say("cannot attest: list /proc: %s", strerror(errno));
 	}
 	char *argv = malloc(LAYER_CMDLINE_MAX + 1);
-	char *status_buf = malloc(4097);
+	char *status_buf = malloc(LAYER_STATUS_MAX + 1);
 	int status = argv && status_buf ? 0 : say("cannot attest: out of memory");
 	struct dirent *de;
 	while (status == 0 && (de = readdir(d))) {
@@ -400,9 +401,15 @@ static int processes(int proc)
 			continue;
 		char path[64];
 		snprintf(path, sizeof(path), "%ld/status", pid);
-		ssize_t n = read_at(proc, path, status_buf, 4096);
+		ssize_t n = read_at(proc, path, status_buf, LAYER_STATUS_MAX);
 		if (n <= 0)
 			continue; /* gone */
+		if (n == LAYER_STATUS_MAX) {
+			/* Not skipped: a process must not hide behind a long status. */
+			status = say("cannot attest: the status of process %ld is over %d bytes",
+				     pid, LAYER_STATUS_MAX);
+			break;
+		}
 		status_buf[n] = '\0';
 		char *ns = strstr(status_buf, "\nNSpid:");
 		if (!ns)
@@ -422,8 +429,8 @@ static int processes(int proc)
 		if (depth < 2 || inner == 1)
 			continue;
 		snprintf(path, sizeof(path), "%ld/stat", pid);
-		n = read_at(proc, path, status_buf, 4096);
-		if (n <= 0)
+		n = read_at(proc, path, status_buf, LAYER_STATUS_MAX);
+		if (n <= 0 || n == LAYER_STATUS_MAX)
 			continue;
 		status_buf[n] = '\0';
 		char *open = strchr(status_buf, '(');
