@@ -1,14 +1,16 @@
 """Egress `allowlist` on the vm backend, end to end through the CLI (issue 18).
 
-One `msb run --backend vm` (one VM boot under TCG): python3 in the guest asks
-for two URLs through the proxy variables the agent gives it - one on the
-allowlist, one not - and both decisions come back as EgressObserved events
-(checklist 17.5, 17.9). The destination is an HTTP server on the host's
-loopback, reached because the backend's egress configuration names
-127.0.0.0/8 and pins the test names in its hosts map (as in test_egress.py
-for ns). The VM has no network device: the guest's only way out is its
-agent's proxy port, relayed over the serial port to the shim's proxy.
+One `msb run` of a vm backend (one VM boot under TCG): python3 in the guest
+asks for two URLs through the proxy variables the agent gives it - one on
+the allowlist, one not - and every decision comes back as an EgressObserved
+event (checklist 17.5, 17.9); bulk bytes (3 MiB down, 2 MiB up, past the
+tunnels' credit windows) cross the serial mux intact. The destination is an
+HTTP server on the host's loopback, reached because the backend's egress
+configuration names 127.0.0.0/8 and pins the test names in its hosts map
+(as test_egress.py does for ns). The VM has no network device: the guest's
+only way out is its agent's proxy port, relayed to the shim's proxy.
 """
+import hashlib
 import http.server
 import json
 import os
@@ -28,11 +30,23 @@ BODY = b"hello from the vm egress test host\n"
 
 
 class _Answer(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
+    protocol_version = "HTTP/1.1"
+
+    def _answer(self, body):
         self.send_response(200)
-        self.send_header("Content-Length", str(len(BODY)))
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(BODY)
+        self.wfile.write(body)
+
+    def do_GET(self):
+        if self.path.startswith("/big/"):
+            self._answer(bytes(i % 251 for i in range(int(self.path[5:]))))
+            return
+        self._answer(BODY)
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self._answer(hashlib.sha256(body).hexdigest().encode())
 
     def log_message(self, *a):
         pass
@@ -54,7 +68,7 @@ def http_host():
 
 
 GUEST = r"""
-import json, os, sys, urllib.request
+import hashlib, json, os, sys, urllib.request
 out = {"proxy": os.environ.get("HTTP_PROXY")}
 for name, url in json.loads(sys.argv[1]):
     try:
@@ -64,6 +78,14 @@ for name, url in json.loads(sys.argv[1]):
         out[name] = [e.code, e.read().decode()]
     except Exception as e:
         out[name] = [0, repr(e)]
+# Bulk bytes both ways, past the tunnels' credit windows: intact.
+base = json.loads(sys.argv[1])[0][1]
+n = 3 * 1024 * 1024
+down = urllib.request.urlopen(base.replace("/x", "/big/%d" % n), timeout=120).read()
+out["down"] = down == bytes(i % 251 for i in range(n))
+up = os.urandom(2 * 1024 * 1024)
+got = urllib.request.urlopen(urllib.request.Request(base, data=up), timeout=120).read().decode()
+out["up"] = got == hashlib.sha256(up).hexdigest()
 print(json.dumps(out))
 """
 
@@ -89,14 +111,17 @@ def test_vm_allowlist_answers_refuses_and_reports_17_9(msb, state, tmp_path, htt
     assert out["proxy"] == "http://127.0.0.1:3128"
     assert out["allowed"] == [200, BODY.decode()]
     assert out["unlisted"][0] == 403 and "not-allowlisted" in out["unlisted"][1]
+    assert out["down"] and out["up"], out
     evs = [json.loads(line) for line in events.read_text().splitlines() if line.strip()]
     evs = [e for e in evs if e["event"] == "EgressObserved"]
     by_host = {e["host"]: e for e in evs}
-    assert by_host["allowed.test"]["decision"] == "ALLOW"
-    assert by_host["allowed.test"]["port"] == http_host
-    assert by_host["allowed.test"]["bytes_down"] > len(BODY)
+    allowed = [e for e in evs if e["host"] == "allowed.test"]
+    assert len(allowed) == 3 and all(e["decision"] == "ALLOW" for e in allowed), allowed
+    assert all(e["port"] == http_host for e in allowed)
+    assert max(e["bytes_down"] for e in allowed) > 3 * 1024 * 1024
+    assert max(e["bytes_up"] for e in allowed) > 2 * 1024 * 1024
     assert by_host["other.test"]["decision"] == "DENY"
     assert by_host["other.test"]["reason"] == "not-allowlisted"
-    assert len(evs) == 2
+    assert len(evs) == 4
     # Disposed: nothing of the VM is left.
     assert os.listdir(os.path.join(state, "vm")) == []
