@@ -1022,6 +1022,16 @@ Test(vm, conformance_suites, .init = make_backend, .fini = fini, .timeout = 600)
 		     msb_error_message(err));
 	check_report(rep);
 	check_egress(&subj);
+	/* The warm VM runs its proxy with these rules: a spec of the same key
+	 * and kind without them is refused, never handed this VM. */
+	msb_spec *closed = make_spec_caps(caps);
+	msb_sandbox *other = NULL;
+	cr_assert_eq(msb_backend_acquire(backend, &key, closed, &other, &err), MSB_E_VALUE);
+	cr_assert(strstr(msb_error_message(err), "another egress configuration"), "%s",
+		  msb_error_message(err));
+	msb_error_free(err);
+	err = NULL;
+	msb_spec_unref(closed);
 	struct traces t;
 	collect(&t);
 	msb_sandbox_free(sb);

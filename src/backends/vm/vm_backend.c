@@ -495,6 +495,23 @@ static int config_match(int dfd, const char *name, const char *want, msb_error *
 			     name);
 }
 
+/* The same for the egress proxy's configuration (none for `closed`). */
+static int egress_match(int dfd, const char *name, const char *want, msb_error **err)
+{
+	_cleanup_free_ char *have = NULL;
+	int r = msb__read_file_at(dfd, MSB_NS_EGRESS_CONFIG, 1u << 20, &have, NULL);
+	if (r < 0 && r != -ENOENT)
+		return msb__error_errno(err, r, "vm: cannot read `%s`'s egress configuration",
+					name);
+	if (msb__streq_null(have, want))
+		return 0;
+	return msb_error_set(
+		err, MSB_E_VALUE,
+		"vm: the warm VM `%s` runs with another egress configuration than this "
+		"spec asks for; dispose it first",
+		name);
+}
+
 /* A new VM: restored from its template when snapshots are on (the template
  * made first if need be), else - or when the restore fails: a stale or
  * broken state file is removed - booted. */
@@ -576,7 +593,7 @@ static int vm_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 		    msb__streq_null(labels.kind, kind)) {
 			r = config_match(dfd, name, cfg, err);
 			if (r == 0)
-				r = msb_ns__egress_match(dfd, name, egress, err);
+				r = egress_match(dfd, name, egress, err);
 			if (r == 0)
 				r = msb_vm__sandbox_new(b, name, &labels, out, err);
 			msb_ns__labels_clear(&labels);
