@@ -130,7 +130,8 @@ static int ask_listen(proxy *p, int64_t deadline, uint32_t ch, uint32_t flags, c
 	return 0;
 }
 
-int proxy_start(proxy **out, msb_egress_config *cfg, int dfd, char *errbuf, size_t errlen)
+int proxy_start(proxy **out, msb_egress_config *cfg, int dfd, bool handover, char *errbuf,
+		size_t errlen)
 {
 	proxy *p = calloc(1, sizeof(*p));
 	if (!p) {
@@ -182,7 +183,7 @@ int proxy_start(proxy **out, msb_egress_config *cfg, int dfd, char *errbuf, size
 	 * takes), for comparison and its tests; so does an agent that refuses
 	 * the hand-over, with a log line. */
 	const char *relay = getenv("MSB_SHIM_EGRESS_RELAY");
-	bool framed = relay && strcmp(relay, "framed") == 0;
+	bool framed = !handover || (relay && strcmp(relay, "framed") == 0);
 	int rc = ask_listen(p, deadline, LISTEN_CHANNEL, framed ? 0 : MSB_PROTO_EGRESS_HANDOVER,
 			    errbuf, errlen);
 	if (rc > 0 && !framed) {

@@ -387,7 +387,7 @@ static void start_proxy(struct shim *s)
 	msb_egress_config c;
 	load_egress(s, &c);
 	char why[256];
-	if (proxy_start(&s->proxy, &c, s->dfd, why, sizeof(why)) < 0)
+	if (proxy_start(&s->proxy, &c, s->dfd, true, why, sizeof(why)) < 0)
 		die(s, "%s", why);
 }
 

@@ -103,7 +103,7 @@ static _Noreturn void proxy_main(pid_t parent, int dfd, int report, msb_egress_c
 	syscall(SYS_close_range, 5u, ~0u, 0u);
 	proxy *p = NULL;
 	char why[512], line[600];
-	if (proxy_start(&p, cfg, 3, why, sizeof(why)) < 0) {
+	if (proxy_start(&p, cfg, 3, false, why, sizeof(why)) < 0) {
 		int n = snprintf(line, sizeof(line), "error: %s\n", why);
 		ssize_t w = write(4, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
 		(void)w;
