@@ -47,6 +47,12 @@ const char *cli_backend_state_root(const msb_backend *b, const char **sub)
 	return root;
 }
 
+int cli_pool_drain(msb_backend *b, size_t *n, msb_error **err)
+{
+	*n = 0;
+	return msb_ns_backend_state_root(b) ? msb_ns_pool_drain(b, NULL, n, err) : 0;
+}
+
 int cli_ls_list(msb_backend *b, bool json, msb_error **err)
 {
 	/* The state root the backend resolves, by the one rule (ns_state.c). */

@@ -19,6 +19,13 @@ const char *cli_backend_state_root(const msb_backend *b, const char **sub)
 	return NULL;
 }
 
+/* No ns backend, so no warm pool. */
+int cli_pool_drain(msb_backend *b, size_t *n, msb_error **err)
+{
+	*n = 0;
+	return 0;
+}
+
 int cli_ls_list(msb_backend *b, bool json, msb_error **err)
 {
 	return msb_error_set(err, MSB_E_NOT_IMPLEMENTED,

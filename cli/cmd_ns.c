@@ -900,8 +900,8 @@ static int cmd_purge(int argc, char **argv)
 	 * ready belong to no conversation, and a purge leaves none running
 	 * (docs/pool.md). */
 	size_t pooled = 0;
-	if (r == 0 && msb_ns_backend_state_root(b))
-		r = msb_ns_pool_drain(b, NULL, &pooled, &err);
+	if (r == 0)
+		r = cli_pool_drain(b, &pooled, &err);
 	msb_backend_unref(b);
 	if (r < 0)
 		return cli_fail(err);
