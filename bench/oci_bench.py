@@ -9,7 +9,14 @@ Needs root, and the runtimes (scripts/install-deps). For each runtime R:
   cold run    `msb run --config {"type":"oci","runtime":R} -- true`: a
               call-scoped sandbox acquired, /bin/true run in it, disposed -
               beside `R run` of a bundle whose process is /bin/true (create,
-              start, wait, delete): what a user runs instead.
+              start, wait, delete): what a user runs instead; and beside
+              `R run` of msb's own bundle (`R run, same bundle`): the
+              config.json msb's shim hands the runtime - user namespace,
+              seccomp, masked and read-only paths, every mount - with
+              /bin/true for the agent, over a plain copy of msb's root
+              skeleton (no overlay, no cgroup, no shim, no agent): the
+              runtime's own work for msb's sandbox, so the difference is
+              msb's overhead alone.
   acquire     `msb acquire` of a new key (the sandbox stays; it is disposed
               untimed): the cold start alone.
   warm exec   `msb exec -- true` into a warm sandbox (a CLI process: acquire
@@ -88,6 +95,48 @@ def bundle(base, name, args):
     return d
 
 
+def same_bundle(base, name, msb, cfg, thread):
+    """msb's own bundle, taken from a live sandbox of `thread` (read through its
+    shim's mount namespace), with /bin/true as the process and host-side stand-ins
+    for what lives on the shim's private tmpfs."""
+    state = json.load(open(cfg))["state_dir"]
+    top = os.path.join(state, "oci")
+    for n in os.listdir(top):
+        d = os.path.join(top, n)
+        try:
+            pid = int(open(os.path.join(d, "shim.pid")).read().split()[0])
+            labels = json.load(open(os.path.join(d, "labels.json")))
+        except (OSError, ValueError):
+            continue
+        if labels.get("thread_id") != thread:
+            continue
+        via = f"/proc/{pid}/root{os.path.realpath(d)}/run"
+        spec = json.load(open(os.path.join(via, "bundle", "config.json")))
+        out = os.path.join(base, name)
+        os.makedirs(out)
+        rootfs = os.path.join(out, "rootfs")
+        subprocess.run(["cp", "-a", os.path.join(via, "layer", "skel"), rootfs], check=True)
+        uid = os.stat(rootfs).st_uid
+        private = os.path.realpath(d)
+        for m in spec["mounts"]:
+            src = m.get("source", "")
+            if m.get("type") == "bind" and src.startswith(private + "/"):
+                if m["destination"] == "/tmp":
+                    m["source"] = os.path.join(rootfs, "tmp")
+                    continue
+                stand_in = os.path.join(out, m["destination"].strip("/").replace("/", "_"))
+                os.makedirs(stand_in)
+                os.chown(stand_in, uid, uid)
+                os.chmod(stand_in, 0o1777 if m["destination"] == "/dev/shm" else 0o700)
+                m["source"] = stand_in
+        spec["root"]["path"] = rootfs
+        spec["process"]["args"] = ["/bin/true"]
+        with open(os.path.join(out, "config.json"), "w") as f:
+            json.dump(spec, f)
+        return out
+    raise RuntimeError(f"no live sandbox of thread {thread} under {top}")
+
+
 def runtime_argv(rt, path, root):
     if rt == "runsc":
         return [path, "--root", root, "--network", "none", "--ignore-cgroups"]
@@ -125,6 +174,10 @@ def bench_runtime(rt, args, msb, tmp):
     true_b = bundle(tmp, f"true-{rt}", ["/bin/true"])
     sleep_b = bundle(tmp, f"sleep-{rt}", ["/bin/sleep", "100000"])
     base = runtime_argv(rt, path, rroot)
+    if rt == "runsc":  # as msb-oci-shim runs it (docs/internals/oci-backend.md)
+        same_base = base + ["--overlay2", "none", "--platform", "ptrace"]
+    else:
+        same_base = base
     counter = [0]
 
     def msb_run():
@@ -145,16 +198,22 @@ def bench_runtime(rt, args, msb, tmp):
         counter[0] += 1
         return timed(base + ["run", "--bundle", true_b, f"b{counter[0]}"], pre)
 
+    def same_run():
+        counter[0] += 1
+        return timed(same_base + ["run", "--bundle", same_b, f"s{counter[0]}"], pre)
+
     def bare_exec():
         return timed(base + ["exec", "warm", "/bin/true"], pre)
 
     # The warm ones: a sandbox, and a detached container.
     subprocess.run([msb, "acquire", *common, "--thread", "warm"], check=True,
                    capture_output=True)
+    same_b = same_bundle(tmp, f"same-{rt}", msb, cfg, "warm")
     subprocess.run(base + ["run", "--detach", "--bundle", sleep_b, "warm"], check=True,
                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, preexec_fn=pre)
-    cases = {"msb run": msb_run, f"{rt} run": bare_run, "msb acquire": msb_acquire,
+    cases = {"msb run": msb_run, f"{rt} run": bare_run, f"{rt} run, same bundle": same_run,
+             "msb acquire": msb_acquire,
              "msb exec": msb_exec, f"{rt} exec": bare_exec}
     samples = {k: [] for k in cases}
     try:
@@ -178,6 +237,8 @@ def bench_runtime(rt, args, msb, tmp):
     c = out["cases"]
     out["ratios"] = {
         "cold run: msb run / bare run": round(c["msb run"]["p50_ms"] / c[f"{rt} run"]["p50_ms"], 2),
+        "cold run: msb run / same bundle": round(c["msb run"]["p50_ms"] /
+                                                 c[f"{rt} run, same bundle"]["p50_ms"], 2),
         "warm exec: msb exec / bare exec": round(c["msb exec"]["p50_ms"] /
                                                  c[f"{rt} exec"]["p50_ms"], 2),
     }
@@ -206,7 +267,7 @@ def main():
             results.append(r)
             print(f"== {rt} (n={args.n}; ms)")
             for k, v in r.get("cases", {}).items():
-                print(f"  {k:14} p50 {v['p50_ms']:8.2f}  p90 {v['p90_ms']:8.2f}")
+                print(f"  {k:22} p50 {v['p50_ms']:8.2f}  p90 {v['p90_ms']:8.2f}")
             for k, v in r.get("ratios", {}).items():
                 print(f"  {k:34} {v:.2f}x")
             if "error" in r:

@@ -51,6 +51,16 @@
 #define RUNSC_PIDS_PER_TASK 16u
 #define RUNSC_MEMORY_OVERHEAD (128ull << 20)
 
+/* The timing probe: monotonic stamps of the start's and the teardown's
+ * steps, written as one line each to $MSB_OCI_TIMING (an absolute path,
+ * appended) when it is set - what bench/oci_breakdown.py reads. */
+#define STAMPS_MAX 24
+struct stamps {
+	const char *name[STAMPS_MAX];
+	int64_t ns[STAMPS_MAX];
+	size_t n;
+};
+
 struct shim {
 	char *state_dir;
 	char *agent;
@@ -78,7 +88,49 @@ struct shim {
 	size_t tail_len;
 	oci_relay *relay;
 	bool wrote_pid;
+	struct stamps up, down;
 };
+
+static void stamp(struct stamps *t, const char *name)
+{
+	if (t->n < STAMPS_MAX) {
+		t->name[t->n] = name;
+		t->ns[t->n++] = msb__now_ns();
+	}
+}
+
+/* "WHAT runtime=R NAME=MS ... mono=NS": each step's milliseconds since the
+ * one before, and the first stamp's monotonic time (CLOCK_MONOTONIC, as
+ * Python's time.monotonic_ns) to line up with the caller's clock. */
+static void stamps_write(struct shim *s, const char *what, const struct stamps *t)
+{
+	const char *path = getenv("MSB_OCI_TIMING");
+	if (!path || path[0] != '/' || t->n < 2)
+		return;
+	char line[1024];
+	size_t len = 0;
+	int k = snprintf(line, sizeof(line), "%s runtime=%s", what,
+			 msb_oci__runtime_name(s->cfg.runtime));
+	len = k > 0 ? (size_t)k : 0;
+	for (size_t i = 1; i < t->n && len < sizeof(line); i++) {
+		k = snprintf(line + len, sizeof(line) - len, " %s=%.3f", t->name[i],
+			     (double)(t->ns[i] - t->ns[i - 1]) / 1e6);
+		len += k > 0 ? (size_t)k : 0;
+	}
+	if (len < sizeof(line)) {
+		k = snprintf(line + len, sizeof(line) - len, " mono=%lld\n", (long long)t->ns[0]);
+		len += k > 0 ? (size_t)k : 0;
+	}
+	if (len >= sizeof(line))
+		return;
+	/* guest-names: ok - the caller's probe file, a host path (O_NOFOLLOW) */
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	ssize_t w = write(fd, line, len);
+	(void)w;
+	close(fd);
+}
 
 static void report(struct shim *s, const char *line)
 {
@@ -162,6 +214,7 @@ static int stop_sandbox(struct shim *s)
 	int ret = 0;
 	oci_relay_free(s->relay);
 	s->relay = NULL;
+	stamp(&s->down, "relay");
 	if (s->rt_pidfd >= 0) {
 		if (s->cg)
 			msb__sys_pidfd_send_signal(s->rt_pidfd, SIGKILL, 0);
@@ -183,6 +236,7 @@ static int stop_sandbox(struct shim *s)
 		close(s->out_fd);
 		s->out_fd = -1;
 	}
+	stamp(&s->down, "runtime");
 	if (s->cg) {
 		/* Kills what the runtime left (a sentry, a gofer, a container
 		 * whose runtime was killed), then removes the directories. */
@@ -195,12 +249,14 @@ static int stop_sandbox(struct shim *s)
 		msb_ns__cgroup_free(s->cg);
 		s->cg = NULL;
 	}
+	stamp(&s->down, "cgroup");
 	oci_rootfs_teardown(&s->rf);
 	if (s->pfd >= 0) {
 		close(s->pfd);
 		s->pfd = -1;
 		oci_rootfs_private_release(s->dfd, OCI_STATE_PRIVATE);
 	}
+	stamp(&s->down, "mounts");
 	if (s->work_fd >= 0) {
 		close(s->work_fd);
 		s->work_fd = -1;
@@ -650,6 +706,7 @@ static void spawn_runtime(struct shim *s, int sock)
 	s->out_fd = out[0];
 	int fl = fcntl(s->out_fd, F_GETFL);
 	fcntl(s->out_fd, F_SETFL, fl | O_NONBLOCK);
+	stamp(&s->up, "fork");
 	join_cgroup(s, pid);
 	if (write(go[1], "g", 1) != 1)
 		die(s, "release the runtime: %s", strerror(errno));
@@ -693,20 +750,26 @@ static void start_sandbox(struct shim *s)
 {
 	int64_t t0 = msb__now_ns();
 	make_work(s);
+	stamp(&s->up, "work");
 	make_cgroup(s);
+	stamp(&s->up, "cgroup");
 	char why_[300];
 	if (oci_rootfs_private_tmpfs(s->dfd, OCI_STATE_PRIVATE, &s->pfd, why_, sizeof(why_)) < 0)
 		die(s, "%s", why_);
+	stamp(&s->up, "tmpfs");
 	s->rf = (oci_rootfs)OCI_ROOTFS_INIT(&s->cfg.ns, s->pfd);
 	if (oci_rootfs_build(&s->rf) < 0)
 		die(s, "root filesystem: %s", s->rf.err);
+	stamp(&s->up, "rootfs");
 	write_bundle(s);
+	stamp(&s->up, "bundle");
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		die(s, "socketpair: %s", strerror(errno));
 	int64_t t1 = msb__now_ns();
 	spawn_runtime(s, sv[1]);
 	close(sv[1]);
+	stamp(&s->up, "spawn");
 	if (oci_relay_new(sv[0], &s->relay) < 0)
 		die(s, "out of memory");
 	char why[300];
@@ -718,8 +781,11 @@ static void start_sandbox(struct shim *s)
 		    last_words(s, words, sizeof(words)));
 	}
 	int64_t t2 = msb__now_ns();
+	stamp(&s->up, "hello");
 	record_init(s);
+	stamp(&s->up, "init_pid");
 	oci_relay_listen(s->relay, listen_at(s, MSB_NS_STATE_SOCKET, 128));
+	stamp(&s->up, "listen");
 	msb_ns__shim_log(
 		"msb-oci-shim: sandbox `%s` ready under %s: %.3f ms (root and bundle %.3f, "
 		"runtime to the agent's HELLO %.3f)",
@@ -731,6 +797,8 @@ static void start_sandbox(struct shim *s)
 static void reset_sandbox(struct shim *s)
 {
 	msb_ns__shim_log("msb-oci-shim: reset of `%s`", s->name);
+	s->up.n = s->down.n = 0;
+	stamp(&s->down, "reset");
 	if (stop_sandbox(s) < 0)
 		die(s, "reset: the old sandbox did not go");
 	unlinkat(s->dfd, MSB_NS_STATE_INIT_PID, 0);
@@ -738,7 +806,13 @@ static void reset_sandbox(struct shim *s)
 	int r = msb__rm_rf_at(s->dfd, MSB_NS_STATE_WORK);
 	if (r < 0)
 		die(s, "reset: remove the old files: %s", strerror(-r));
+	stamp(&s->down, "files");
+	stamps_write(s, "reset-stop", &s->down);
+	s->down.n = 0;
+	stamp(&s->up, "reset");
 	start_sandbox(s);
+	stamps_write(s, "reset-start", &s->up);
+	s->up.n = 0;
 }
 
 static void serve_control(struct shim *s)
@@ -809,6 +883,7 @@ static void serve(struct shim *s, int sfd)
 		if (p[3].revents)
 			drain_output(s);
 		if (p[0].revents) {
+			stamp(&s->down, "runtime_exit");
 			char words[TAIL_MAX + 1];
 			msb_ns__shim_log(
 				"msb-oci-shim: the runtime exited: the sandbox is gone (%s)",
@@ -818,6 +893,7 @@ static void serve(struct shim *s, int sfd)
 		if (p[1].revents) {
 			struct signalfd_siginfo si;
 			if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+				stamp(&s->down, "signal");
 				msb_ns__shim_log("msb-oci-shim: signal %u: taking the sandbox down",
 						 (unsigned)si.ssi_signo);
 				break;
@@ -825,6 +901,7 @@ static void serve(struct shim *s, int sfd)
 		}
 		char why[300];
 		if (oci_relay_run(s->relay, p + 4, n - 4, why, sizeof(why)) < 0) {
+			stamp(&s->down, "relay_end");
 			msb_ns__shim_log("msb-oci-shim: %s: taking the sandbox down", why);
 			break;
 		}
@@ -856,6 +933,7 @@ int main(int argc, char **argv)
 			report(&s, "error: msb-oci-shim: bad arguments\n");
 		return 2;
 	}
+	stamp(&s.up, "main");
 	signal(SIGPIPE, SIG_IGN);
 	int sfd = msb_ns__shim_signalfd();
 	if (sfd < 0)
@@ -863,15 +941,19 @@ int main(int argc, char **argv)
 	umask(077);
 	resolve_paths(&s);
 	load_config(&s);
+	stamp(&s.up, "config");
 	detach(&s);
+	stamp(&s.up, "detach");
 	/* First: every fd below is opened in the namespace the mounts go to. */
 	char why[300];
 	if (oci_rootfs_private(why, sizeof(why)) < 0)
 		die(&s, "%s", why);
 	if (s.cfg.runtime == OCI_CRUN)
 		oci_rootfs_hide_hybrid_cgroup2();
+	stamp(&s.up, "mountns");
 	check_state_dir(&s);
 	write_pid(&s);
+	stamp(&s.up, "state");
 	if (s.agent_log_path) {
 		/* guest-names: ok - the agent's log, a host path (O_NOFOLLOW) */
 		s.agent_log_fd = open(s.agent_log_path,
@@ -882,9 +964,13 @@ int main(int argc, char **argv)
 	s.ctl_fd = listen_at(&s, MSB_NS_STATE_CONTROL, 16);
 	start_sandbox(&s);
 	report(&s, "ok\n");
+	stamp(&s.up, "report");
+	stamps_write(&s, "start", &s.up);
 	serve(&s, sfd);
 	close(sfd);
 	int r = teardown(&s);
+	stamp(&s.down, "files");
+	stamps_write(&s, "stop", &s.down);
 	msb_oci__shim_config_clear(&s.cfg);
 	msb_strv_free(s.host_binds);
 	close(s.dfd);
