@@ -496,13 +496,15 @@ void oci_rootfs_private_release(int dfd, const char *name)
 		;
 }
 
-void oci_rootfs_teardown(oci_rootfs *rf)
+void oci_rootfs_teardown(oci_rootfs *rf, bool unmount)
 {
 	if (rf->layer_fd >= 0)
 		close(rf->layer_fd);
 	if (rf->shm_fd >= 0)
 		close(rf->shm_fd);
 	rf->layer_fd = rf->shm_fd = -1;
+	if (!unmount)
+		return;
 	/* The overlay first: it holds the layer's tmpfs. */
 	static const char *const points[] = {OCI_STATE_ROOTFS, OCI_STATE_LAYER, OCI_STATE_SHM,
 					     NULL};

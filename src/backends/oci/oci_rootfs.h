@@ -47,7 +47,8 @@ void oci_rootfs_hide_hybrid_cgroup2(void);
 /* The private tmpfs at dfd/name (OCI_STATE_PRIVATE): *fd gets its root.
  * 0 or -errno with the reason in err. */
 int oci_rootfs_private_tmpfs(int dfd, const char *name, int *fd, char *err, size_t size);
-/* Unmount it (lazily). */
+/* Unmount it (lazily), with every mount below it (the root's three) in
+ * the same call: one RCU grace period in the kernel, not one per mount. */
 void oci_rootfs_private_release(int dfd, const char *name);
 
 /* Build the three mounts, below rf->dfd (the private tmpfs). On failure
@@ -55,8 +56,10 @@ void oci_rootfs_private_release(int dfd, const char *name);
 int oci_rootfs_build(oci_rootfs *rf);
 
 /* Unmount the three (lazily: a runtime still holding them lets go when it
- * exits) and close the fds. Safe on a half-built or torn-down rootfs. */
-void oci_rootfs_teardown(oci_rootfs *rf);
+ * exits) and close the fds. Safe on a half-built or torn-down rootfs.
+ * unmount false: close the fds only (oci_rootfs_private_release takes the
+ * mounts with the private tmpfs they are on). */
+void oci_rootfs_teardown(oci_rootfs *rf, bool unmount);
 
 /* The host paths the `host` image binds read-only into the guest (for the
  * bundle's mounts): /usr, the real directories among /bin /sbin /lib*, and

@@ -203,6 +203,21 @@ static bool wait_pidfd(int pidfd, int timeout_ms)
 	return r > 0;
 }
 
+static void reap_runtime(struct shim *s)
+{
+	if (s->rt_pid > 0) {
+		int status;
+		while (waitpid(s->rt_pid, &status, 0) < 0 && errno == EINTR)
+			;
+		s->rt_pid = 0;
+	}
+	drain_output(s);
+	if (s->out_fd >= 0) {
+		close(s->out_fd);
+		s->out_fd = -1;
+	}
+}
+
 /* Stop the sandbox: nothing in it is worth a graceful end, so the agent's
  * connection goes, the runtime is killed, and the cgroup kills everything
  * else it started (a sentry, a gofer, the container's processes); then the
@@ -225,17 +240,10 @@ static int stop_sandbox(struct shim *s)
 		close(s->rt_pidfd);
 		s->rt_pidfd = -1;
 	}
-	if (s->rt_pid > 0) {
-		int status;
-		while (waitpid(s->rt_pid, &status, 0) < 0 && errno == EINTR)
-			;
-		s->rt_pid = 0;
-	}
-	drain_output(s);
-	if (s->out_fd >= 0) {
-		close(s->out_fd);
-		s->out_fd = -1;
-	}
+	/* With a cgroup the runtime is reaped after it: its exit and the
+	 * container's overlap, and the cgroup's removal waits for them all. */
+	if (!s->cg)
+		reap_runtime(s);
 	stamp(&s->down, "runtime");
 	if (s->cg) {
 		/* Kills what the runtime left (a sentry, a gofer, a container
@@ -249,8 +257,12 @@ static int stop_sandbox(struct shim *s)
 		msb_ns__cgroup_free(s->cg);
 		s->cg = NULL;
 	}
+	reap_runtime(s);
 	stamp(&s->down, "cgroup");
-	oci_rootfs_teardown(&s->rf);
+	/* The root's mounts are below the private tmpfs: its lazy unmount takes
+	 * them all at once (each unmount call costs the kernel an RCU grace
+	 * period). Without it, one by one. */
+	oci_rootfs_teardown(&s->rf, s->pfd < 0);
 	if (s->pfd >= 0) {
 		close(s->pfd);
 		s->pfd = -1;
