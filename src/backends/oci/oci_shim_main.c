@@ -244,7 +244,7 @@ static int stop_sandbox(struct shim *s)
 	 * container's overlap, and the cgroup's removal waits for them all. */
 	if (!s->cg)
 		reap_runtime(s);
-	stamp(&s->down, "runtime");
+	stamp(&s->down, "kill");
 	if (s->cg) {
 		/* Kills what the runtime left (a sentry, a gofer, a container
 		 * whose runtime was killed), then removes the directories. */
