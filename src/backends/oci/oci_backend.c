@@ -428,13 +428,6 @@ static int oci_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb
 			return r;
 		}
 		msb_ns__labels_clear(&labels);
-		/* The shim moves the runtime into the sandbox's cgroup in a few
-		 * ms; the kernel's migration lock may first wait for an RCU grace
-		 * period (DESIGN §8). Taken now, from a thread, that wait runs
-		 * beside the labels, the shim's start and the root's build. */
-		char *procs = NULL;
-		if (msb_ns__cgroup_own_procs(&procs) == 0)
-			msb_ns__cgroup_warm_attach(procs);
 		r = purge_sandbox(b, name, err);
 		if (r < 0)
 			return msb_error_wrap(err, "oci: cannot clear the stale sandbox `%s`",

@@ -117,19 +117,6 @@ int msb_ns__cgroup_version(const msb_ns_cgroup *cg);
 /* The directory of `controller` ("memory", "pids", "cpu"), or the v2
  * directory for any controller; NULL when not managed. */
 const char *msb_ns__cgroup_path(const msb_ns_cgroup *cg, const char *controller);
-/*
- * The caller's own `cgroup.procs` (a v1 pids, memory or cpu hierarchy, else
- * v2), malloc'd in *out; -errno (-ENOENT: none mounted). Writing "0" to it
- * moves the caller where it already is: nothing changes but the kernel's
- * cgroup migration lock, whose first writer after ~100 ms of quiet waits
- * for an RCU grace period (DESIGN §8). A sandbox's attach that comes while
- * such a write waits shares its grace period (msb_ns__cgroup_warm_attach).
- */
-int msb_ns__cgroup_own_procs(char **out);
-/* That write, from a detached thread of the caller: the grace period runs
- * while the caller goes on building the sandbox. `procs` is taken (freed by
- * the thread). Best effort: nothing is reported. */
-void msb_ns__cgroup_warm_attach(char *procs);
 /* Kill whatever is left inside, remove the directories (and the shared
  * `msb` parents when empty). Safe to call on a half set-up plan. */
 int msb_ns__cgroup_destroy(msb_ns_cgroup *cg, msb_error **err);

@@ -15,7 +15,6 @@
  */
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -214,63 +213,6 @@ static int parent_dir(const struct proc_texts *pt, const char *controller, const
 		rel++;
 	*out = *rel ? msb__asprintf("%s/%s", mnt, rel) : strdup(mnt);
 	return *out ? 0 : msb__error_nomem(err);
-}
-
-int msb_ns__cgroup_own_procs(char **out)
-{
-	struct proc_texts pt = {0};
-	int r = proc_texts_read(&pt);
-	static const char *const controllers[] = {"pids", "memory", "cpu"};
-	_cleanup_free_ char *dir = NULL;
-	for (size_t i = 0; r == 0 && !dir && i <= 3; i++) {
-		msb_error *e = NULL;
-		if (parent_dir(&pt, i < 3 ? controllers[i] : NULL, NULL, &dir, &e) < 0)
-			dir = NULL;
-		msb_error_free(e);
-	}
-	proc_texts_clear(&pt);
-	if (r < 0)
-		return r;
-	if (!dir)
-		return -ENOENT;
-	*out = msb__asprintf("%s/cgroup.procs", dir);
-	return *out ? 0 : -ENOMEM;
-}
-
-static void *warm_attach(void *arg)
-{
-	char *procs = arg;
-	/* guest-names: ok - cgroupfs: the caller's own cgroup */
-	int fd = open(procs, O_WRONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		ssize_t w = write(fd, "0", 1);
-		(void)w;
-		close(fd);
-	}
-	free(procs);
-	return NULL;
-}
-
-void msb_ns__cgroup_warm_attach(char *procs)
-{
-	pthread_attr_t attr;
-	pthread_t t;
-	if (!procs)
-		return;
-	if (pthread_attr_init(&attr) != 0) {
-		free(procs);
-		return;
-	}
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	/* The thread does one open and one write: a small stack will do. */
-	pthread_attr_setstacksize(&attr, 64 << 10);
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (pthread_create(&t, &attr, warm_attach, procs) != 0)
-		free(procs);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
 }
 
 static bool valid_name(const char *n)
