@@ -18,15 +18,18 @@ this script's clock (time.monotonic_ns). The steps, in order:
   detach       setsid, stdio to /dev/null
   mountns      the shim's private mount namespace
   state        the state directory checked, shim.pid
-  work         work/, the control socket
-  cgroup       the cgroup planned, recorded and set up (limits written)
+  cgroup       the control socket; the cgroup planned, recorded and set up
+               (its directories made, the limits written)
+  fork         the runtime's process forked: it moves itself into the cgroup
+               (v1: may wait for an RCU grace period) while the shim goes on
+  work         work/ (the storage base)
   tmpfs        the private tmpfs at run/
   rootfs       the writable layer's tmpfs, the skeleton, the overlay, /dev/shm
   bundle       config.json
-  fork         the runtime's process forked
-  spawn        it moves into the cgroup (v1: may wait for an RCU grace period)
+  release      the runtime's process told to exec the runtime (it may still be
+               moving into the cgroup)
   hello        the runtime's own start of the container, the agent's start and
-               HELLO: the runtime's work
+               HELLO: the runtime's work (and the rest of the cgroup move)
   init_pid     the runtime's pid file read, init.pid written
   listen       agent.sock
   report       "ok" to the library
