@@ -59,7 +59,15 @@ void oci_rootfs_hide_hybrid_cgroup2(void)
 	struct statfs st;
 	if (statfs("/sys/fs/cgroup", &st) < 0 || st.f_type != TMPFS_MAGIC)
 		return; /* unified (v2 only) or no cgroupfs: crun is content */
-	if (statfs("/sys/fs/cgroup/unified", &st) == 0 && st.f_type == CGROUP2_SUPER_MAGIC)
+	if (statfs("/sys/fs/cgroup/unified", &st) < 0 || st.f_type != CGROUP2_SUPER_MAGIC)
+		return;
+	/* Covered by an empty read-only tmpfs rather than unmounted: an
+	 * unmount costs the kernel an RCU grace period (ms here, on every
+	 * start); a mount does not. crun then sees no cgroup2 there, and
+	 * neither does the shim's cgroup plan (no cgroup.controllers). */
+	if (mount("msb-hidden", "/sys/fs/cgroup/unified", "tmpfs",
+		  MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "size=4k,nr_inodes=1,mode=0555") < 0)
 		umount2("/sys/fs/cgroup/unified", MNT_DETACH);
 }
 

@@ -40,8 +40,9 @@ typedef struct oci_rootfs {
 int oci_rootfs_private(char *err, size_t size);
 
 /* crun refuses a host whose cgroup2 hierarchy is mounted beside v1
- * controllers ("hybrid"): in the private namespace, unmount it. Nothing the
- * sandbox needs lives there (limits are the shim's, in v1). */
+ * controllers ("hybrid"): in the private namespace, cover it with an empty
+ * read-only tmpfs (unmount it if that fails). Nothing the sandbox needs
+ * lives there (limits are the shim's, in v1). */
 void oci_rootfs_hide_hybrid_cgroup2(void);
 
 /* The private tmpfs at dfd/name (OCI_STATE_PRIVATE): *fd gets its root.
