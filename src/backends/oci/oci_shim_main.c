@@ -558,7 +558,7 @@ static size_t cgroup_self_fds(struct shim *s, int *fds, size_t max)
 static void write_bundle(struct shim *s)
 {
 	if (s->cfg.ns.image == MSB_NS_IMAGE_HOST && !s->host_binds &&
-	    oci_rootfs_host_binds(&s->host_binds) < 0)
+	    oci_rootfs_host_binds(!s->rf.copy_etc, &s->host_binds) < 0)
 		die(s, "list the host's directories: %s", strerror(errno));
 	oci_spec_input in = {
 		.cfg = &s->cfg,
@@ -757,6 +757,7 @@ static void start_sandbox(struct shim *s)
 		die(s, "%s", why_);
 	oci_stamp(&s->up, "tmpfs");
 	s->rf = (oci_rootfs)OCI_ROOTFS_INIT(&s->cfg.ns, s->pfd);
+	s->rf.copy_etc = s->cfg.runtime == OCI_RUNSC;
 	if (oci_rootfs_build(&s->rf) < 0)
 		die(s, "root filesystem: %s", s->rf.err);
 	oci_stamp(&s->up, "rootfs");
