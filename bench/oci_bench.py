@@ -3,6 +3,7 @@
 """The `oci` backend beside the bare runtime it drives, side by side in one run.
 
     bench/oci_bench.py [--build DIR] [-n N] [--runtimes runsc,crun] [--json OUT]
+                       [--baseline-shim PATH]
 
 Needs root, and the runtimes (scripts/install-deps). For each runtime R:
 
@@ -31,6 +32,10 @@ only, fresh /proc, pid, network, ipc, uts and mount namespaces; runsc with
 private mount namespace (a hybrid cgroup2 hierarchy hidden, as msb-oci-shim
 does). msb's sandboxes add what the backend always has: a user namespace, an
 overlay root with a size-capped tmpfs layer, cgroup limits, the agent.
+
+--baseline-shim PATH adds `msb run (baseline shim)`: the same CLI with another
+msb-oci-shim (MSB_OCI_SHIM; say, one built from an older tree), in the same
+rounds - a before/after on the same minute of a noisy machine.
 
 N runs per case (default 20), the cases of one runtime in a shuffled order
 each round; medians and p90s (nearest rank), and each msb case's median over
@@ -149,10 +154,10 @@ def runtime_argv(rt, path, root):
     return [path, "--root", root, "--cgroup-manager=disabled"]
 
 
-def timed(argv, preexec=None):
+def timed(argv, preexec=None, env=None):
     t = time.perf_counter()
     p = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE, preexec_fn=preexec, timeout=120)
+                       stderr=subprocess.PIPE, preexec_fn=preexec, timeout=120, env=env)
     dt = time.perf_counter() - t
     if p.returncode != 0:
         raise RuntimeError(f"{argv[:6]}... exited {p.returncode}: {p.stderr[-300:]!r}")
@@ -189,6 +194,10 @@ def bench_runtime(rt, args, msb, tmp):
     def msb_run():
         return timed([msb, "run", *common, "--", "true"])
 
+    def msb_run_baseline():
+        env = dict(os.environ, MSB_OCI_SHIM=args.baseline_shim)
+        return timed([msb, "run", *common, "--", "true"], env=env)
+
     def msb_acquire():
         counter[0] += 1
         thread = f"acq-{counter[0]}"
@@ -221,6 +230,8 @@ def bench_runtime(rt, args, msb, tmp):
     cases = {"msb run": msb_run, f"{rt} run": bare_run, f"{rt} run, same bundle": same_run,
              "msb acquire": msb_acquire,
              "msb exec": msb_exec, f"{rt} exec": bare_exec}
+    if args.baseline_shim:
+        cases["msb run (baseline shim)"] = msb_run_baseline
     samples = {k: [] for k in cases}
     try:
         for fn in cases.values():  # warm-up, untimed
@@ -241,7 +252,12 @@ def bench_runtime(rt, args, msb, tmp):
     for k, v in samples.items():
         out["cases"][k] = {"p50_ms": round(pct(v, 0.5), 2), "p90_ms": round(pct(v, 0.9), 2)}
     c = out["cases"]
-    out["ratios"] = {
+    ratios = {}
+    if args.baseline_shim:
+        ratios["cold run: baseline shim / bare run"] = round(
+            c["msb run (baseline shim)"]["p50_ms"] / c[f"{rt} run"]["p50_ms"], 2)
+    out["ratios"] = ratios
+    out["ratios"] |= {
         "cold run: msb run / bare run": round(c["msb run"]["p50_ms"] / c[f"{rt} run"]["p50_ms"], 2),
         "cold run: msb run / same bundle": round(c["msb run"]["p50_ms"] /
                                                  c[f"{rt} run, same bundle"]["p50_ms"], 2),
@@ -257,6 +273,7 @@ def main():
     ap.add_argument("-n", type=int, default=20)
     ap.add_argument("--runtimes", default="runsc,crun")
     ap.add_argument("--json")
+    ap.add_argument("--baseline-shim")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("oci_bench: needs root")
