@@ -45,6 +45,8 @@ typedef struct engine_sandbox {
 	/* The confined file plane: 0 not asked yet, 1 the agent serves this
 	 * container, -1 the tar-header walk does. */
 	int agent;
+	/* The kept agent stream: exec's fast path (engine_kept.c). */
+	engine_kept kept;
 } engine_sandbox;
 
 static const engine_transport_ops *ops(engine_sandbox *s)
@@ -148,6 +150,13 @@ static int run(engine_sandbox *s, const msb_exec_request *req, bool bounded, msb
 		return r;
 	if (why)
 		return not_entered(why, bounded ? req->max_output_bytes : UINT64_MAX, out, err);
+	msb_exec_request q = *req;
+	q.working_directory = wd;
+	r = msb_engine__kept_exec(s->b, &s->kept, s->id, s->name, s->base, &q, bounded, out, err);
+	if (r != ENGINE_KEPT_UNAVAILABLE) {
+		drain_egress(s);
+		return r;
+	}
 	const char *shell_argv[] = {"sh", "-c", req->shell, NULL};
 	engine_exec x = {
 		.argv = req->argv ? req->argv : shell_argv,
@@ -531,6 +540,7 @@ static void engine_release(void *impl)
 	engine_sandbox *s = impl;
 	if (!s)
 		return;
+	msb_engine__kept_clear(&s->kept, s->b);
 	free(s->name);
 	free(s->id);
 	free(s->base);
@@ -574,6 +584,7 @@ int msb_engine__sandbox_new(engine_backend *b, const msb_key *key, const char *n
 	if (!s)
 		return msb__error_nomem(err);
 	s->b = b;
+	msb_engine__kept_init(&s->kept);
 	s->owner = msb_backend_ref(b->self);
 	s->name = msb__strdup(name);
 	s->id = msb__strdup(id);
