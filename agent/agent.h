@@ -319,7 +319,8 @@ int agent_file_main(int argc, char **argv);
  * a socket as its stdin, the parent relays the engine's pipes and exits. */
 int engine_relay_start(void);
 /* --engine: workloads start from the agent's own environment (the
- * container's, as the engine's exec gave it) instead of PATH and HOME. */
-extern bool agent_inherit_env;
+ * container's, as the engine's exec gave it) instead of PATH and HOME, and
+ * keep the capabilities and seccomp profile the engine gave the agent. */
+extern bool agent_engine_exec;
 
 #endif

@@ -130,7 +130,7 @@ static size_t key_len(const char *kv)
 	return eq ? (size_t)(eq - kv) : strlen(kv);
 }
 
-bool agent_inherit_env;
+bool agent_engine_exec;
 
 /* Defaults (or, with --engine, the agent's own environment), overridden
  * key by key by the request, plus PWD (logical). */
@@ -140,7 +140,7 @@ static char **build_envp(const msb_proto_exec_open *m, const char *logical,
 	extern char **environ;
 	const char *const *base = default_env;
 	size_t n_base = sizeof(default_env) / sizeof(default_env[0]);
-	if (agent_inherit_env && environ && environ[0]) {
+	if (agent_engine_exec && environ && environ[0]) {
 		base = (const char *const *)environ;
 		for (n_base = 0; base[n_base]; n_base++)
 			;

@@ -461,7 +461,7 @@ int main(int argc, char **argv)
 	if (engine) {
 		if (engine_relay_start() < 0)
 			return 2;
-		agent_inherit_env = true;
+		agent_engine_exec = true;
 	}
 	if (a->stdio) {
 		if (use_stdio(a) < 0)

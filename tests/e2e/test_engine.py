@@ -314,8 +314,14 @@ def test_files_in_and_out(docker, tmp_path):
     assert "recursive" in e["message"], e
     docker.ok("remove", key=k, path="deep", recursive=True)
     assert docker.ok("stat", key=k, path="deep") == {"present": False}
-    # The host's file plane served it all: no agent was placed (a local engine).
-    assert b".msb" not in out(docker.ok("exec", key=k, argv=["ls", "-a", "/"])).split()
+    # The host's file plane serves a handle that never execs without placing
+    # an agent (a local engine); only an exec places it, for the kept stream.
+    k2 = key("files-host")
+    cid = docker.ok("acquire", key=k2)["instance_id"]
+    docker.ok("write", key=k2, path="x.bin", file=str(src))
+    assert docker.ok("read", key=k2, path="x.bin", out=str(tmp_path / "x"))["len"] == len(blob)
+    assert ".msb" not in docker.engine.cli("exec", cid, "ls", "-a", "/").stdout.split()
+    docker.ok("dispose", key=k2, any_kind=True)
 
 
 def test_caps_are_counted_on_the_host(docker, tmp_path):

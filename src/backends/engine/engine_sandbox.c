@@ -526,6 +526,20 @@ static int engine_fingerprint(void *impl, bool *supported, msb_fingerprint *out,
 	}
 	if (fp.changed_paths)
 		fp.changed_paths[k] = NULL;
+	/* The kept agent (its relay and itself): msb's, started by a handle's
+	 * first exec and ended with the handle, not a call's leftover. */
+	_cleanup_free_ char *kept = s->b->agent_guest ? msb__asprintf("%s --engine --work %s",
+								      s->b->agent_guest, s->base)
+						      : NULL;
+	k = 0;
+	for (size_t i = 0; fp.running_programs && fp.running_programs[i]; i++) {
+		if (kept && strcmp(fp.running_programs[i], kept) == 0)
+			free(fp.running_programs[i]);
+		else
+			fp.running_programs[k++] = fp.running_programs[i];
+	}
+	if (fp.running_programs)
+		fp.running_programs[k] = NULL;
 	*out = fp;
 	return 0;
 }
