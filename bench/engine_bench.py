@@ -34,8 +34,9 @@ N times each, and reports medians and ratios:
                 create --internal`, `run` the proxy, poll `logs` for its
                 "listening", `network connect`, `run` the workload)
   acquire allowlist, warm  the same key again: the proxy kept
-  stream probe  (the transport of docs/engine.md "Towards the targets",
-                measured alone - not msb's path yet): one exec started once
+  stream probe  (the transport of docs/engine.md "The targets",
+                measured alone; msb's exec rides such a stream with its own
+                protocol, its files do not): one exec started once
                 on a hijacked, multiplexed stream (busybox sh reading one
                 command line at a time) and then a request/answer round trip
                 over it (`e` -> "e"), 64 MiB sent into a file (`w` -> head -c
