@@ -44,6 +44,10 @@ int msb_docker__exec_hijack(docker_transport *d, const char *eid, msb_buf *rest,
 int msb_docker__stream_open(void *t, const char *ref, const char *const *argv, engine_stream **out,
 			    int *fd, msb_error **err);
 void msb_docker__stream_close(engine_stream *s);
+/* The relay alone, on a connection already hijacked (taken, closed on
+ * failure too) and the bytes read past its response head. */
+int msb_docker__stream_start(int engine_fd, const uint8_t *pending, size_t n_pending,
+			     engine_stream **out, int *fd, msb_error **err);
 
 /* "Container `ref` is gone" when the engine says it has no such container
  * (404 on a container path): a handle bound to a disposed instance. */

@@ -199,34 +199,29 @@ void msb_docker__stream_close(engine_stream *s)
 	free(s);
 }
 
-int msb_docker__stream_open(void *t, const char *ref, const char *const *argv, engine_stream **out,
-			    int *fd, msb_error **err)
+int msb_docker__stream_start(int engine_fd, const uint8_t *pending, size_t n_pending,
+			     engine_stream **out, int *fd, msb_error **err)
 {
-	docker_transport *d = t;
-	engine_exec x = {.argv = argv, .stdin_data = (const uint8_t *)"", .timeout = 1};
-	_cleanup_free_ char *eid = NULL;
-	int rc = msb_docker__exec_create(d, ref, &x, &eid, err);
-	if (rc < 0)
-		return rc;
 	engine_stream *s = calloc(1, sizeof(*s));
-	if (!s)
+	if (!s) {
+		close(engine_fd);
 		return msb__error_nomem(err);
-	s->wake[0] = s->wake[1] = s->peer_fd = -1;
-	s->engine_fd = msb_docker__exec_hijack(d, eid, &s->pending, err);
-	if (s->engine_fd < 0) {
-		rc = s->engine_fd;
-		msb__buf_free(&s->pending);
-		free(s);
-		return rc;
 	}
-	int sv[2];
+	s->engine_fd = engine_fd;
+	s->wake[0] = s->wake[1] = s->peer_fd = -1;
+	int rc;
+	int sv[2] = {-1, -1};
+	if (n_pending && msb__buf_append(&s->pending, pending, n_pending) < 0) {
+		rc = msb__error_nomem(err);
+		goto fail;
+	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
 		rc = msb__error_errno(err, -errno, "kept stream: socketpair");
 		goto fail;
 	}
 	s->peer_fd = sv[1];
 	if (pipe2(s->wake, O_CLOEXEC) < 0) {
-		close(sv[0]);
+		s->wake[0] = s->wake[1] = -1;
 		rc = msb__error_errno(err, -errno, "kept stream: pipe");
 		goto fail;
 	}
@@ -234,7 +229,6 @@ int msb_docker__stream_open(void *t, const char *ref, const char *const *argv, e
 	fcntl(s->peer_fd, F_SETFL, fcntl(s->peer_fd, F_GETFL) | O_NONBLOCK);
 	int e = pthread_create(&s->thread, NULL, relay, s);
 	if (e != 0) {
-		close(sv[0]);
 		rc = msb__error_errno(err, -e, "kept stream: thread");
 		goto fail;
 	}
@@ -242,6 +236,8 @@ int msb_docker__stream_open(void *t, const char *ref, const char *const *argv, e
 	*fd = sv[0];
 	return 0;
 fail:
+	if (sv[0] >= 0)
+		close(sv[0]);
 	close(s->engine_fd);
 	if (s->peer_fd >= 0)
 		close(s->peer_fd);
@@ -251,5 +247,25 @@ fail:
 	}
 	msb__buf_free(&s->pending);
 	free(s);
+	return rc;
+}
+
+int msb_docker__stream_open(void *t, const char *ref, const char *const *argv, engine_stream **out,
+			    int *fd, msb_error **err)
+{
+	docker_transport *d = t;
+	engine_exec x = {.argv = argv, .stdin_data = (const uint8_t *)"", .timeout = 1};
+	_cleanup_free_ char *eid = NULL;
+	int rc = msb_docker__exec_create(d, ref, &x, &eid, err);
+	if (rc < 0)
+		return rc;
+	msb_buf rest = MSB_BUF_INIT;
+	int efd = msb_docker__exec_hijack(d, eid, &rest, err);
+	if (efd < 0) {
+		msb__buf_free(&rest);
+		return efd;
+	}
+	rc = msb_docker__stream_start(efd, rest.data, rest.len, out, fd, err);
+	msb__buf_free(&rest);
 	return rc;
 }
