@@ -132,6 +132,12 @@ static void *relay(void *arg)
 					   (to_peer.len > to_peer.off ? POLLOUT : 0))},
 			{.fd = s->wake[0], .events = POLLIN},
 		};
+		/* Nothing wanted of a side: not watched at all (its hang-up is
+		 * reported whatever the events, and would spin the loop while
+		 * the other side drains). */
+		for (int i = 0; i < 2; i++)
+			if (!p[i].events)
+				p[i].fd = -1;
 		if (poll(p, 3, -1) < 0) {
 			if (errno == EINTR)
 				continue;
