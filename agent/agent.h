@@ -345,4 +345,12 @@ void procs_snapshot(const struct agent *a, struct conn *c, uint32_t id,
 /* `msb-agent file ...` (agent/file.c): one confined file operation. */
 int agent_file_main(int argc, char **argv);
 
+/* --engine (engine_relay.c): fork; the child returns 0 and is the agent on
+ * a socket as its stdin, the parent relays the engine's pipes and exits. */
+int engine_relay_start(void);
+/* --engine: workloads start from the agent's own environment (the
+ * container's, as the engine's exec gave it) instead of PATH and HOME, and
+ * keep the capabilities and seccomp profile the engine gave the agent. */
+extern bool agent_engine_exec;
+
 #endif

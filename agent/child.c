@@ -255,11 +255,16 @@ _Noreturn void child_run(const struct spawn *sp)
 	prefer_for_oom(sp->proc_fd);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		die("no_new_privs", errno);
-	drop_capabilities(sp->cap_last);
+	/* --engine: the workload keeps what the engine gives an exec (its
+	 * capabilities, its seccomp profile), as an engine exec of it would;
+	 * no_new_privs is set either way (docs/engine.md, "exec"). */
+	bool engine_exec = agent_engine_exec && !sp->file_op;
+	if (!engine_exec)
+		drop_capabilities(sp->cap_last);
 	/* everything of the agent's is O_CLOEXEC; this also catches fds the
 	 * agent inherited from whoever started it */
 	syscall(SYS_close_range, 3u, ~0u, 0u);
-	int rc = seccomp_install();
+	int rc = engine_exec ? 0 : seccomp_install();
 	if (rc < 0)
 		die("seccomp filter", -rc);
 	if (sp->file_op)

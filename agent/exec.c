@@ -130,21 +130,35 @@ static size_t key_len(const char *kv)
 	return eq ? (size_t)(eq - kv) : strlen(kv);
 }
 
-/* Defaults, overridden key by key by the request, plus PWD (logical). */
+bool agent_engine_exec;
+
+/* Defaults (or, with --engine, the agent's own environment), overridden
+ * key by key by the request, plus PWD (logical). */
 static char **build_envp(const msb_proto_exec_open *m, const char *logical,
 			 const char *const *extra)
 {
+	extern char **environ;
+	const char *const *base = default_env;
+	size_t n_base = sizeof(default_env) / sizeof(default_env[0]);
+	if (agent_engine_exec && environ && environ[0]) {
+		base = (const char *const *)environ;
+		for (n_base = 0; base[n_base]; n_base++)
+			;
+	}
 	size_t n_extra = 0;
 	while (extra && extra[n_extra])
 		n_extra++;
-	size_t cap = sizeof(default_env) / sizeof(default_env[0]) + n_extra + m->env.count + 2;
+	size_t cap = n_base + n_extra + m->env.count + 2;
 	char **v = calloc(cap, sizeof(*v));
 	size_t n = 0;
 	if (!v)
 		return NULL;
-	for (size_t i = 0; i < sizeof(default_env) / sizeof(default_env[0]); i++)
-		if (!(v[n++] = str_dup((const uint8_t *)default_env[i], strlen(default_env[i]))))
+	for (size_t i = 0; i < n_base; i++) {
+		if (strncmp(base[i], "PWD=", 4) == 0)
+			continue; /* the logical one below */
+		if (!(v[n++] = str_dup((const uint8_t *)base[i], strlen(base[i]))))
 			goto fail;
+	}
 	/* The egress proxy's variables (egress.c), when it listens. */
 	for (size_t i = 0; i < n_extra; i++)
 		if (!(v[n++] = str_dup((const uint8_t *)extra[i], strlen(extra[i]))))

@@ -58,6 +58,7 @@ static void usage(void)
 {
 	agent_log("usage: msb-agent [--work DIR]   (listening socket on $MSB_AGENT_LISTEN_FD)");
 	agent_log("       msb-agent --stdio [--work DIR]   (stdin: the one connection)");
+	agent_log("       msb-agent --engine [--work DIR]  (stdin and stdout: an engine's pipes)");
 }
 
 /* Strict non-negative decimal. */
@@ -419,6 +420,7 @@ int main(int argc, char **argv)
 	static struct agent agent;
 	struct agent *a = &agent;
 	const char *work = AGENT_DEFAULT_WORK;
+	bool engine = false;
 
 	/* One file operation for a container engine's exec (agent/file.c). */
 	if (argc >= 2 && strcmp(argv[1], "file") == 0)
@@ -431,6 +433,12 @@ int main(int argc, char **argv)
 	for (int i = 1; vm_listen < 0 && i < argc; i++) {
 		if (strcmp(argv[i], "--stdio") == 0) {
 			a->stdio = true;
+		} else if (strcmp(argv[i], "--engine") == 0) {
+			/* a container engine's exec: pipes, not a socket
+			 * (engine_relay.c); workloads inherit the exec's
+			 * environment, the container's (exec.c) */
+			a->stdio = true;
+			engine = true;
 		} else if (strcmp(argv[i], "--no-nest") == 0) {
 			a->no_nest = true;
 		} else if (strcmp(argv[i], "--work") == 0 && i + 1 < argc) {
@@ -450,6 +458,11 @@ int main(int argc, char **argv)
 	if (!a->work)
 		return 1;
 
+	if (engine) {
+		if (engine_relay_start() < 0)
+			return 2;
+		agent_engine_exec = true;
+	}
 	if (a->stdio) {
 		if (use_stdio(a) < 0)
 			return 2;

@@ -12,8 +12,12 @@ N times each, and reports medians and ratios:
                 construction with GET /version, then get-or-create) beside
                 `docker run -d --network none IMAGE sleep infinity`
   exec true     /bin/true in a warm container: the docker backend's exec in a
-                warm process (exec create + hijacked start + inspect), and a
-                whole msb-engine-tool process, beside `docker exec C true`
+                warm process on its kept agent stream (msb-agent --engine,
+                started by the handle's first exec; each exec is then frames
+                on it), and a whole msb-engine-tool process (which starts its
+                own stream), beside `docker exec C true`
+  exec true (engine exec)  the same with the stream off (MSB_ENGINE_KEPT=0):
+                one engine exec per call (create + hijacked start + inspect)
   64 MiB write  the backend's write_file beside `docker cp FILE C:/PATH`: with
                 the confined agent (one exec of msb-agent, the bytes on its
                 stdin) and with the tar-header walk (stats + archive PUT)
@@ -30,8 +34,9 @@ N times each, and reports medians and ratios:
                 create --internal`, `run` the proxy, poll `logs` for its
                 "listening", `network connect`, `run` the workload)
   acquire allowlist, warm  the same key again: the proxy kept
-  stream probe  (the transport of docs/engine.md "Towards the targets",
-                measured alone - not msb's path yet): one exec started once
+  stream probe  (the transport of docs/engine.md "The targets",
+                measured alone; msb's exec rides such a stream with its own
+                protocol, its files do not): one exec started once
                 on a hijacked, multiplexed stream (busybox sh reading one
                 command line at a time) and then a request/answer round trip
                 over it (`e` -> "e"), 64 MiB sent into a file (`w` -> head -c
@@ -110,7 +115,7 @@ def run(d, tool, n):
         return dt, doc
 
     r = {k: [] for k in ("acquire_tool_wall", "acquire_lib", "docker_run", "exec_lib",
-                         "exec_tool_wall", "docker_exec", "write_lib", "docker_cp_in",
+                         "exec_tool_wall", "docker_exec", "exec_engine_lib", "write_lib", "docker_cp_in",
                          "read_lib", "docker_cp_out", "wslc_exec_lib", "wslc_exec_wall",
                          "write_agent", "read_agent", "small_walk", "small_agent",
                          "docker_cp_small", "write_host", "read_host", "small_host")}
@@ -124,10 +129,13 @@ def run(d, tool, n):
     k = {"scope": "bench", "thread": "warm", "agent": "b"}
     _, doc = t({"op": "acquire", "key": k})
     cid = doc["instance_id"]
-    _, doc = t({"op": "exec", "key": k, "argv": ["true"], "repeat": n + 2})
+    _, doc = t({"op": "exec", "key": k, "argv": ["true"], "repeat": n + 2}, e=henv)
     r["exec_lib"] = doc["times"][2:]
+    _, doc = t({"op": "exec", "key": k, "argv": ["true"], "repeat": n + 2},
+               e=dict(henv, MSB_ENGINE_KEPT="0"))
+    r["exec_engine_lib"] = doc["times"][2:]
     for _ in range(n):
-        wall, _ = t({"op": "exec", "key": k, "argv": ["true"]})
+        wall, _ = t({"op": "exec", "key": k, "argv": ["true"]}, e=henv)
         r["exec_tool_wall"].append(wall)
         dt, _ = timed([d.docker, "exec", cid, "true"], env)
         r["docker_exec"].append(dt)
@@ -334,6 +342,7 @@ def report(r, n):
     rows = [
         ("acquire (new container)", "acquire_lib", "acquire_tool_wall", "docker_run"),
         ("exec /bin/true", "exec_lib", "exec_tool_wall", "docker_exec"),
+        ("exec (engine exec)", "exec_engine_lib", None, "docker_exec"),
         ("64 MiB write (walk)", "write_lib", None, "docker_cp_in"),
         ("64 MiB write (agent)", "write_agent", None, "docker_cp_in"),
         ("64 MiB write (host)", "write_host", None, "docker_cp_in"),

@@ -394,6 +394,22 @@ int msb_client__open(const char *socket_path, msb_client **out, msb_error **err)
 	return 0;
 }
 
+bool msb_client__idle_ok(msb_client *c)
+{
+	pthread_mutex_lock(&c->lock);
+	bool ok = c->fd >= 0;
+	if (ok) {
+		/* Between calls the agent says nothing: anything readable is
+		 * its end (or a violation), either way not a usable connection. */
+		struct pollfd p = {.fd = c->fd, .events = POLLIN};
+		ok = poll(&p, 1, 0) == 0;
+		if (!ok)
+			msb_client__drop(c);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return ok;
+}
+
 int msb_client__connect_fd(int fd, double timeout, msb_client **out, msb_error **err)
 {
 	msb_client *c;

@@ -33,6 +33,11 @@ int msb_client__open(const char *socket_path, msb_client **out, msb_error **err)
 /* The same over a connected stream socket, which the client owns from now on
  * (closed on failure too). Such a client does not reconnect. */
 int msb_client__connect_fd(int fd, double timeout, msb_client **out, msb_error **err);
+/* Connected, and nothing unasked-for waiting on the connection between
+ * calls (the agent's end reads as readable): false drops the connection.
+ * A holder of a kept connection asks before a call, to renew a lost one
+ * rather than fail the call on it. */
+bool msb_client__idle_ok(msb_client *c);
 /* Close the connection (the agent kills any exec still running on it). NULL ok. */
 void msb_client__free(msb_client *c);
 

@@ -152,8 +152,10 @@ def test_doctor_and_declarations(docker, docker_walk):
     d = docker.ok("doctor")
     assert d["ok"] and "API 1." in d["reason"] and "the confined agent" in d["reason"]
     assert "file plane: the host's" in d["reason"]
+    assert "exec: one msb-agent per handle on a kept stream" in d["reason"]
     d = docker_walk.ok("doctor")
     assert d["ok"] and "file plane: the tar-header walk" in d["reason"]
+    assert "exec: one engine exec per call" in d["reason"]
     decl = docker.ok("declarations")
     assert decl["name"] == "docker" and decl["isolation"] == "container"  # 22.1
     dd = decl["declarations"]
@@ -212,7 +214,9 @@ def test_exec_bytes_and_exit_codes(docker):
     assert len(out(r)) == 3000000
     r = docker.ok("exec_bounded", key=k, argv=["head", "-c", "100000", "/dev/zero"],
                   max_output=1000)
-    assert len(out(r)) == 1000 and r["truncated"] is True and r["exit_code"] == 0
+    # On the kept agent stream, as under ns: past the budget the agent closes
+    # the pipes and the workload meets SIGPIPE (docs/internals/protocol.md).
+    assert len(out(r)) == 1000 and r["truncated"] is True and r["exit_code"] == 128 + 13
 
 
 def test_exec_timeout_kills_the_process_group(docker):
@@ -224,6 +228,63 @@ def test_exec_timeout_kills_the_process_group(docker):
     # Nothing of it is left, and the sandbox still serves.
     r = docker.ok("exec", key=k, argv=["ps", "-o", "args"])
     assert b"sleep 30" not in out(r), out(r)
+
+
+def _engine_agents(engine, cid):
+    """The kept agents (relay and agent) running in container cid: pids."""
+    ps = engine.cli("exec", cid, "ps", "-o", "pid,args").stdout
+    return [ln.split()[0] for ln in ps.splitlines()
+            if "/.msb/msb-agent" in ln and "--engine" in ln]
+
+
+def test_execs_ride_one_kept_agent_stream_renewed_when_lost(docker, engine, tmp_path):
+    # Issue 19: one msb-agent per handle on a kept stream; each exec is
+    # frames on it (the workload's parent is that agent, the same one for
+    # every exec). Killed while idle, it is renewed before the next exec;
+    # killed under an exec, that exec fails typed and the next one renews.
+    k = key("kept")
+    cid = docker.ok("acquire", key=k)["instance_id"]
+    go = tmp_path / "go"
+    who = ["sh", "-c", 'echo $PPID; tr "\\0" " " < /proc/$PPID/cmdline']
+    steps = [{"exec": who}, {"exec": who}, {"wait_file": str(go)}, {"exec": who},
+             {"exec": ["sh", "-c", "kill -9 $PPID; sleep 2"], "timeout": 60}, {"exec": who}]
+    env = dict(engine.env(), MSB_AGENT=AGENT)
+    p = subprocess.Popen([TOOL, docker.cfg, json.dumps({"op": "steps", "key": k,
+                                                        "steps": steps})],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        for _ in range(200):
+            pids = _engine_agents(engine, cid)
+            if pids or p.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert pids, p.poll()
+        engine.cli("exec", cid, "kill", "-9", *pids, check=True)
+        go.touch()
+        stdout, stderr = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    res = json.loads(stdout.decode().splitlines()[-1])["results"]
+    first, second, _, renewed, killed, after = res
+    parents = []
+    for r in (first, second, renewed, after):
+        assert r.get("exit_code") == 0, (r, stderr)
+        pid, cmdline = out(r).decode().split("\n", 1)
+        assert cmdline.startswith("/.msb/msb-agent"), cmdline
+        assert "--engine --work /maf-sandbox/work" in cmdline, cmdline
+        parents.append(pid)
+    assert parents[0] == parents[1]  # one stream for both
+    assert parents[2] != parents[1] and parents[3] != parents[2]  # fresh ones
+    e = killed["error"]
+    assert e["name"] == "RuntimeError" and "kept agent stream" in e["message"], e
+    # The handle released with the process: no agent is left behind.
+    for _ in range(200):
+        if not _engine_agents(engine, cid):
+            break
+        time.sleep(0.05)
+    assert _engine_agents(engine, cid) == []
+    docker.ok("dispose", key=k, any_kind=True)
 
 
 # ---- files (22.7) --------------------------------------------------------------------------
@@ -253,8 +314,14 @@ def test_files_in_and_out(docker, tmp_path):
     assert "recursive" in e["message"], e
     docker.ok("remove", key=k, path="deep", recursive=True)
     assert docker.ok("stat", key=k, path="deep") == {"present": False}
-    # The host's file plane served it all: no agent was placed (a local engine).
-    assert b".msb" not in out(docker.ok("exec", key=k, argv=["ls", "-a", "/"])).split()
+    # The host's file plane serves a handle that never execs without placing
+    # an agent (a local engine); only an exec places it, for the kept stream.
+    k2 = key("files-host")
+    cid = docker.ok("acquire", key=k2)["instance_id"]
+    docker.ok("write", key=k2, path="x.bin", file=str(src))
+    assert docker.ok("read", key=k2, path="x.bin", out=str(tmp_path / "x"))["len"] == len(blob)
+    assert ".msb" not in docker.engine.cli("exec", cid, "ls", "-a", "/").stdout.split()
+    docker.ok("dispose", key=k2, any_kind=True)
 
 
 def test_caps_are_counted_on_the_host(docker, tmp_path):

@@ -11,7 +11,8 @@
  * BACKEND_JSON: {"type": "docker"|"wslc", ...} (msb/engine.h). REQUEST_JSON:
  * {"op": OP, "key": {"scope", "thread", "agent"}, "kind": K, "work_dir": W,
  *  "image": I, "allow": [HOST, ...], ...} with OP one of: doctor, declarations, acquire, exec,
- * write, read, stat, remove, reclaim, fingerprint, dispose, dispose_scope, conformance, bench.
+ * write, read, stat, remove, reclaim, fingerprint, dispose, dispose_scope, conformance, bench,
+ * steps (several execs on one handle, with waits between them).
  * Prints one JSON object; on a failure {"error": {"code", "name", "message"}} and exit status 1.
  */
 #include <inttypes.h>
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <msb/conformance.h>
 #include <msb/engine.h>
@@ -407,6 +409,48 @@ int main(int argc, char **argv)
 		msb_exec_result_clear(&res);
 		free(vec);
 		free(in);
+	} else if (strcmp(op, "steps") == 0) {
+		/* Several execs on one handle (the kept stream's tests):
+		 * {"exec": ARGV, "timeout": T} or {"wait_file": PATH} (polled
+		 * until it exists: the test acts from outside meanwhile).
+		 * {"results": [RESULT or {"error": ...}, ...]} */
+		json_t *results = json_array();
+		size_t i;
+		json_t *st;
+		json_array_foreach (json_object_get(req, "steps"), i, st) {
+			if (sget(st, "wait_file")) {
+				while (access(sget(st, "wait_file"), F_OK) != 0)
+					usleep(20000);
+				json_array_append_new(results, json_object());
+				continue;
+			}
+			json_t *av = json_object_get(st, "exec");
+			size_t n = json_array_size(av);
+			const char **vec = calloc(n + 1, sizeof(*vec));
+			for (size_t j = 0; j < n; j++)
+				vec[j] = json_string_value(json_array_get(av, j));
+			msb_exec_request x = MSB_EXEC_REQUEST_INIT;
+			x.argv = vec;
+			if (json_is_number(json_object_get(st, "timeout")))
+				x.timeout = json_number_value(json_object_get(st, "timeout"));
+			msb_exec_result res = {0};
+			msb_error *e = NULL;
+			if (msb_sandbox_exec(sb, &x, &res, &e) == 0)
+				json_array_append_new(results, result_json(&res));
+			else
+				json_array_append_new(
+					results,
+					json_pack("{s:{s:i, s:s, s:s}}", "error", "code",
+						  msb_error_code(e), "name",
+						  msb_error_name(e) ? msb_error_name(e) : "",
+						  "message",
+						  msb_error_message(e) ? msb_error_message(e)
+								       : ""));
+			msb_error_free(e);
+			msb_exec_result_clear(&res);
+			free(vec);
+		}
+		o = json_pack("{s:o}", "results", results);
 	} else if (strcmp(op, "write") == 0) {
 		size_t n = 0;
 		uint8_t *data = sget(req, "file") ? read_path(sget(req, "file"), &n)

@@ -682,6 +682,8 @@ static const engine_transport_ops docker_ops = {
 	.host_root = msb_docker__host_root,
 	.pid = msb_docker__pid,
 	.install = docker_install,
+	.stream_open = msb_docker__stream_open,
+	.stream_close = msb_docker__stream_close,
 	.net_create = msb_docker__net_create,
 	.net_remove = msb_docker__net_remove,
 	.net_list = msb_docker__net_list,
@@ -959,6 +961,15 @@ int msb_docker_doctor(const char *json, size_t len, bool *ok, char **reason, msb
 					 "container); msb-agent not found at `%s` (set $MSB_AGENT) "
 					 "for the confined agent",
 					 agent ? agent : "?");
+	const char *kept_env = getenv("MSB_ENGINE_KEPT");
+	const char *exec_path =
+		!confined ? "exec: one engine exec per call (no msb-agent for the kept stream)"
+		: kept_env && strcmp(kept_env, "0") == 0
+			? "exec: one engine exec per call (the kept stream is off: "
+			  "MSB_ENGINE_KEPT=0)"
+			: "exec: one msb-agent per handle on a kept stream (`msb-agent --engine`, "
+			  "started on the first exec), one engine exec per call where it cannot "
+			  "start or is busy";
 	const char *hf = getenv("MSB_ENGINE_HOSTFS");
 	const char *host_plane =
 		hf && strcmp(hf, "0") == 0
@@ -967,11 +978,12 @@ int msb_docker_doctor(const char *json, size_t len, bool *ok, char **reason, msb
 			  "root from /proc/PID, the storage base resolved with openat2 "
 			  "RESOLVE_IN_ROOT|RESOLVE_NO_SYMLINKS; write, read, stat, remove, "
 			  "reclaim), else ";
-	*reason = msb__asprintf("engine at %s: version %s, API %s, os %s; %s; %s; %s%s", d->host,
-				d->version, d->api_version, d->os_type,
+	*reason = msb__asprintf("engine at %s: version %s, API %s, os %s; %s; %s; %s; %s%s",
+				d->host, d->version, d->api_version, d->os_type,
 				on_linux ? "exec, files in/out/delete and reclaim work"
 					 : "only a linux engine is served (os_families {posix})",
-				egress_text ? egress_text : "", host_plane, plane ? plane : "");
+				egress_text ? egress_text : "", exec_path, host_plane,
+				plane ? plane : "");
 	docker_free(d);
 	json_decref(obj); /* o's strings lived in it */
 	return *reason ? 0 : msb__error_nomem(err);

@@ -33,6 +33,22 @@ char *msb_docker__allowlist_refusal(const docker_transport *d);
 int msb_docker__exec(void *t, const char *ref, const engine_exec *x, msb_exec_result *out,
 		     msb_error **err);
 
+/* POST /containers/{ref}/exec: the exec's id (malloc()ed). */
+int msb_docker__exec_create(docker_transport *d, const char *ref, const engine_exec *x, char **eid,
+			    msb_error **err);
+/* POST /exec/{eid}/start on a fresh connection the engine hijacks: the fd,
+ * the response head read and checked, bytes past it appended to rest. */
+int msb_docker__exec_hijack(docker_transport *d, const char *eid, msb_buf *rest, msb_error **err);
+
+/* The kept agent stream (docker_stream.c, engine_transport_ops.stream_open). */
+int msb_docker__stream_open(void *t, const char *ref, const char *const *argv, engine_stream **out,
+			    int *fd, msb_error **err);
+void msb_docker__stream_close(engine_stream *s);
+/* The relay alone, on a connection already hijacked (taken, closed on
+ * failure too) and the bytes read past its response head. */
+int msb_docker__stream_start(int engine_fd, const uint8_t *pending, size_t n_pending,
+			     engine_stream **out, int *fd, msb_error **err);
+
 /* "Container `ref` is gone" when the engine says it has no such container
  * (404 on a container path): a handle bound to a disposed instance. */
 int msb_docker__container_error(const docker_response *r, const char *ref, const char *what,

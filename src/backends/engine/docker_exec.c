@@ -27,8 +27,8 @@
 #define HEAD_MAX (16u << 10)
 #define FRAME_MAX (1u << 24) /* one frame's announced length, a sanity bound */
 
-static int create_exec(docker_transport *d, const char *ref, const engine_exec *x, char **eid,
-		       msb_error **err)
+int msb_docker__exec_create(docker_transport *d, const char *ref, const engine_exec *x, char **eid,
+			    msb_error **err)
 {
 	json_t *cmd = json_array();
 	for (const char *const *a = x->argv; a && *a; a++)
@@ -247,9 +247,7 @@ static int send_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
-/* Start the exec on a fresh connection and read the response head; any
- * bytes after it are the stream's and go to s. Returns the fd. */
-static int start_stream(docker_transport *d, const char *eid, stream *s, msb_error **err)
+int msb_docker__exec_hijack(docker_transport *d, const char *eid, msb_buf *rest, msb_error **err)
 {
 	int fd = msb_docker__connect(&d->http);
 	if (fd < 0)
@@ -305,14 +303,28 @@ static int start_stream(docker_transport *d, const char *eid, stream *s, msb_err
 				     "(status %d)",
 				     status);
 	}
-	size_t rest = have - (size_t)(end + 4 - head);
-	if (rest) {
-		rc = feed(s, end + 4, rest, err);
+	size_t n_rest = have - (size_t)(end + 4 - head);
+	if (n_rest && msb__buf_append(rest, end + 4, n_rest) < 0) {
+		close(fd);
+		return msb__error_nomem(err);
+	}
+	return fd;
+}
+
+/* Start the exec on a fresh connection and read the response head; any
+ * bytes after it are the stream's and go to s. Returns the fd. */
+static int start_stream(docker_transport *d, const char *eid, stream *s, msb_error **err)
+{
+	msb_buf rest = MSB_BUF_INIT;
+	int fd = msb_docker__exec_hijack(d, eid, &rest, err);
+	if (fd >= 0 && rest.len) {
+		int rc = feed(s, rest.data, rest.len, err);
 		if (rc < 0) {
 			close(fd);
-			return rc;
+			fd = rc;
 		}
 	}
+	msb__buf_free(&rest);
 	return fd;
 }
 
@@ -346,7 +358,7 @@ int msb_docker__exec(void *t, const char *ref, const engine_exec *x, msb_exec_re
 	docker_transport *d = t;
 	_cleanup_free_ char *eid = NULL;
 	int64_t deadline = msb__now_ns() + (int64_t)(x->timeout * 1e9);
-	int rc = create_exec(d, ref, x, &eid, err);
+	int rc = msb_docker__exec_create(d, ref, x, &eid, err);
 	if (rc < 0)
 		return rc;
 	stream s = {.x = x, .out = {MSB_BUF_INIT, MSB_BUF_INIT}};

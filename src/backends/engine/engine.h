@@ -123,6 +123,10 @@ typedef struct engine_stat {
 /* create's answer when the name is taken (the adopt path, 21.18). */
 #define ENGINE_EXISTS 1
 
+/* A process kept running in a container on one stream (the kept agent,
+ * docs/engine.md): its bytes both ways on a socket of ours. */
+typedef struct engine_stream engine_stream;
+
 typedef struct engine_transport_ops {
 	/* Exactly this name (21.19): *state, and *id (malloc()ed) unless absent. */
 	int (*inspect)(void *t, const char *name, engine_state *state, char **id, msb_error **err);
@@ -168,6 +172,15 @@ typedef struct engine_transport_ops {
 	/* The container's init as the host's /proc numbers it, 0 when it is
 	 * not running or not known (engine_hostfs.c); NULL op = never. */
 	int64_t (*pid)(void *t, const char *ref);
+	/* Start argv in container `ref` (the image's user) on a stream kept
+	 * open: *fd is a connected stream socket (ours, close-on-exec) whose
+	 * bytes are the process's stdin and stdout; it reads end-of-file when
+	 * the process or the engine ends. stream_close ends the stream (the
+	 * process sees the end of its stdin) and frees it; NULL ops = every
+	 * exec is one engine exec. */
+	int (*stream_open)(void *t, const char *ref, const char *const *argv, engine_stream **out,
+			   int *fd, msb_error **err);
+	void (*stream_close)(engine_stream *s);
 
 	/* ---- the allowlist topology (21.21-21.23, 21.31, 21.33); NULL ops =
 	 * not served, and the backend then declares egress `closed` only. */
@@ -231,6 +244,8 @@ typedef struct engine_backend {
 	bool agent_off;
 	/* The host's file plane (engine_hostfs.c) not used: $MSB_ENGINE_HOSTFS=0. */
 	bool hostfs_off;
+	/* The kept agent stream (engine_kept.c) not used: $MSB_ENGINE_KEPT=0. */
+	bool kept_off;
 } engine_backend;
 
 typedef struct engine_backend_config {
@@ -289,6 +304,32 @@ int msb_engine__agent_write(engine_backend *b, const char *ref, const char *abs,
 			    const uint8_t *data, size_t len, msb_error **err);
 int msb_engine__agent_remove(engine_backend *b, const char *ref, const char *abs, const char *path,
 			     bool recursive, double timeout, const char *op, msb_error **err);
+
+/* ---- the kept agent stream (engine_kept.c) ---- */
+
+/* One msb-agent per sandbox handle on a stream kept open (docs/engine.md):
+ * started on the handle's first exec, each exec then frames of the msb
+ * protocol on it. */
+typedef struct engine_kept {
+	pthread_mutex_t lock; /* held for one exec; a busy stream is not waited for */
+	int state;	      /* 0 not tried, 1 held, -1 not served here (engine execs) */
+	engine_stream *stream;
+	struct msb_client *client;
+	unsigned streams; /* streams made in all (diagnostics, tests) */
+} engine_kept;
+
+/* ENGINE_KEPT_UNAVAILABLE: the exec is not run on the stream (none can be
+ * made here, or it is busy with another exec): the caller does one engine
+ * exec. Otherwise 0 with *out, or a negative MSB_E_*: a stream lost under
+ * the exec is an error (the engine's, when it is unreachable) and the next
+ * exec makes a fresh one. */
+#define ENGINE_KEPT_UNAVAILABLE 3
+int msb_engine__kept_exec(engine_backend *b, engine_kept *k, const char *ref, const char *name,
+			  const char *base, const msb_exec_request *req, bool bounded,
+			  msb_exec_result *out, msb_error **err);
+void msb_engine__kept_init(engine_kept *k);
+/* The stream ended and freed (the agent sees the end of its stdin). */
+void msb_engine__kept_clear(engine_kept *k, engine_backend *b);
 
 /* ---- the host's file plane (engine_hostfs.c) ---- */
 

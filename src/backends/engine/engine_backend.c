@@ -507,6 +507,8 @@ int msb_engine__backend_new(const engine_backend_config *cfg, msb_backend **out,
 	b->allowlist_refused = msb__strdup(cfg->allowlist_refused);
 	const char *hf = getenv("MSB_ENGINE_HOSTFS");
 	b->hostfs_off = hf && strcmp(hf, "0") == 0;
+	const char *kept = getenv("MSB_ENGINE_KEPT");
+	b->kept_off = kept && strcmp(kept, "0") == 0;
 	if ((cfg->allowlist_refused && !b->allowlist_refused) || !b->name || !b->prefix ||
 	    !b->transport_tag || (cfg->image && !b->image) || (cfg->endpoint && !b->endpoint) ||
 	    (cfg->egress_config && !b->egress_config)) {

@@ -44,6 +44,8 @@ typedef struct engine_sandbox {
 	/* The confined file plane: 0 not asked yet, 1 the agent serves this
 	 * container, -1 the tar-header walk does. */
 	int agent;
+	/* The kept agent stream: exec's fast path (engine_kept.c). */
+	engine_kept kept;
 } engine_sandbox;
 
 static const engine_transport_ops *ops(engine_sandbox *s)
@@ -147,6 +149,13 @@ static int run(engine_sandbox *s, const msb_exec_request *req, bool bounded, msb
 		return r;
 	if (why)
 		return not_entered(why, bounded ? req->max_output_bytes : UINT64_MAX, out, err);
+	msb_exec_request q = *req;
+	q.working_directory = wd;
+	r = msb_engine__kept_exec(s->b, &s->kept, s->id, s->name, s->base, &q, bounded, out, err);
+	if (r != ENGINE_KEPT_UNAVAILABLE) {
+		drain_egress(s);
+		return r;
+	}
 	const char *shell_argv[] = {"sh", "-c", req->shell, NULL};
 	engine_exec x = {
 		.argv = req->argv ? req->argv : shell_argv,
@@ -503,6 +512,20 @@ static int engine_fingerprint(void *impl, bool *supported, msb_fingerprint *out,
 	}
 	if (fp.changed_paths)
 		fp.changed_paths[k] = NULL;
+	/* The kept agent (its relay and itself): msb's, started by a handle's
+	 * first exec and ended with the handle, not a call's leftover. */
+	_cleanup_free_ char *kept = s->b->agent_guest ? msb__asprintf("%s --engine --work %s",
+								      s->b->agent_guest, s->base)
+						      : NULL;
+	k = 0;
+	for (size_t i = 0; fp.running_programs && fp.running_programs[i]; i++) {
+		if (kept && strcmp(fp.running_programs[i], kept) == 0)
+			free(fp.running_programs[i]);
+		else
+			fp.running_programs[k++] = fp.running_programs[i];
+	}
+	if (fp.running_programs)
+		fp.running_programs[k] = NULL;
 	*out = fp;
 	return 0;
 }
@@ -517,6 +540,7 @@ static void engine_release(void *impl)
 	engine_sandbox *s = impl;
 	if (!s)
 		return;
+	msb_engine__kept_clear(&s->kept, s->b);
 	free(s->name);
 	free(s->id);
 	free(s->base);
@@ -560,6 +584,7 @@ int msb_engine__sandbox_new(engine_backend *b, const msb_key *key, const char *n
 	if (!s)
 		return msb__error_nomem(err);
 	s->b = b;
+	msb_engine__kept_init(&s->kept);
 	s->owner = msb_backend_ref(b->self);
 	s->name = msb__strdup(name);
 	s->id = msb__strdup(id);
