@@ -25,8 +25,17 @@ static void setup(void)
 {
 	char tmp[MAX_PATH];
 	cr_assert(GetTempPathA(sizeof(tmp), tmp) > 0);
-	snprintf(root, sizeof(root), "%smsb-sink-%lu", tmp, (unsigned long)GetCurrentProcessId());
-	cr_assert(CreateDirectoryA(root, NULL));
+	/* Wine reuses process ids from one run to the next, and an earlier
+	 * run's directory may still be there: a fresh name until one is new. */
+	for (unsigned i = 0;; i++) {
+		snprintf(root, sizeof(root), "%smsb-sink-%lu-%llu-%u", tmp,
+			 (unsigned long)GetCurrentProcessId(), (unsigned long long)GetTickCount64(),
+			 i);
+		if (CreateDirectoryA(root, NULL))
+			break;
+		cr_assert(GetLastError() == ERROR_ALREADY_EXISTS && i < 100,
+			  "CreateDirectoryA(%s): %lu", root, (unsigned long)GetLastError());
+	}
 }
 
 TestSuite(sink_fs_win, .init = setup);
