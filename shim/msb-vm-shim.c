@@ -5,7 +5,7 @@
  * down. docs/internals/vm.md.
  *
  *   msb-vm-shim --state DIR --config FILE [--ready-fd N] [--name NAME]
- *               [--log FILE]
+ *               [--restore STATE --ram-fd N] [--log FILE]
  *
  * A separate program from msb-shim: what the two share (detaching, pid files,
  * cgroups, the purge) is in the ns boundary library both link; what a VM
@@ -46,43 +46,7 @@
 #include "util/json.h"
 #include "util/sha256.h"
 
-#define CONFIG_MAX (64 * 1024)
-#define STALE_TIMEOUT_MS 2000
-#define CONSOLE_KEEP 4096
-#define SERIAL_CONNECT_NS (20LL * 1000 * 1000 * 1000)
-#define JAIL_DIR "jail"
-/* The control request for a new host session with the same VM. */
-#define VM_CONTROL_RECONNECT "reconnect"
-
-struct shim {
-	char *state_dir;
-	char *config_path;
-	char *name;
-	const char *log_path;
-	const char *restore_arg; /* --restore: overrides the config's restore_from */
-	int ready_fd;
-	int dfd;
-	int listen_fd;
-	int console_fd; /* read end of the VMM's stdout/stderr */
-	int ctl_fd;	/* shim.sock: "reset" */
-	int ctl_conn;	/* the control request being served: die() answers it */
-	msb_mux_link *link;
-	msb_ns_cgroup *cg;
-	msb_vmm vmm;
-	bool vmm_started;
-	bool wrote_pid;
-	/* configuration */
-	char *qemu, *kernel, *initrd, *disk, *cmdline;
-	char *save_to;	    /* template: save the ready VM's state here, then go */
-	char *restore_from; /* restore that state instead of booting */
-	uint64_t memory_mib, vcpus, jail_uid, memory_max, pids_max, cpu_quota_us;
-	double ready_timeout;
-	bool kvm;
-	char instance_id[MSB_MUX_SESSION_ID]; /* hex, NUL-terminated */
-	/* the guest console's last bytes */
-	char console[CONSOLE_KEEP];
-	size_t console_len;
-};
+#include "vm_shim.h"
 
 static void report(struct shim *s, const char *line)
 {
@@ -91,7 +55,7 @@ static void report(struct shim *s, const char *line)
 
 /* Keep the console's last CONSOLE_KEEP bytes (the guest writes as much as it
  * likes; the shim never holds more). */
-static void drain_console(struct shim *s)
+void shim_drain_console(struct shim *s)
 {
 	char buf[4096];
 	for (;;) {
@@ -120,7 +84,7 @@ static void drain_console(struct shim *s)
 static void console_tail(struct shim *s, char *out, size_t size)
 {
 	if (s->console_fd >= 0)
-		drain_console(s);
+		shim_drain_console(s);
 	size_t len = s->console_len;
 	while (len > 0 && (s->console[len - 1] == '\n' || s->console[len - 1] == '\r'))
 		len--;
@@ -143,13 +107,18 @@ static int teardown(struct shim *s)
 		s->vmm_started = false;
 	}
 	if (s->console_fd >= 0) {
-		drain_console(s);
+		shim_drain_console(s);
 		close(s->console_fd);
 		s->console_fd = -1;
 	}
 	if (s->console_len) {
 		ssize_t w = write(STDERR_FILENO, s->console, s->console_len);
 		(void)w;
+	}
+	if (s->ram_tmp) {
+		unlink(s->ram_tmp);
+		free(s->ram_tmp);
+		s->ram_tmp = NULL;
 	}
 	if (s->listen_fd >= 0) {
 		close(s->listen_fd);
@@ -181,9 +150,7 @@ static int teardown(struct shim *s)
 	return ret;
 }
 
-static _Noreturn void die(struct shim *s, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static _Noreturn void die(struct shim *s, const char *fmt, ...)
+_Noreturn void shim_die(struct shim *s, const char *fmt, ...)
 {
 	char msg[900], line[1024];
 	va_list ap;
@@ -207,7 +174,7 @@ static _Noreturn void die(struct shim *s, const char *fmt, ...)
 static void usage(void)
 {
 	fputs("usage: msb-vm-shim --state DIR --config FILE [--ready-fd N] [--name NAME]\n"
-	      "                   [--restore STATE] [--log FILE]\n",
+	      "                   [--restore STATE --ram-fd N] [--log FILE]\n",
 	      stderr);
 }
 
@@ -227,6 +194,12 @@ static int parse_args(struct shim *s, int argc, char **argv)
 			s->name = (char *)v;
 		} else if (strcmp(a, "--restore") == 0) {
 			s->restore_arg = v;
+		} else if (strcmp(a, "--ram-fd") == 0) {
+			char *end = NULL;
+			long n = strtol(v, &end, 10);
+			if (!*v || *end || n < 3 || n > 1024)
+				return -1;
+			s->ram_fd = (int)n;
 		} else if (strcmp(a, "--log") == 0) {
 			s->log_path = v;
 		} else if (strcmp(a, "--ready-fd") == 0) {
@@ -243,16 +216,16 @@ static void resolve_paths(struct shim *s)
 {
 	char *cfg = realpath(s->config_path, NULL);
 	if (!cfg)
-		die(s, "config `%s`: %s", s->config_path, strerror(errno));
+		shim_die(s, "config `%s`: %s", s->config_path, strerror(errno));
 	s->config_path = cfg;
 	char *dir = realpath(s->state_dir, NULL);
 	if (!dir)
-		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
+		shim_die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
 	s->state_dir = dir;
 	const char *base = strrchr(dir, '/');
 	s->name = strdup(s->name ? s->name : base && base[1] ? base + 1 : "vm");
 	if (!s->name)
-		die(s, "out of memory");
+		shim_die(s, "out of memory");
 }
 
 static char *dup_string(struct shim *s, json_t *o, const char *key, bool required)
@@ -261,15 +234,15 @@ static char *dup_string(struct shim *s, json_t *o, const char *key, bool require
 	bool present = false;
 	msb_error *e = NULL;
 	if (msb__json_get_string(o, key, "vm shim config", &v, &present, &e) < 0)
-		die(s, "%s", msb_error_message(e));
+		shim_die(s, "%s", msb_error_message(e));
 	if (!present) {
 		if (required)
-			die(s, "vm shim config: `%s` missing", key);
+			shim_die(s, "vm shim config: `%s` missing", key);
 		return NULL;
 	}
 	char *c = strdup(v);
 	if (!c)
-		die(s, "out of memory");
+		shim_die(s, "out of memory");
 	return c;
 }
 
@@ -278,7 +251,7 @@ static uint64_t get_u64(struct shim *s, json_t *o, const char *key, uint64_t def
 	uint64_t v = def;
 	msb_error *e = NULL;
 	if (msb__json_get_u64(o, key, "vm shim config", &v, NULL, &e) < 0)
-		die(s, "%s", msb_error_message(e));
+		shim_die(s, "%s", msb_error_message(e));
 	return v;
 }
 
@@ -288,32 +261,38 @@ static void load_config(struct shim *s)
 	size_t len = 0;
 	int r = msb__read_file_at(AT_FDCWD, s->config_path, CONFIG_MAX, &text, &len);
 	if (r < 0)
-		die(s, "config `%s`: %s", s->config_path, strerror(-r));
-	static const char *const keys[] = {
-		"qemu",		 "kernel",     "initrd",       "disk",
-		"cmdline",	 "memory_mib", "vcpus",	       "kvm",
-		"jail_uid",	 "memory_max", "pids_max",     "cpu_quota_us",
-		"ready_timeout", "save_to",    "restore_from", NULL};
+		shim_die(s, "config `%s`: %s", s->config_path, strerror(-r));
+	static const char *const keys[] = {"qemu",	    "kernel",	"initrd",
+					   "disk",	    "cmdline",	"memory_mib",
+					   "vcpus",	    "kvm",	"jail_uid",
+					   "memory_max",    "pids_max", "cpu_quota_us",
+					   "ready_timeout", "save_to",	"restore_from",
+					   "save_ram_to",   NULL};
 	json_t *o = NULL;
 	msb_error *e = NULL;
 	if (msb__json_load_object(text, len, "vm shim config", &o, &e) < 0 ||
 	    msb__json_check_keys(o, keys, "vm shim config", &e) < 0)
-		die(s, "%s", msb_error_message(e));
+		shim_die(s, "%s", msb_error_message(e));
 	s->qemu = dup_string(s, o, "qemu", true);
 	s->kernel = dup_string(s, o, "kernel", true);
 	s->initrd = dup_string(s, o, "initrd", true);
 	s->disk = dup_string(s, o, "disk", true);
 	s->cmdline = dup_string(s, o, "cmdline", true);
 	s->save_to = dup_string(s, o, "save_to", false);
+	s->save_ram_to = dup_string(s, o, "save_ram_to", false);
 	s->restore_from = dup_string(s, o, "restore_from", false);
 	if (s->restore_arg) {
 		free(s->restore_from);
 		s->restore_from = strdup(s->restore_arg);
 		if (!s->restore_from)
-			die(s, "out of memory");
+			shim_die(s, "out of memory");
 	}
 	if (s->save_to && s->restore_from)
-		die(s, "vm shim config: `save_to` and `restore_from` together");
+		shim_die(s, "vm shim config: `save_to` and `restore_from` together");
+	if (!s->save_to != !s->save_ram_to)
+		shim_die(s, "vm shim config: `save_to` and `save_ram_to` go together");
+	if (s->restore_from && s->ram_fd < 0)
+		shim_die(s, "a restore needs the template's RAM (--ram-fd)");
 	s->memory_mib = get_u64(s, o, "memory_mib", 256);
 	s->vcpus = get_u64(s, o, "vcpus", 1);
 	s->jail_uid = get_u64(s, o, "jail_uid", 0);
@@ -323,42 +302,42 @@ static void load_config(struct shim *s)
 	double t = 120;
 	if (msb__json_get_double(o, "ready_timeout", "vm shim config", &t, NULL, &e) < 0 ||
 	    msb__json_get_bool(o, "kvm", "vm shim config", &s->kvm, NULL, &e) < 0)
-		die(s, "%s", msb_error_message(e));
+		shim_die(s, "%s", msb_error_message(e));
 	s->ready_timeout = t;
 	json_decref(o);
 	if (s->memory_mib < 16 || s->memory_mib > (1u << 20) || s->vcpus < 1 || s->vcpus > 64)
-		die(s, "vm shim config: memory_mib or vcpus out of range");
+		shim_die(s, "vm shim config: memory_mib or vcpus out of range");
 	if (s->jail_uid == 0 || s->jail_uid > 0xfffffffe)
-		die(s, "vm shim config: `jail_uid` must be an unprivileged id");
+		shim_die(s, "vm shim config: `jail_uid` must be an unprivileged id");
 	if (!(s->ready_timeout > 0 && s->ready_timeout <= 3600))
-		die(s, "vm shim config: `ready_timeout` out of range");
+		shim_die(s, "vm shim config: `ready_timeout` out of range");
 }
 
 static void detach(struct shim *s)
 {
 	char why[900];
 	if (msb_ns__shim_detach(s->log_path, why, sizeof(why)) < 0)
-		die(s, "%s", why);
+		shim_die(s, "%s", why);
 }
 
 static void purge_stale(struct shim *s)
 {
 	msb_error *e = NULL;
 	if (msb_ns__state_purge(s->state_dir, false, STALE_TIMEOUT_MS, &e) < 0)
-		die(s, "clean up after a dead shim: %s", msb_error_message(e));
+		shim_die(s, "clean up after a dead shim: %s", msb_error_message(e));
 	int r = msb__rm_rf_at(s->dfd, JAIL_DIR);
 	if (r < 0)
-		die(s, "clean up after a dead shim: remove jail/: %s", strerror(-r));
+		shim_die(s, "clean up after a dead shim: remove jail/: %s", strerror(-r));
 }
 
 static void check_state_dir(struct shim *s)
 {
 	char why[900];
 	if (msb_ns__shim_open_state(s->state_dir, &s->dfd, why, sizeof(why)) < 0)
-		die(s, "%s", why);
+		shim_die(s, "%s", why);
 	pid_t pid;
 	if (msb_ns__shim_previous(s->dfd, &pid) > 0)
-		die(s, "a shim (pid %d) already holds `%s`", (int)pid, s->state_dir);
+		shim_die(s, "a shim (pid %d) already holds `%s`", (int)pid, s->state_dir);
 	purge_stale(s);
 }
 
@@ -366,7 +345,7 @@ static void write_pid(struct shim *s)
 {
 	int r = msb_ns__shim_write_pid(s->dfd);
 	if (r < 0)
-		die(s, "write %s: %s", MSB_NS_STATE_SHIM_PID, strerror(-r));
+		shim_die(s, "write %s: %s", MSB_NS_STATE_SHIM_PID, strerror(-r));
 	s->wrote_pid = true;
 }
 
@@ -375,16 +354,16 @@ static void write_pid(struct shim *s)
 static void make_jail_dirs(struct shim *s)
 {
 	if (mkdirat(s->dfd, JAIL_DIR, 0711) < 0)
-		die(s, "create jail/: %s", strerror(errno));
+		shim_die(s, "create jail/: %s", strerror(errno));
 	_cleanup_close_ int jfd =
 		openat(s->dfd, JAIL_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (jfd < 0 || fchmod(jfd, 0711) < 0 || mkdirat(jfd, "root", 0700) < 0 ||
 	    mkdirat(jfd, "run", 0700) < 0)
-		die(s, "create jail/: %s", strerror(errno));
+		shim_die(s, "create jail/: %s", strerror(errno));
 	_cleanup_close_ int rfd =
 		openat(jfd, "run", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (rfd < 0 || fchown(rfd, (uid_t)s->jail_uid, (gid_t)s->jail_uid) < 0)
-		die(s, "jail/run: %s", strerror(errno));
+		shim_die(s, "jail/run: %s", strerror(errno));
 }
 
 static int listen_at(struct shim *s, const char *name, int backlog)
@@ -394,13 +373,13 @@ static int listen_at(struct shim *s, const char *name, int backlog)
 	if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
 		snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", s->dfd, name);
 	if (unlinkat(s->dfd, name, 0) < 0 && errno != ENOENT)
-		die(s, "remove a stale %s: %s", name, strerror(errno));
+		shim_die(s, "remove a stale %s: %s", name, strerror(errno));
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
-		die(s, "socket: %s", strerror(errno));
+		shim_die(s, "socket: %s", strerror(errno));
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, backlog) < 0) {
 		close(fd);
-		die(s, "listen on %s: %s", name, strerror(errno));
+		shim_die(s, "listen on %s: %s", name, strerror(errno));
 	}
 	return fd;
 }
@@ -409,7 +388,7 @@ static void make_cgroup(struct shim *s)
 {
 	msb_ns_config cfg;
 	if (msb_ns__config_init(&cfg) < 0)
-		die(s, "out of memory");
+		shim_die(s, "out of memory");
 	cfg.memory_max = s->memory_max;
 	cfg.pids_max = s->pids_max;
 	cfg.cpu_quota_us = s->cpu_quota_us;
@@ -424,25 +403,25 @@ static void make_cgroup(struct shim *s)
 	int r = leaf ? msb_ns__cgroup_plan(&cfg, leaf, &s->cg, &e) : -ENOMEM;
 	msb_ns__config_clear(&cfg);
 	if (r < 0)
-		die(s, "%s", e ? msb_error_message(e) : "out of memory");
+		shim_die(s, "%s", e ? msb_error_message(e) : "out of memory");
 	if (!s->cg)
 		return;
 	_cleanup_free_ char *rec = msb_ns__cgroup_record(s->cg);
 	if (!rec)
-		die(s, "out of memory");
+		shim_die(s, "out of memory");
 	r = msb__write_file_atomic_at(s->dfd, MSB_NS_STATE_CGROUPS, rec, strlen(rec), 0644);
 	if (r < 0)
-		die(s, "write %s: %s", MSB_NS_STATE_CGROUPS, strerror(-r));
+		shim_die(s, "write %s: %s", MSB_NS_STATE_CGROUPS, strerror(-r));
 }
 
 static void start_vmm(struct shim *s)
 {
 	int pfd[2];
 	if (pipe2(pfd, O_CLOEXEC) < 0)
-		die(s, "pipe: %s", strerror(errno));
+		shim_die(s, "pipe: %s", strerror(errno));
 	_cleanup_free_ char *jail = msb__asprintf("%s/%s", s->state_dir, JAIL_DIR);
 	if (!jail)
-		die(s, "out of memory");
+		shim_die(s, "out of memory");
 	msb_vmm_config c = {
 		.binary = s->qemu,
 		.kernel = s->kernel,
@@ -457,15 +436,25 @@ static void start_vmm(struct shim *s)
 		.gid = (gid_t)s->jail_uid,
 		.console_fd = pfd[1],
 		.cgroup = s->cg,
-		.qmp = s->save_to != NULL,
+		.qmp = s->save_to || s->restore_from,
 	};
+	if (s->save_ram_to && s->ram_fd < 0)
+		shim_make_ram_file(s);
+	if (s->ram_fd >= 0) {
+		c.ram = true;
+		c.ram_fd = s->ram_fd;
+		c.ram_shared = s->save_ram_to != NULL;
+	}
 	_cleanup_close_ int in = -1;
 	if (s->restore_from) {
 		in = open(s->restore_from, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (in < 0)
-			die(s, "saved state `%s`: %s", s->restore_from, strerror(errno));
+			shim_die(s, "saved state `%s`: %s", s->restore_from, strerror(errno));
 		c.incoming = true;
 		c.incoming_fd = in;
+		/* The capability first (QMP), then the stream (restore_incoming). */
+		c.incoming_defer = true;
+		s->incoming_fd = in;
 	}
 	msb_error *e = NULL;
 	int r = msb_vmm__start(&msb_vmm__qemu, &c, &s->vmm, &e);
@@ -473,28 +462,39 @@ static void start_vmm(struct shim *s)
 	s->console_fd = pfd[0];
 	fcntl(s->console_fd, F_SETFL, O_NONBLOCK);
 	if (r < 0)
-		die(s, "%s", msb_error_message(e));
+		shim_die(s, "%s", msb_error_message(e));
 	s->vmm_started = true;
 	r = msb_ns__write_pid_file(s->dfd, MSB_NS_STATE_INIT_PID, s->vmm.pid, s->vmm.start_time);
 	if (r < 0)
-		die(s, "write %s: %s", MSB_NS_STATE_INIT_PID, strerror(-r));
+		shim_die(s, "write %s: %s", MSB_NS_STATE_INIT_PID, strerror(-r));
+	s->t_exec = msb__now_ns();
 }
 
-static bool vmm_exited(struct shim *s)
+bool shim_vmm_exited(struct shim *s)
 {
 	struct pollfd p = {.fd = s->vmm.pidfd, .events = POLLIN};
 	return poll(&p, 1, 0) > 0;
 }
 
-static _Noreturn void die_vm(struct shim *s, const char *what)
+_Noreturn void shim_die_vm(struct shim *s, const char *what)
 {
 	char tail[256];
 	/* Exited, or still running past the deadline: either way stopped and
 	 * reaped here (a bare wait would hang on a VMM that still runs). */
 	msb_vmm__stop(&s->vmm);
 	console_tail(s, tail, sizeof(tail));
-	die(s, "%s (status 0x%x); console: %s", what, (unsigned)s->vmm.status,
-	    tail[0] ? tail : "(nothing)");
+	shim_die(s, "%s (status 0x%x); console: %s", what, (unsigned)s->vmm.status,
+		 tail[0] ? tail : "(nothing)");
+}
+
+/* The guest's instance id: 24 hex digits, new for every VM (a reset too). */
+static void new_instance_id(struct shim *s)
+{
+	uint8_t idb[12];
+	if (getrandom(idb, sizeof(idb), 0) != (ssize_t)sizeof(idb))
+		shim_die(s, "getrandom: %s", strerror(errno));
+	for (size_t i = 0; i < sizeof(idb); i++)
+		snprintf(s->instance_id + 2 * i, 3, "%02x", idb[i]);
 }
 
 /* A new host session on a fresh link (mux.h): a random session number,
@@ -511,14 +511,14 @@ static void begin_session(struct shim *s)
 	uint32_t session = 0;
 	while (session == 0)
 		if (getrandom(&session, sizeof(session), 0) != (ssize_t)sizeof(session))
-			die(s, "getrandom: %s", strerror(errno));
+			shim_die(s, "getrandom: %s", strerror(errno));
 	if (getrandom(seed, MSB_MUX_SESSION_SEED, 0) != (ssize_t)MSB_MUX_SESSION_SEED)
-		die(s, "getrandom: %s", strerror(errno));
+		shim_die(s, "getrandom: %s", strerror(errno));
 	size_t hlen = strlen(s->name);
 	memcpy(host, s->name, hlen < MSB_MUX_SESSION_NAME ? hlen : MSB_MUX_SESSION_NAME - 1);
 	memcpy(id, s->instance_id, strlen(s->instance_id));
 	if (msb_mux_link_send_session(s->link, session, p) < 0)
-		die(s, "out of memory");
+		shim_die(s, "out of memory");
 	explicit_bzero(p, sizeof(p));
 }
 
@@ -535,7 +535,7 @@ static void connect_serial(struct shim *s)
 	for (;;) {
 		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (fd < 0)
-			die(s, "socket: %s", strerror(errno));
+			shim_die(s, "socket: %s", strerror(errno));
 		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
 			/* The directory is the VMM's to write: whatever answers
 			 * must be the VMM itself, never a socket it linked in. */
@@ -543,148 +543,26 @@ static void connect_serial(struct shim *s)
 			socklen_t crlen = sizeof(cr);
 			if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0 ||
 			    cr.pid != s->vmm.pid || cr.uid != (uid_t)s->jail_uid)
-				die(s, "the serial socket is not the VMM's (peer pid %d uid %u)",
-				    (int)cr.pid, (unsigned)cr.uid);
+				shim_die(s,
+					 "the serial socket is not the VMM's (peer pid %d uid %u)",
+					 (int)cr.pid, (unsigned)cr.uid);
 			s->link = msb_mux_link_new(fd, true, NULL, NULL);
 			if (!s->link)
-				die(s, "out of memory");
+				shim_die(s, "out of memory");
 			begin_session(s);
+			s->t_serial = msb__now_ns();
 			return;
 		}
 		int e = errno;
 		close(fd);
-		if (vmm_exited(s))
-			die_vm(s, "the VMM exited before its serial socket was there");
+		if (shim_vmm_exited(s))
+			shim_die_vm(s, "the VMM exited before its serial socket was there");
 		if (msb__now_ns() > until)
-			die(s, "the VMM's serial socket did not appear: %s", strerror(e));
-		drain_console(s);
+			shim_die(s, "the VMM's serial socket did not appear: %s", strerror(e));
+		shim_drain_console(s);
 		struct timespec ts = {0, 5 * 1000 * 1000};
 		nanosleep(&ts, NULL);
 	}
-}
-
-/* ---- saving a template (QMP) ---------------------------------------------- */
-
-#define QMP_LINE_MAX 8192
-#define SAVE_TIMEOUT_NS (120LL * 1000 * 1000 * 1000)
-
-/* Send one command (with a descriptor, for getfd); read lines until its
- * answer, skipping events. true when it returned; the answer in out. */
-static bool qmp_cmd(struct shim *s, int q, const char *cmd, int pass_fd, char *out, size_t size)
-{
-	struct iovec iov = {.iov_base = (void *)cmd, .iov_len = strlen(cmd)};
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (pass_fd >= 0) {
-		memset(&u, 0, sizeof(u));
-		m.msg_control = u.buf;
-		m.msg_controllen = sizeof(u.buf);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
-	}
-	if (sendmsg(q, &m, MSG_NOSIGNAL) != (ssize_t)iov.iov_len)
-		die(s, "qmp: send: %s", strerror(errno));
-	int64_t until = msb__now_ns() + 10LL * 1000 * 1000 * 1000;
-	size_t len = 0;
-	for (;;) {
-		char *nl = memchr(out, '\n', len);
-		if (nl) {
-			*nl = '\0';
-			if (strstr(out, "\"return\""))
-				return true;
-			if (strstr(out, "\"error\""))
-				return false;
-			size_t rest = len - (size_t)(nl + 1 - out);
-			memmove(out, nl + 1, rest);
-			len = rest;
-			continue;
-		}
-		if (len + 1 >= size)
-			die(s, "qmp: a line too long");
-		struct pollfd p = {.fd = q, .events = POLLIN};
-		int64_t left = (until - msb__now_ns()) / 1000000;
-		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-			die(s, "qmp: no answer to %s", cmd);
-		ssize_t n = read(q, out + len, size - 1 - len);
-		if (n <= 0)
-			die(s, "qmp: the monitor went away");
-		len += (size_t)n;
-	}
-}
-
-static int qmp_connect(struct shim *s)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s/run/%s", s->state_dir, JAIL_DIR,
-			 MSB_VMM_QMP_SOCK);
-	if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
-		die(s, "qmp: the state directory's path is too long");
-	int q = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct ucred cr;
-	socklen_t crlen = sizeof(cr);
-	if (q < 0 || connect(q, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		die(s, "qmp: connect: %s", strerror(errno));
-	if (getsockopt(q, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0 || cr.pid != s->vmm.pid)
-		die(s, "qmp: the monitor socket is not the VMM's");
-	return q;
-}
-
-/* The template's state: the session ends (the pump waits for the next), the
- * running VM is migrated into a file renamed into place once complete. Not
- * stopped first: a running state autostarts on -incoming, no `cont` needed. */
-static void save_template(struct shim *s)
-{
-	int64_t t0 = msb__now_ns();
-	msb_mux_link_free(s->link);
-	s->link = NULL;
-	/* The guest may see the hang-up first (a SESSION would do as well). */
-	struct timespec ts = {0, 20 * 1000 * 1000};
-	nanosleep(&ts, NULL);
-	_cleanup_close_ int q = qmp_connect(s);
-	char ans[QMP_LINE_MAX];
-	/* The greeting (no "return") is skipped with the first answer. */
-	if (!qmp_cmd(s, q, "{\"execute\":\"qmp_capabilities\"}\n", -1, ans, sizeof(ans)))
-		die(s, "qmp: %s", ans);
-	_cleanup_free_ char *tmp = msb__asprintf("%s.%d.tmp", s->save_to, (int)getpid());
-	if (!tmp)
-		die(s, "out of memory");
-	_cleanup_close_ int f =
-		open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (f < 0)
-		die(s, "save `%s`: %s", tmp, strerror(errno));
-	if (!qmp_cmd(s, q, "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"state\"}}\n", f, ans,
-		     sizeof(ans)) ||
-	    !qmp_cmd(s, q, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:state\"}}\n", -1,
-		     ans, sizeof(ans))) {
-		unlink(tmp);
-		die(s, "qmp: %s", ans);
-	}
-	int64_t until = msb__now_ns() + SAVE_TIMEOUT_NS;
-	for (;;) {
-		if (!qmp_cmd(s, q, "{\"execute\":\"query-migrate\"}\n", -1, ans, sizeof(ans)))
-			break;
-		if (strstr(ans, "\"completed\""))
-			break;
-		if (strstr(ans, "\"failed\"") || msb__now_ns() > until) {
-			unlink(tmp);
-			die(s, "saving the template failed: %s", ans);
-		}
-		drain_console(s);
-		struct timespec p = {0, 10 * 1000 * 1000};
-		nanosleep(&p, NULL);
-	}
-	if (!strstr(ans, "\"completed\"") || fsync(f) < 0 || rename(tmp, s->save_to) < 0) {
-		unlink(tmp);
-		die(s, "saving the template failed: %s", ans);
-	}
-	msb_ns__shim_log("msb-vm-shim: `%s` saved to %s in %.3f s", s->name, s->save_to,
-			 (double)(msb__now_ns() - t0) / 1e9);
 }
 
 enum { P_VMM, P_SIG, P_CONSOLE, P_LISTEN, P_CTL, P_LINK };
@@ -712,18 +590,18 @@ static void serve(struct shim *s, int sfd, bool until_ready)
 		if (until_ready) {
 			int64_t left = (deadline - msb__now_ns()) / 1000000;
 			if (left <= 0)
-				die_vm(s, "the guest agent was not ready in time");
+				shim_die_vm(s, "the guest agent was not ready in time");
 			timeout = left > INT_MAX ? INT_MAX : (int)left;
 		}
 		int pr = poll(fds, P_LINK + n, timeout);
 		if (pr < 0) {
 			if (errno == EINTR)
 				continue;
-			die(s, "poll: %s", strerror(errno));
+			shim_die(s, "poll: %s", strerror(errno));
 		}
 		if (fds[P_VMM].revents) {
 			if (until_ready)
-				die_vm(s, "the VM stopped before its agent was ready");
+				shim_die_vm(s, "the VM stopped before its agent was ready");
 			msb_vmm__reap(&s->vmm);
 			msb_ns__shim_log("msb-vm-shim: the VMM exited (status 0x%x)",
 					 (unsigned)s->vmm.status);
@@ -733,14 +611,15 @@ static void serve(struct shim *s, int sfd, bool until_ready)
 			struct signalfd_siginfo si;
 			if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 				if (until_ready)
-					die(s, "signal %u during start", (unsigned)si.ssi_signo);
+					shim_die(s, "signal %u during start",
+						 (unsigned)si.ssi_signo);
 				msb_ns__shim_log("msb-vm-shim: signal %u: taking the VM down",
 						 (unsigned)si.ssi_signo);
 				return;
 			}
 		}
 		if (fds[P_CONSOLE].revents)
-			drain_console(s);
+			shim_drain_console(s);
 		if (fds[P_CTL].revents) {
 			serve_control(s, sfd);
 			continue; /* a reset replaced the link and the VMM */
@@ -753,12 +632,34 @@ static void serve(struct shim *s, int sfd, bool until_ready)
 		int r = msb_mux_link_handle(s->link, fds + P_LINK, n);
 		if (r < 0) {
 			if (until_ready)
-				die_vm(s, "the guest's channel failed during start");
+				shim_die_vm(s, "the guest's channel failed during start");
 			msb_ns__shim_log("msb-vm-shim: the guest channel failed: %s",
 					 msb_mux_link_why(s->link));
 			return;
 		}
 	}
+}
+
+/* The VMM started, the saved state given to it (a restore), the first
+ * session begun, served until the guest's READY; the time each step took
+ * logged (docs/internals/vm.md, "Where a restore's time goes"). */
+static void boot_vm(struct shim *s, int sfd)
+{
+	s->t_setup = msb__now_ns();
+	s->t_qmp = 0;
+	start_vmm(s);
+	if (s->restore_from)
+		shim_restore_incoming(s);
+	connect_serial(s);
+	serve(s, sfd, true);
+	s->t_ready = msb__now_ns();
+	int64_t qmp = s->t_qmp ? s->t_qmp : s->t_exec;
+	msb_ns__shim_log("msb-vm-shim: `%s` ready (%s), VMM pid %d: setup %.1f ms, jail and "
+			 "exec %.1f ms, monitor %.1f ms, serial %.1f ms, READY %.1f ms",
+			 s->name, s->restore_from ? "restored" : "booted", (int)s->vmm.pid,
+			 (double)(s->t_setup - s->t0) / 1e6, (double)(s->t_exec - s->t_setup) / 1e6,
+			 (double)(qmp - s->t_exec) / 1e6, (double)(s->t_serial - qmp) / 1e6,
+			 (double)(s->t_ready - s->t_serial) / 1e6);
 }
 
 /* Reset: the state of creation again - the VMM stopped, its jail and
@@ -780,18 +681,19 @@ static void reset_vm(struct shim *s, int sfd)
 	if (s->cg) {
 		msb_error *e = NULL;
 		if (msb_ns__cgroup_destroy(s->cg, &e) < 0)
-			die(s, "reset: %s", msb_error_message(e));
+			shim_die(s, "reset: %s", msb_error_message(e));
 		msb_ns__cgroup_free(s->cg);
 		s->cg = NULL;
 	}
 	int r = msb__rm_rf_at(s->dfd, JAIL_DIR);
 	if (r < 0)
-		die(s, "reset: remove jail/: %s", strerror(-r));
+		shim_die(s, "reset: remove jail/: %s", strerror(-r));
 	make_jail_dirs(s);
 	make_cgroup(s);
-	start_vmm(s);
-	connect_serial(s);
-	serve(s, sfd, true);
+	/* A new VM: a new identity in the guest (a restore gets it from its
+	 * first session, as any restored VM does). */
+	new_instance_id(s);
+	boot_vm(s, sfd);
 }
 
 /* A new host session with the same VM: every host connection ends, the
@@ -861,7 +763,9 @@ int main(int argc, char **argv)
 				.listen_fd = -1,
 				.console_fd = -1,
 				.ctl_fd = -1,
-				.ctl_conn = -1};
+				.ctl_conn = -1,
+				.ram_fd = -1};
+	s.t0 = msb__now_ns();
 	if (parse_args(&s, argc, argv) < 0) {
 		usage();
 		if (s.ready_fd >= 0)
@@ -871,18 +775,16 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	int sfd = msb_ns__shim_signalfd();
 	if (sfd < 0)
-		die(&s, "signalfd: %s", strerror(-sfd));
+		shim_die(&s, "signalfd: %s", strerror(-sfd));
 	umask(077);
 	if (geteuid() != 0)
-		die(&s, "the vm backend's jail needs root (an ordinary user's VM is not "
-			"served yet)");
+		shim_die(&s, "the vm backend's jail needs root (an ordinary user's VM is not "
+			     "served yet)");
 	resolve_paths(&s);
 	load_config(&s);
-	uint8_t idb[12];
-	if (getrandom(idb, sizeof(idb), 0) != (ssize_t)sizeof(idb))
-		die(&s, "getrandom: %s", strerror(errno));
-	for (size_t i = 0; i < sizeof(idb); i++)
-		snprintf(s.instance_id + 2 * i, 3, "%02x", idb[i]);
+	new_instance_id(&s);
+	if (s.ram_fd >= 0)
+		shim_check_ram(&s);
 	detach(&s);
 	check_state_dir(&s);
 	write_pid(&s);
@@ -890,14 +792,9 @@ int main(int argc, char **argv)
 	s.listen_fd = listen_at(&s, MSB_NS_STATE_SOCKET, 128);
 	s.ctl_fd = listen_at(&s, MSB_NS_STATE_CONTROL, 16);
 	make_cgroup(&s);
-	int64_t t0 = msb__now_ns();
-	start_vmm(&s);
-	connect_serial(&s);
-	serve(&s, sfd, true);
-	msb_ns__shim_log("msb-vm-shim: `%s` ready, VMM pid %d, %.3f s after the VMM started",
-			 s.name, (int)s.vmm.pid, (double)(msb__now_ns() - t0) / 1e9);
+	boot_vm(&s, sfd);
 	if (s.save_to) {
-		save_template(&s);
+		shim_save_template(&s);
 		report(&s, "ok\n");
 		close(sfd);
 		int tr = teardown(&s);
