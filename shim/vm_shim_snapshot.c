@@ -62,9 +62,12 @@ void shim_make_ram_file(struct shim *s)
 #define QMP_LINE_MAX 8192
 #define SAVE_TIMEOUT_NS (120LL * 1000 * 1000 * 1000)
 
-/* Send one command (with a descriptor, for getfd); read lines until its
- * answer, skipping events. true when it returned; the answer in out. */
-static bool qmp_cmd(struct shim *s, int q, const char *cmd, int pass_fd, char *out, size_t size)
+/* Send `cmd` (one command or `answers` of them back to back; with a
+ * descriptor, for getfd); read lines until as many answers, skipping
+ * events. true when every one returned; the last answer (or the error) in
+ * out. */
+static bool qmp_cmds(struct shim *s, int q, const char *cmd, int pass_fd, int answers, char *out,
+		     size_t size)
 {
 	struct iovec iov = {.iov_base = (void *)cmd, .iov_len = strlen(cmd)};
 	union {
@@ -90,10 +93,10 @@ static bool qmp_cmd(struct shim *s, int q, const char *cmd, int pass_fd, char *o
 		char *nl = memchr(out, '\n', len);
 		if (nl) {
 			*nl = '\0';
-			if (strstr(out, "\"return\""))
-				return true;
 			if (strstr(out, "\"error\""))
 				return false;
+			if (strstr(out, "\"return\"") && --answers == 0)
+				return true;
 			size_t rest = len - (size_t)(nl + 1 - out);
 			memmove(out, nl + 1, rest);
 			len = rest;
@@ -110,6 +113,11 @@ static bool qmp_cmd(struct shim *s, int q, const char *cmd, int pass_fd, char *o
 			shim_die(s, "qmp: the monitor went away");
 		len += (size_t)n;
 	}
+}
+
+static bool qmp_cmd(struct shim *s, int q, const char *cmd, int pass_fd, char *out, size_t size)
+{
+	return qmp_cmds(s, q, cmd, pass_fd, 1, out, size);
 }
 
 static int qmp_connect(struct shim *s)
@@ -155,14 +163,14 @@ static int qmp_connect(struct shim *s)
 void shim_restore_incoming(struct shim *s)
 {
 	_cleanup_close_ int q = qmp_connect(s);
-	char ans[QMP_LINE_MAX], cmd[128];
+	char ans[QMP_LINE_MAX], cmd[512];
 	s->t_qmp = msb__now_ns();
+	/* The three at once: one round trip on the critical path, not three. */
 	snprintf(cmd, sizeof(cmd),
+		 "{\"execute\":\"qmp_capabilities\"}\n" QMP_IGNORE_SHARED
 		 "{\"execute\":\"migrate-incoming\",\"arguments\":{\"uri\":\"fd:%d\"}}\n",
 		 s->incoming_fd);
-	if (!qmp_cmd(s, q, "{\"execute\":\"qmp_capabilities\"}\n", -1, ans, sizeof(ans)) ||
-	    !qmp_cmd(s, q, QMP_IGNORE_SHARED, -1, ans, sizeof(ans)) ||
-	    !qmp_cmd(s, q, cmd, -1, ans, sizeof(ans)))
+	if (!qmp_cmds(s, q, cmd, -1, 3, ans, sizeof(ans)))
 		shim_die(s, "qmp: %s", ans);
 }
 
