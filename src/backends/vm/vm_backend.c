@@ -148,7 +148,7 @@ int msb_vm__backend_init(vm_backend *b, const msb_vm_options *opts, bool build, 
 	b->pids_max = o->pids_max ? o->pids_max : 64;
 	b->cpu_millis = o->cpu_millis ? o->cpu_millis : 1000ull * b->vcpus;
 	b->start_timeout = o->start_timeout > 0 ? o->start_timeout : 120.0;
-	b->snapshots = o->snapshots != 0;
+	b->snapshots = o->snapshots >= 0; /* on unless turned off */
 	double probe_timeout = o->kvm_probe_timeout > 0 ? o->kvm_probe_timeout : 5.0;
 	if (r == 0 && (b->memory_bytes < (64ull << 20) || b->memory_bytes > (1ull << 40)))
 		r = msb_error_set(err, MSB_E_VALUE, "vm: memory_bytes must be 64 MiB..1 TiB");

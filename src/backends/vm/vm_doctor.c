@@ -34,7 +34,7 @@ int msb_vm__from_object(json_t *obj, const char *where, msb_backend **out, msb_e
 	uint64_t vcpus = 0;
 	const char **progs = NULL;
 	size_t n_progs = 0;
-	bool has_progs = false, snapshots = false;
+	bool has_progs = false, snapshots = true;
 	int r;
 	if ((r = msb__json_check_keys(obj, vm_keys, where, err)) < 0 ||
 	    (r = msb__json_get_string(obj, "name", where, &o.name, NULL, err)) < 0 ||
@@ -64,7 +64,7 @@ int msb_vm__from_object(json_t *obj, const char *where, msb_backend **out, msb_e
 		return msb_error_set(err, MSB_E_VALUE, "%s.vcpus must be 1..64", where);
 	}
 	o.vcpus = (uint32_t)vcpus;
-	o.snapshots = snapshots;
+	o.snapshots = snapshots ? 1 : -1;
 	_cleanup_free_ const char **list = NULL;
 	if (has_progs) {
 		list = calloc(n_progs + 1, sizeof(*list));
