@@ -981,11 +981,13 @@ Test(vm, restored_vms_unique, .fini = fini, .timeout = 600)
 	 * both (every state removed first: each run makes one). */
 	const char *cache = "/tmp/msb-vm-test-cache/snapshots";
 	cr_assert_eq(msb__mkdir_p(cache, 0700), 0);
-	char gone[80], old[80], name[96];
+	char gone[80], old[80], left[80], name[96], line[256];
 	memset(gone, 'f', 64);
 	gone[64] = '\0';
 	memset(old, 'e', 64);
 	old[64] = '\0';
+	memset(left, 'd', 64);
+	left[64] = '\0';
 	remove_states(cache);
 	snprintf(name, sizeof(name), "%s.inputs", gone);
 	plant(cache, name, "1\t1\t1\t/nonexistent/msb-kernel\n");
@@ -995,8 +997,19 @@ Test(vm, restored_vms_unique, .fini = fini, .timeout = 600)
 	plant(cache, name, "x");
 	snprintf(name, sizeof(name), "%s.state", old);
 	plant(cache, name, "x");
+	/* What is left of a template whose state went: current inputs, a RAM. */
+	struct stat qst;
+	cr_assert_eq(stat("/usr/bin/qemu-system-x86_64", &qst), 0);
+	snprintf(line, sizeof(line), "%lld\t%lld\t%ld\t/usr/bin/qemu-system-x86_64\n",
+		 (long long)qst.st_size, (long long)qst.st_mtim.tv_sec, qst.st_mtim.tv_nsec);
+	snprintf(name, sizeof(name), "%s.inputs", left);
+	plant(cache, name, line);
+	snprintf(name, sizeof(name), "%s.ram", left);
+	plant(cache, name, "x");
 	cr_assert_eq(msb_backend_acquire(backend, &k1, spec, &a, &err), 0, "%s",
 		     msb_error_message(err));
+	snprintf(name, sizeof(name), "%s.ram", left);
+	cr_assert(!cache_has(cache, name), "the RAM of a template whose state went stayed");
 	snprintf(name, sizeof(name), "%s.state", gone);
 	cr_assert(!cache_has(cache, name), "a template of inputs that went stayed");
 	snprintf(name, sizeof(name), "%s.ram", gone);

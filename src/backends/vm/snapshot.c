@@ -145,8 +145,22 @@ void msb_vm__template_remove(const char *state)
 		remove_template(dfd, hex);
 }
 
-/* Remove the templates of older inputs, and states of an older format (no
- * inputs recorded); never `keep`. */
+/* A template's state is there, or someone is making it (holds its lock):
+ * else what is left of it (a RAM file whose state was removed) is not. */
+static bool template_whole(int dfd, const char *hex)
+{
+	char name[96];
+	snprintf(name, sizeof(name), "%s.state", hex);
+	if (faccessat(dfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+		return true;
+	snprintf(name, sizeof(name), "%s.lock", hex);
+	_cleanup_close_ int lfd = openat(dfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	return lfd >= 0 && flock(lfd, LOCK_EX | LOCK_NB) < 0;
+}
+
+/* Remove the templates of older inputs, what is left of a template whose
+ * state went, and states of an older format (no inputs recorded); never
+ * `keep`. */
 static void sweep_stale(const char *dir, const char *keep)
 {
 	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -170,7 +184,7 @@ static void sweep_stale(const char *dir, const char *keep)
 			_cleanup_free_ char *text = NULL;
 			size_t len = 0;
 			stale = msb__read_file_at(dfd, de->d_name, 64 * 1024, &text, &len) < 0 ||
-				!inputs_current(text);
+				!inputs_current(text) || !template_whole(dfd, hex);
 		} else if (strcmp(dot, ".state") == 0) {
 			snprintf(name, sizeof(name), "%s.inputs", hex);
 			stale = faccessat(dfd, name, F_OK, AT_SYMLINK_NOFOLLOW) < 0;
