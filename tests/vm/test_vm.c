@@ -1006,8 +1006,18 @@ Test(vm, restored_vms_unique, .fini = fini, .timeout = 600)
 	plant(cache, name, line);
 	snprintf(name, sizeof(name), "%s.ram", left);
 	plant(cache, name, "x");
+	/* A killed template shim's temporary RAM file (its pid gone). */
+	pid_t dead = fork();
+	if (dead == 0)
+		_exit(0);
+	cr_assert_gt(dead, 0);
+	waitpid(dead, NULL, 0);
+	char tmp[112];
+	snprintf(tmp, sizeof(tmp), "%s.ram.%d.tmp", left, (int)dead);
+	plant(cache, tmp, "x");
 	cr_assert_eq(msb_backend_acquire(backend, &k1, spec, &a, &err), 0, "%s",
 		     msb_error_message(err));
+	cr_assert(!cache_has(cache, tmp), "a killed template shim's RAM file stayed");
 	snprintf(name, sizeof(name), "%s.ram", left);
 	cr_assert(!cache_has(cache, name), "the RAM of a template whose state went stayed");
 	snprintf(name, sizeof(name), "%s.state", gone);

@@ -12,6 +12,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/file.h>
@@ -158,9 +159,25 @@ static bool template_whole(int dfd, const char *hex)
 	return lfd >= 0 && flock(lfd, LOCK_EX | LOCK_NB) < 0;
 }
 
+/* `<hex>.ram.<pid>.tmp` or `<hex>.state.<pid>.tmp` of a template shim that
+ * is gone (killed before it could remove them). */
+static bool tmp_of_dead_shim(const char *name)
+{
+	size_t len = strlen(name);
+	if (len < 5 || strcmp(name + len - 4, ".tmp") != 0)
+		return false;
+	const char *p = name + len - 4;
+	while (p > name && p[-1] >= '0' && p[-1] <= '9')
+		p--;
+	if (p == name + len - 4 || p[-1] != '.')
+		return false;
+	long pid = strtol(p, NULL, 10);
+	return pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
 /* Remove the templates of older inputs, what is left of a template whose
- * state went, and states of an older format (no inputs recorded); never
- * `keep`. */
+ * state went, the temporary files of a killed template shim, and states of
+ * an older format (no inputs recorded); never `keep`. */
 static void sweep_stale(const char *dir, const char *keep)
 {
 	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -180,6 +197,10 @@ static void sweep_stale(const char *dir, const char *keep)
 		memcpy(hex, de->d_name, 64);
 		hex[64] = '\0';
 		bool stale;
+		if (tmp_of_dead_shim(de->d_name)) {
+			unlinkat(dfd, de->d_name, 0);
+			continue;
+		}
 		if (strcmp(dot, ".inputs") == 0) {
 			_cleanup_free_ char *text = NULL;
 			size_t len = 0;
