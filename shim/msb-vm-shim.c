@@ -55,7 +55,7 @@ static void report(struct shim *s, const char *line)
 
 /* Keep the console's last CONSOLE_KEEP bytes (the guest writes as much as it
  * likes; the shim never holds more). */
-void shim_drain_console(struct shim *s)
+static void drain_console(struct shim *s)
 {
 	char buf[4096];
 	for (;;) {
@@ -84,7 +84,7 @@ void shim_drain_console(struct shim *s)
 static void console_tail(struct shim *s, char *out, size_t size)
 {
 	if (s->console_fd >= 0)
-		shim_drain_console(s);
+		drain_console(s);
 	size_t len = s->console_len;
 	while (len > 0 && (s->console[len - 1] == '\n' || s->console[len - 1] == '\r'))
 		len--;
@@ -107,7 +107,7 @@ static int teardown(struct shim *s)
 		s->vmm_started = false;
 	}
 	if (s->console_fd >= 0) {
-		shim_drain_console(s);
+		drain_console(s);
 		close(s->console_fd);
 		s->console_fd = -1;
 	}
@@ -150,13 +150,12 @@ static int teardown(struct shim *s)
 	return ret;
 }
 
-_Noreturn void shim_die(struct shim *s, const char *fmt, ...)
+static _Noreturn void vdie(struct shim *s, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+static _Noreturn void vdie(struct shim *s, const char *fmt, va_list ap)
 {
 	char msg[900], line[1024];
-	va_list ap;
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	for (char *p = msg; *p; p++)
 		if ((unsigned char)*p < 0x20)
 			*p = ' ';
@@ -169,6 +168,22 @@ _Noreturn void shim_die(struct shim *s, const char *fmt, ...)
 		(void)w;
 	}
 	_exit(1);
+}
+
+static _Noreturn void die(struct shim *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static _Noreturn void die(struct shim *s, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vdie(s, fmt, ap);
+}
+
+_Noreturn void shim_die(struct shim *s, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vdie(s, fmt, ap);
 }
 
 static void usage(void)
@@ -216,16 +231,16 @@ static void resolve_paths(struct shim *s)
 {
 	char *cfg = realpath(s->config_path, NULL);
 	if (!cfg)
-		shim_die(s, "config `%s`: %s", s->config_path, strerror(errno));
+		die(s, "config `%s`: %s", s->config_path, strerror(errno));
 	s->config_path = cfg;
 	char *dir = realpath(s->state_dir, NULL);
 	if (!dir)
-		shim_die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
+		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
 	s->state_dir = dir;
 	const char *base = strrchr(dir, '/');
 	s->name = strdup(s->name ? s->name : base && base[1] ? base + 1 : "vm");
 	if (!s->name)
-		shim_die(s, "out of memory");
+		die(s, "out of memory");
 }
 
 static char *dup_string(struct shim *s, json_t *o, const char *key, bool required)
@@ -234,15 +249,15 @@ static char *dup_string(struct shim *s, json_t *o, const char *key, bool require
 	bool present = false;
 	msb_error *e = NULL;
 	if (msb__json_get_string(o, key, "vm shim config", &v, &present, &e) < 0)
-		shim_die(s, "%s", msb_error_message(e));
+		die(s, "%s", msb_error_message(e));
 	if (!present) {
 		if (required)
-			shim_die(s, "vm shim config: `%s` missing", key);
+			die(s, "vm shim config: `%s` missing", key);
 		return NULL;
 	}
 	char *c = strdup(v);
 	if (!c)
-		shim_die(s, "out of memory");
+		die(s, "out of memory");
 	return c;
 }
 
@@ -251,7 +266,7 @@ static uint64_t get_u64(struct shim *s, json_t *o, const char *key, uint64_t def
 	uint64_t v = def;
 	msb_error *e = NULL;
 	if (msb__json_get_u64(o, key, "vm shim config", &v, NULL, &e) < 0)
-		shim_die(s, "%s", msb_error_message(e));
+		die(s, "%s", msb_error_message(e));
 	return v;
 }
 
@@ -261,7 +276,7 @@ static void load_config(struct shim *s)
 	size_t len = 0;
 	int r = msb__read_file_at(AT_FDCWD, s->config_path, CONFIG_MAX, &text, &len);
 	if (r < 0)
-		shim_die(s, "config `%s`: %s", s->config_path, strerror(-r));
+		die(s, "config `%s`: %s", s->config_path, strerror(-r));
 	static const char *const keys[] = {"qemu",	    "kernel",	"initrd",
 					   "disk",	    "cmdline",	"memory_mib",
 					   "vcpus",	    "kvm",	"jail_uid",
@@ -272,7 +287,7 @@ static void load_config(struct shim *s)
 	msb_error *e = NULL;
 	if (msb__json_load_object(text, len, "vm shim config", &o, &e) < 0 ||
 	    msb__json_check_keys(o, keys, "vm shim config", &e) < 0)
-		shim_die(s, "%s", msb_error_message(e));
+		die(s, "%s", msb_error_message(e));
 	s->qemu = dup_string(s, o, "qemu", true);
 	s->kernel = dup_string(s, o, "kernel", true);
 	s->initrd = dup_string(s, o, "initrd", true);
@@ -285,14 +300,14 @@ static void load_config(struct shim *s)
 		free(s->restore_from);
 		s->restore_from = strdup(s->restore_arg);
 		if (!s->restore_from)
-			shim_die(s, "out of memory");
+			die(s, "out of memory");
 	}
 	if (s->save_to && s->restore_from)
-		shim_die(s, "vm shim config: `save_to` and `restore_from` together");
+		die(s, "vm shim config: `save_to` and `restore_from` together");
 	if (!s->save_to != !s->save_ram_to)
-		shim_die(s, "vm shim config: `save_to` and `save_ram_to` go together");
+		die(s, "vm shim config: `save_to` and `save_ram_to` go together");
 	if (s->restore_from && s->ram_fd < 0)
-		shim_die(s, "a restore needs the template's RAM (--ram-fd)");
+		die(s, "a restore needs the template's RAM (--ram-fd)");
 	s->memory_mib = get_u64(s, o, "memory_mib", 256);
 	s->vcpus = get_u64(s, o, "vcpus", 1);
 	s->jail_uid = get_u64(s, o, "jail_uid", 0);
@@ -302,42 +317,42 @@ static void load_config(struct shim *s)
 	double t = 120;
 	if (msb__json_get_double(o, "ready_timeout", "vm shim config", &t, NULL, &e) < 0 ||
 	    msb__json_get_bool(o, "kvm", "vm shim config", &s->kvm, NULL, &e) < 0)
-		shim_die(s, "%s", msb_error_message(e));
+		die(s, "%s", msb_error_message(e));
 	s->ready_timeout = t;
 	json_decref(o);
 	if (s->memory_mib < 16 || s->memory_mib > (1u << 20) || s->vcpus < 1 || s->vcpus > 64)
-		shim_die(s, "vm shim config: memory_mib or vcpus out of range");
+		die(s, "vm shim config: memory_mib or vcpus out of range");
 	if (s->jail_uid == 0 || s->jail_uid > 0xfffffffe)
-		shim_die(s, "vm shim config: `jail_uid` must be an unprivileged id");
+		die(s, "vm shim config: `jail_uid` must be an unprivileged id");
 	if (!(s->ready_timeout > 0 && s->ready_timeout <= 3600))
-		shim_die(s, "vm shim config: `ready_timeout` out of range");
+		die(s, "vm shim config: `ready_timeout` out of range");
 }
 
 static void detach(struct shim *s)
 {
 	char why[900];
 	if (msb_ns__shim_detach(s->log_path, why, sizeof(why)) < 0)
-		shim_die(s, "%s", why);
+		die(s, "%s", why);
 }
 
 static void purge_stale(struct shim *s)
 {
 	msb_error *e = NULL;
 	if (msb_ns__state_purge(s->state_dir, false, STALE_TIMEOUT_MS, &e) < 0)
-		shim_die(s, "clean up after a dead shim: %s", msb_error_message(e));
+		die(s, "clean up after a dead shim: %s", msb_error_message(e));
 	int r = msb__rm_rf_at(s->dfd, JAIL_DIR);
 	if (r < 0)
-		shim_die(s, "clean up after a dead shim: remove jail/: %s", strerror(-r));
+		die(s, "clean up after a dead shim: remove jail/: %s", strerror(-r));
 }
 
 static void check_state_dir(struct shim *s)
 {
 	char why[900];
 	if (msb_ns__shim_open_state(s->state_dir, &s->dfd, why, sizeof(why)) < 0)
-		shim_die(s, "%s", why);
+		die(s, "%s", why);
 	pid_t pid;
 	if (msb_ns__shim_previous(s->dfd, &pid) > 0)
-		shim_die(s, "a shim (pid %d) already holds `%s`", (int)pid, s->state_dir);
+		die(s, "a shim (pid %d) already holds `%s`", (int)pid, s->state_dir);
 	purge_stale(s);
 }
 
@@ -345,7 +360,7 @@ static void write_pid(struct shim *s)
 {
 	int r = msb_ns__shim_write_pid(s->dfd);
 	if (r < 0)
-		shim_die(s, "write %s: %s", MSB_NS_STATE_SHIM_PID, strerror(-r));
+		die(s, "write %s: %s", MSB_NS_STATE_SHIM_PID, strerror(-r));
 	s->wrote_pid = true;
 }
 
@@ -354,16 +369,16 @@ static void write_pid(struct shim *s)
 static void make_jail_dirs(struct shim *s)
 {
 	if (mkdirat(s->dfd, JAIL_DIR, 0711) < 0)
-		shim_die(s, "create jail/: %s", strerror(errno));
+		die(s, "create jail/: %s", strerror(errno));
 	_cleanup_close_ int jfd =
 		openat(s->dfd, JAIL_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (jfd < 0 || fchmod(jfd, 0711) < 0 || mkdirat(jfd, "root", 0700) < 0 ||
 	    mkdirat(jfd, "run", 0700) < 0)
-		shim_die(s, "create jail/: %s", strerror(errno));
+		die(s, "create jail/: %s", strerror(errno));
 	_cleanup_close_ int rfd =
 		openat(jfd, "run", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (rfd < 0 || fchown(rfd, (uid_t)s->jail_uid, (gid_t)s->jail_uid) < 0)
-		shim_die(s, "jail/run: %s", strerror(errno));
+		die(s, "jail/run: %s", strerror(errno));
 }
 
 static int listen_at(struct shim *s, const char *name, int backlog)
@@ -373,13 +388,13 @@ static int listen_at(struct shim *s, const char *name, int backlog)
 	if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
 		snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", s->dfd, name);
 	if (unlinkat(s->dfd, name, 0) < 0 && errno != ENOENT)
-		shim_die(s, "remove a stale %s: %s", name, strerror(errno));
+		die(s, "remove a stale %s: %s", name, strerror(errno));
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
-		shim_die(s, "socket: %s", strerror(errno));
+		die(s, "socket: %s", strerror(errno));
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, backlog) < 0) {
 		close(fd);
-		shim_die(s, "listen on %s: %s", name, strerror(errno));
+		die(s, "listen on %s: %s", name, strerror(errno));
 	}
 	return fd;
 }
@@ -388,7 +403,7 @@ static void make_cgroup(struct shim *s)
 {
 	msb_ns_config cfg;
 	if (msb_ns__config_init(&cfg) < 0)
-		shim_die(s, "out of memory");
+		die(s, "out of memory");
 	cfg.memory_max = s->memory_max;
 	cfg.pids_max = s->pids_max;
 	cfg.cpu_quota_us = s->cpu_quota_us;
@@ -403,25 +418,25 @@ static void make_cgroup(struct shim *s)
 	int r = leaf ? msb_ns__cgroup_plan(&cfg, leaf, &s->cg, &e) : -ENOMEM;
 	msb_ns__config_clear(&cfg);
 	if (r < 0)
-		shim_die(s, "%s", e ? msb_error_message(e) : "out of memory");
+		die(s, "%s", e ? msb_error_message(e) : "out of memory");
 	if (!s->cg)
 		return;
 	_cleanup_free_ char *rec = msb_ns__cgroup_record(s->cg);
 	if (!rec)
-		shim_die(s, "out of memory");
+		die(s, "out of memory");
 	r = msb__write_file_atomic_at(s->dfd, MSB_NS_STATE_CGROUPS, rec, strlen(rec), 0644);
 	if (r < 0)
-		shim_die(s, "write %s: %s", MSB_NS_STATE_CGROUPS, strerror(-r));
+		die(s, "write %s: %s", MSB_NS_STATE_CGROUPS, strerror(-r));
 }
 
 static void start_vmm(struct shim *s)
 {
 	int pfd[2];
 	if (pipe2(pfd, O_CLOEXEC) < 0)
-		shim_die(s, "pipe: %s", strerror(errno));
+		die(s, "pipe: %s", strerror(errno));
 	_cleanup_free_ char *jail = msb__asprintf("%s/%s", s->state_dir, JAIL_DIR);
 	if (!jail)
-		shim_die(s, "out of memory");
+		die(s, "out of memory");
 	msb_vmm_config c = {
 		.binary = s->qemu,
 		.kernel = s->kernel,
@@ -449,7 +464,7 @@ static void start_vmm(struct shim *s)
 	if (s->restore_from) {
 		in = open(s->restore_from, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (in < 0)
-			shim_die(s, "saved state `%s`: %s", s->restore_from, strerror(errno));
+			die(s, "saved state `%s`: %s", s->restore_from, strerror(errno));
 		c.incoming = true;
 		c.incoming_fd = in;
 		/* The capability first (QMP), then the stream (restore_incoming). */
@@ -462,29 +477,29 @@ static void start_vmm(struct shim *s)
 	s->console_fd = pfd[0];
 	fcntl(s->console_fd, F_SETFL, O_NONBLOCK);
 	if (r < 0)
-		shim_die(s, "%s", msb_error_message(e));
+		die(s, "%s", msb_error_message(e));
 	s->vmm_started = true;
 	r = msb_ns__write_pid_file(s->dfd, MSB_NS_STATE_INIT_PID, s->vmm.pid, s->vmm.start_time);
 	if (r < 0)
-		shim_die(s, "write %s: %s", MSB_NS_STATE_INIT_PID, strerror(-r));
+		die(s, "write %s: %s", MSB_NS_STATE_INIT_PID, strerror(-r));
 	s->t_exec = msb__now_ns();
 }
 
-bool shim_vmm_exited(struct shim *s)
+static bool vmm_exited(struct shim *s)
 {
 	struct pollfd p = {.fd = s->vmm.pidfd, .events = POLLIN};
 	return poll(&p, 1, 0) > 0;
 }
 
-_Noreturn void shim_die_vm(struct shim *s, const char *what)
+static _Noreturn void die_vm(struct shim *s, const char *what)
 {
 	char tail[256];
 	/* Exited, or still running past the deadline: either way stopped and
 	 * reaped here (a bare wait would hang on a VMM that still runs). */
 	msb_vmm__stop(&s->vmm);
 	console_tail(s, tail, sizeof(tail));
-	shim_die(s, "%s (status 0x%x); console: %s", what, (unsigned)s->vmm.status,
-		 tail[0] ? tail : "(nothing)");
+	die(s, "%s (status 0x%x); console: %s", what, (unsigned)s->vmm.status,
+	    tail[0] ? tail : "(nothing)");
 }
 
 /* The guest's instance id: 24 hex digits, new for every VM (a reset too). */
@@ -492,7 +507,7 @@ static void new_instance_id(struct shim *s)
 {
 	uint8_t idb[12];
 	if (getrandom(idb, sizeof(idb), 0) != (ssize_t)sizeof(idb))
-		shim_die(s, "getrandom: %s", strerror(errno));
+		die(s, "getrandom: %s", strerror(errno));
 	for (size_t i = 0; i < sizeof(idb); i++)
 		snprintf(s->instance_id + 2 * i, 3, "%02x", idb[i]);
 }
@@ -511,14 +526,14 @@ static void begin_session(struct shim *s)
 	uint32_t session = 0;
 	while (session == 0)
 		if (getrandom(&session, sizeof(session), 0) != (ssize_t)sizeof(session))
-			shim_die(s, "getrandom: %s", strerror(errno));
+			die(s, "getrandom: %s", strerror(errno));
 	if (getrandom(seed, MSB_MUX_SESSION_SEED, 0) != (ssize_t)MSB_MUX_SESSION_SEED)
-		shim_die(s, "getrandom: %s", strerror(errno));
+		die(s, "getrandom: %s", strerror(errno));
 	size_t hlen = strlen(s->name);
 	memcpy(host, s->name, hlen < MSB_MUX_SESSION_NAME ? hlen : MSB_MUX_SESSION_NAME - 1);
 	memcpy(id, s->instance_id, strlen(s->instance_id));
 	if (msb_mux_link_send_session(s->link, session, p) < 0)
-		shim_die(s, "out of memory");
+		die(s, "out of memory");
 	explicit_bzero(p, sizeof(p));
 }
 
@@ -535,7 +550,7 @@ static void connect_serial(struct shim *s)
 	for (;;) {
 		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (fd < 0)
-			shim_die(s, "socket: %s", strerror(errno));
+			die(s, "socket: %s", strerror(errno));
 		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
 			/* The directory is the VMM's to write: whatever answers
 			 * must be the VMM itself, never a socket it linked in. */
@@ -543,23 +558,22 @@ static void connect_serial(struct shim *s)
 			socklen_t crlen = sizeof(cr);
 			if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0 ||
 			    cr.pid != s->vmm.pid || cr.uid != (uid_t)s->jail_uid)
-				shim_die(s,
-					 "the serial socket is not the VMM's (peer pid %d uid %u)",
-					 (int)cr.pid, (unsigned)cr.uid);
+				die(s, "the serial socket is not the VMM's (peer pid %d uid %u)",
+				    (int)cr.pid, (unsigned)cr.uid);
 			s->link = msb_mux_link_new(fd, true, NULL, NULL);
 			if (!s->link)
-				shim_die(s, "out of memory");
+				die(s, "out of memory");
 			begin_session(s);
 			s->t_serial = msb__now_ns();
 			return;
 		}
 		int e = errno;
 		close(fd);
-		if (shim_vmm_exited(s))
-			shim_die_vm(s, "the VMM exited before its serial socket was there");
+		if (vmm_exited(s))
+			die_vm(s, "the VMM exited before its serial socket was there");
 		if (msb__now_ns() > until)
-			shim_die(s, "the VMM's serial socket did not appear: %s", strerror(e));
-		shim_drain_console(s);
+			die(s, "the VMM's serial socket did not appear: %s", strerror(e));
+		drain_console(s);
 		struct timespec ts = {0, 5 * 1000 * 1000};
 		nanosleep(&ts, NULL);
 	}
@@ -590,18 +604,18 @@ static void serve(struct shim *s, int sfd, bool until_ready)
 		if (until_ready) {
 			int64_t left = (deadline - msb__now_ns()) / 1000000;
 			if (left <= 0)
-				shim_die_vm(s, "the guest agent was not ready in time");
+				die_vm(s, "the guest agent was not ready in time");
 			timeout = left > INT_MAX ? INT_MAX : (int)left;
 		}
 		int pr = poll(fds, P_LINK + n, timeout);
 		if (pr < 0) {
 			if (errno == EINTR)
 				continue;
-			shim_die(s, "poll: %s", strerror(errno));
+			die(s, "poll: %s", strerror(errno));
 		}
 		if (fds[P_VMM].revents) {
 			if (until_ready)
-				shim_die_vm(s, "the VM stopped before its agent was ready");
+				die_vm(s, "the VM stopped before its agent was ready");
 			msb_vmm__reap(&s->vmm);
 			msb_ns__shim_log("msb-vm-shim: the VMM exited (status 0x%x)",
 					 (unsigned)s->vmm.status);
@@ -611,15 +625,14 @@ static void serve(struct shim *s, int sfd, bool until_ready)
 			struct signalfd_siginfo si;
 			if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 				if (until_ready)
-					shim_die(s, "signal %u during start",
-						 (unsigned)si.ssi_signo);
+					die(s, "signal %u during start", (unsigned)si.ssi_signo);
 				msb_ns__shim_log("msb-vm-shim: signal %u: taking the VM down",
 						 (unsigned)si.ssi_signo);
 				return;
 			}
 		}
 		if (fds[P_CONSOLE].revents)
-			shim_drain_console(s);
+			drain_console(s);
 		if (fds[P_CTL].revents) {
 			serve_control(s, sfd);
 			continue; /* a reset replaced the link and the VMM */
@@ -632,7 +645,7 @@ static void serve(struct shim *s, int sfd, bool until_ready)
 		int r = msb_mux_link_handle(s->link, fds + P_LINK, n);
 		if (r < 0) {
 			if (until_ready)
-				shim_die_vm(s, "the guest's channel failed during start");
+				die_vm(s, "the guest's channel failed during start");
 			msb_ns__shim_log("msb-vm-shim: the guest channel failed: %s",
 					 msb_mux_link_why(s->link));
 			return;
@@ -681,18 +694,25 @@ static void reset_vm(struct shim *s, int sfd)
 	if (s->cg) {
 		msb_error *e = NULL;
 		if (msb_ns__cgroup_destroy(s->cg, &e) < 0)
-			shim_die(s, "reset: %s", msb_error_message(e));
+			die(s, "reset: %s", msb_error_message(e));
 		msb_ns__cgroup_free(s->cg);
 		s->cg = NULL;
 	}
 	int r = msb__rm_rf_at(s->dfd, JAIL_DIR);
 	if (r < 0)
-		shim_die(s, "reset: remove jail/: %s", strerror(-r));
+		die(s, "reset: remove jail/: %s", strerror(-r));
 	make_jail_dirs(s);
 	make_cgroup(s);
 	/* A new VM: a new identity in the guest (a restore gets it from its
-	 * first session, as any restored VM does). */
+	 * first session, as any restored VM does). A template removed since
+	 * (stale, or swept): the VM boots, on RAM of its own. */
 	new_instance_id(s);
+	if (s->restore_from && access(s->restore_from, R_OK) != 0) {
+		free(s->restore_from);
+		s->restore_from = NULL;
+		close(s->ram_fd);
+		s->ram_fd = -1;
+	}
 	boot_vm(s, sfd);
 }
 
@@ -756,6 +776,22 @@ static void serve_control(struct shim *s, int sfd)
 	close(conn);
 }
 
+/* For vm_shim_snapshot.c (vm_shim.h). */
+_Noreturn void shim_die_vm(struct shim *s, const char *what)
+{
+	die_vm(s, what);
+}
+
+bool shim_vmm_exited(struct shim *s)
+{
+	return vmm_exited(s);
+}
+
+void shim_drain_console(struct shim *s)
+{
+	drain_console(s);
+}
+
 int main(int argc, char **argv)
 {
 	static struct shim s = {.ready_fd = -1,
@@ -775,11 +811,11 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	int sfd = msb_ns__shim_signalfd();
 	if (sfd < 0)
-		shim_die(&s, "signalfd: %s", strerror(-sfd));
+		die(&s, "signalfd: %s", strerror(-sfd));
 	umask(077);
 	if (geteuid() != 0)
-		shim_die(&s, "the vm backend's jail needs root (an ordinary user's VM is not "
-			     "served yet)");
+		die(&s, "the vm backend's jail needs root (an ordinary user's VM is not "
+			"served yet)");
 	resolve_paths(&s);
 	load_config(&s);
 	new_instance_id(&s);

@@ -1140,6 +1140,9 @@ Test(vm, dir_image, .fini = fini, .timeout = 240)
 	char image[128];
 	snprintf(image, sizeof(image), "dir:%s", img);
 	o.image = image;
+	/* One VM of an image made for this run: a template would be a boot, a
+	 * save and a restore, and a RAM file per run in the shared cache. */
+	o.snapshots = -1;
 	msb_error *err = NULL;
 	cr_assert_eq(msb_vm_backend_new(&o, &backend, &err), 0, "%s", msb_error_message(err));
 	msb_sandbox *sb = acquire("t5");
@@ -1347,6 +1350,9 @@ Test(vm, oci_image, .fini = fini, .timeout = 240)
 	char image[128];
 	snprintf(image, sizeof(image), "oci:%s", layout);
 	o.image = image;
+	/* One VM of an image made for this run: a template would be a boot, a
+	 * save and a restore, and a RAM file per run in the shared cache. */
+	o.snapshots = -1;
 	msb_error *err = NULL;
 	cr_assert_eq(msb_vm_backend_new(&o, &backend, &err), 0, "%s", msb_error_message(err));
 	/* With limits: the guest's own cgroup around everything in it. */
