@@ -1063,7 +1063,7 @@ Test(vm, restored_vms_unique, .fini = fini, .timeout = 600)
 		     msb_error_message(err));
 	check_report(rep);
 
-	/* A reset of a restored VM restores again: a new VMM with a new
+	/* A reset of a restored VM (9.28) restores again: a new VMM with a new
 	 * identity in the guest, nothing of the old writable layer. */
 	cr_assert_eq(msb_sandbox_write_file(a, "before-reset", (const uint8_t *)"x", 1, ".", &err),
 		     0, "%s", msb_error_message(err));
