@@ -235,6 +235,33 @@ int vm_pump_run(int port, const char *sock_path, int id_req, int id_ack);
  * instance id) sent on req by the pump, one answer byte on ack ('y'). */
 int vm_identity_run(int req, int ack, int rootfd);
 
+/* ---- layer.c (the fingerprint of a `vm` guest) ---------------------------- */
+#define VM_LAYER_BASE_MAX 256
+#define VM_LAYER_ID_FILE "msb-instance-id"
+/* What the identity helper last wrote into the guest's root (vm_identity.c):
+ * the inodes of /run and /run/msb-instance-id, in a page it shares with the
+ * agent (0: nothing yet). */
+struct vm_layer_marks {
+	uint64_t run_ino, id_ino;
+};
+struct vm_layer {
+	int upper_fd; /* the overlay's upper directory; -1 when not a vm guest */
+	/* What the init made in it while building the root (path, inode). */
+	struct {
+		uint64_t ino;
+		char *path;
+	} base[VM_LAYER_BASE_MAX];
+	size_t n_base;
+	bool base_overflow; /* not all recorded: the fingerprint is refused */
+	struct vm_layer_marks *marks;
+};
+extern struct vm_layer vm_layer;
+/* vm_init.c, before the chroot: open the upper directory, record what is in
+ * it, map the marks' page (before the identity helper forks). -errno. */
+int vm_layer_setup(const char *upper);
+/* The request `layer`, in the forked child: the exit status (AGENT_FILE_*). */
+int layer_serve(const struct vm_layer *l, int proc_fd, int cap_last);
+
 /* ---- child.c ------------------------------------------------------------- */
 struct spawn {
 	const char *file; /* searched in path_env when it has no '/' */
@@ -249,6 +276,9 @@ struct spawn {
 	int cap_last;
 	int proc_fd;
 	bool file_op; /* MSB_PROTO_EXEC_FILE: files_serve(argv), not execve */
+	/* The file request `layer` in a vm guest: layer_serve(), which keeps
+	 * the upper directory and CAP_DAC_READ_SEARCH (layer.c). */
+	const struct vm_layer *layer;
 };
 _Noreturn void child_run(const struct spawn *sp);
 

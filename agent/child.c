@@ -237,6 +237,8 @@ _Noreturn void child_run(const struct spawn *sp)
 	if (setsid() < 0)
 		_exit(126);
 	setup_stdio(sp->stdio);
+	if (sp->layer)
+		_exit(layer_serve(sp->layer, sp->proc_fd, sp->cap_last));
 	/* a terminal: the session's controlling one, this group in front */
 	if (sp->ctty && ioctl(STDIN_FILENO, TIOCSCTTY, 0) < 0)
 		die("controlling terminal", errno);

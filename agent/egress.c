@@ -7,7 +7,9 @@
  * with the protocol's credit flow. The agent decides nothing here: it does
  * not read the request; the shim's proxy does, on the host side. At most
  * max_tunnels are open; beyond that the agent stops accepting (clients wait
- * in the listen backlog). Workloads started after the listener is up get
+ * in the listen backlog). With MSB_PROTO_EGRESS_HANDOVER the listening
+ * socket goes to the host instead, and this file relays nothing. Workloads
+ * started after the listener is up get
  * HTTP(S)_PROXY pointing at it and NO_PROXY for loopback.
  */
 #include <errno.h>
@@ -50,6 +52,53 @@ static void channel_error(struct conn *c, uint32_t id, uint16_t code, const char
 	conn_queue(c, buf, msb_proto_enc_error(buf, sizeof(buf), id, code, msg));
 }
 
+/*
+ * The hand-over (MSB_PROTO_EGRESS_HANDOVER): EGRESS_READY goes out with the
+ * listening socket attached, so that the host (the shim, on the same
+ * machine) accepts and relays the guest's connections itself. It must be
+ * the next bytes on the connection: what is queued is flushed first, and if
+ * it cannot all go now the hand-over is refused (the shim asks right after
+ * HELLO, with nothing else in flight). NULL, or why not.
+ */
+static const char *handover(struct conn *c, int fd, const uint8_t *frame, int len)
+{
+	if (len <= 0)
+		return "cannot encode EGRESS_READY";
+	conn_flush(c);
+	if (c->dead || c->closing || conn_queued(c) > 0)
+		return "egress hand-over: the connection is busy";
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	memset(&u, 0, sizeof(u));
+	struct iovec iov = {.iov_base = (void *)frame, .iov_len = (size_t)len};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf)};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	ssize_t w;
+	do
+		w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (w < 0 && errno == EINTR);
+	/* A short write would leave a partial frame: the frame is 12 bytes on
+	 * an idle connection, so all or nothing in practice; a partial one is
+	 * not recoverable and ends the connection. */
+	if (w == len)
+		return NULL;
+	if (w > 0) {
+		c->closing = true;
+		c->close_deadline_ns = 0;
+	}
+	return w < 0 && errno == EOPNOTSUPP ? "egress hand-over needs a unix connection"
+					    : "egress hand-over: cannot send the socket";
+}
+
 void egress_listen(struct agent *a, struct conn *c, uint32_t id, const msb_proto_egress_listen *l)
 {
 	if (a->egress) {
@@ -82,12 +131,23 @@ void egress_listen(struct agent *a, struct conn *c, uint32_t id, const msb_proto
 	g->listen_ch = id;
 	g->max = l->max_tunnels;
 	g->window = l->window;
+	uint8_t buf[MSB_PROTO_HEADER_SIZE + 4];
+	int len = msb_proto_enc_egress_empty(buf, sizeof(buf), MSB_PROTO_EGRESS_READY, id);
+	if (l->flags & MSB_PROTO_EGRESS_HANDOVER) {
+		const char *why = handover(c, fd, buf, len);
+		close(fd);
+		g->listen_fd = -1; /* the host's now: nothing to accept here */
+		if (why) {
+			free(g);
+			channel_error(c, id, MSB_PROTO_ERR_UNSUPPORTED, why);
+			return;
+		}
+	}
 	g->ready = true;
 	a->egress = g;
 	set_env(l->port);
-	uint8_t buf[MSB_PROTO_HEADER_SIZE + 4];
-	conn_queue(c, buf,
-		   msb_proto_enc_egress_empty(buf, sizeof(buf), MSB_PROTO_EGRESS_READY, id));
+	if (!(l->flags & MSB_PROTO_EGRESS_HANDOVER))
+		conn_queue(c, buf, len);
 }
 
 static void tunnel_close(struct tunnel *t)
@@ -364,7 +424,8 @@ void egress_conn_closed(struct agent *a, struct conn *c)
 	 * turn may still name the tunnels. */
 	for (struct tunnel *t = g->tunnels; t; t = t->next)
 		tunnel_close(t);
-	close(g->listen_fd);
+	if (g->listen_fd >= 0)
+		close(g->listen_fd);
 	g->listen_fd = -1;
 	g->closed = true;
 }

@@ -358,6 +358,10 @@ void exec_open(struct agent *a, struct conn *c, uint32_t id, const msb_proto_exe
 	};
 	if (tty)
 		sp.stdio[0] = sp.stdio[1] = sp.stdio[2] = slave;
+	/* The vm guest's fingerprint (layer.c): only as a file request. */
+	if (sp.file_op && argv[0] && strcmp(argv[0], "layer") == 0 && !argv[1] &&
+	    vm_layer.upper_fd >= 0)
+		sp.layer = &vm_layer;
 	pid_t pid = fork();
 	if (pid < 0) {
 		send_channel_error(c, id, MSB_PROTO_ERR_SPAWN, "fork failed");

@@ -35,7 +35,7 @@ struct pool_seed {
 	uint8_t buf[MSB_MUX_SESSION_SEED];
 };
 
-#define ID_FILE "msb-instance-id"
+#define ID_FILE VM_LAYER_ID_FILE
 #define ID_TMP ".msb-instance-id.new"
 
 static bool name_ok(const uint8_t *p, size_t cap, size_t *len, bool dots)
@@ -93,6 +93,21 @@ static int write_id(int rootfd, const char *id, size_t len)
 	}
 	if (r == 0 && renameat(run, ID_TMP, run, ID_FILE) < 0)
 		r = -errno;
+	/* The fingerprint leaves out what this wrote, and only that (layer.c):
+	 * the inodes as the writable layer itself has them (the overlay's own
+	 * numbers for a directory are not those). */
+	int urun = r == 0 && vm_layer.marks && vm_layer.upper_fd >= 0
+			   ? openat(vm_layer.upper_fd, "run",
+				    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+			   : -1;
+	struct stat rs, is;
+	if (urun >= 0 && fstat(urun, &rs) == 0 &&
+	    fstatat(urun, ID_FILE, &is, AT_SYMLINK_NOFOLLOW) == 0) {
+		__atomic_store_n(&vm_layer.marks->run_ino, (uint64_t)rs.st_ino, __ATOMIC_RELEASE);
+		__atomic_store_n(&vm_layer.marks->id_ino, (uint64_t)is.st_ino, __ATOMIC_RELEASE);
+	}
+	if (urun >= 0)
+		close(urun);
 	close(run);
 	return r;
 }

@@ -37,6 +37,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/reboot.h>
@@ -339,6 +341,23 @@ static void limit(const char *root, uint64_t pids_max, uint64_t cpu_millis, uint
 		halt("read-only cgroup2: %s", strerror(errno));
 }
 
+/* The loopback interface up: the guest's only one (the VM has no network
+ * device). The egress proxy's port (agent/egress.c) listens on it, and
+ * workloads may talk to themselves over it, as on `ns`. */
+static void loopback_up(void)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (fd < 0 || ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
+		halt("the loopback interface: %s", strerror(errno));
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+		halt("the loopback interface up: %s", strerror(errno));
+	close(fd);
+}
+
 static int listen_socket(void)
 {
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -482,7 +501,13 @@ int vm_init(int argc, char **argv, const char **work)
 	make_dev(VM_ROOT);
 	mask_proc(VM_ROOT);
 	limit(VM_ROOT, pids_max, cpu_millis, memory_max);
+	/* What the fingerprint is measured against (layer.c): the root as
+	 * built, before the identity helper or any workload writes. */
+	int lr = vm_layer_setup(VM_RW "/upper");
+	if (lr < 0)
+		halt("the writable layer's baseline: %s", strerror(-lr));
 
+	loopback_up();
 	int port = open_port();
 	int lfd = listen_socket();
 	start_helpers(port, lfd);

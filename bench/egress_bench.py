@@ -21,6 +21,12 @@ The client runs
               shim's proxy at 127.0.0.1:3128 (allowlist: localhost; backend
               config allow_cidrs 127.0.0.0/8 and ::1); the sandbox (client and
               agent) runs under the backend's default CPU quota, one core;
+              one relay: the agent hands its listener to the shim, which
+              splices the guest's connection to the destination;
+  msb-framed  the same in a second sandbox whose shim was started with
+              MSB_SHIM_EGRESS_RELAY=framed: two relays, the agent's and the
+              shim's, with the tunnel's bytes framed on agent.sock between
+              them (the path a VM's agent takes);
   squid       on the host, through squid on a loopback port, configured as an
               allowlist proxy (dstdomain localhost, everything else denied);
   tinyproxy   on the host, through tinyproxy likewise (FilterDefaultDeny with
@@ -328,7 +334,8 @@ def main():
     ap.add_argument("--cpu", type=int,
                     help="the sandbox's CPU quota in thousandths of a core (msb --cpu; "
                          "default: the backend's, 1000 as root)")
-    ap.add_argument("--only", help="comma-separated tools (direct,msb,squid,tinyproxy)")
+    ap.add_argument("--only",
+                    help="comma-separated tools (direct,msb,msb-framed,squid,tinyproxy)")
     ap.add_argument("--no-install", action="store_true")
     ap.add_argument("--json")
     a = ap.parse_args()
@@ -372,6 +379,15 @@ def main():
         else:
             notes.append(f"msb: {warm.stderr.decode()[-300:]}")
         only = set(a.only.split(",")) if a.only else None
+        state2 = os.path.join(work, "msb-state-framed")
+        msb_flags2 = ["--state-dir", state2, *msb_flags[2:]]
+        if not only or "msb-framed" in only:
+            warm = subprocess.run([msb, "exec", *msb_flags2, "--", "true"], capture_output=True,
+                                  env={**os.environ, "MSB_SHIM_EGRESS_RELAY": "framed"})
+            if warm.returncode == 0:
+                tools["msb-framed"] = ["proxy", "127.0.0.1", "3128"]
+            else:
+                notes.append(f"msb-framed: {warm.stderr.decode()[-300:]}")
         sq = start_squid(work, notes) if not only or "squid" in only else None
         if sq:
             procs.append(sq[0])
@@ -385,6 +401,7 @@ def main():
         samples = {t: {"setup_us": [], "bytes_per_s": [], "cpu_s": 0.0, "bytes": 0}
                    for t in tools}
         proxy_pids = {"direct": lambda: [], "msb": lambda: msb_pids(state),
+                      "msb-framed": lambda: msb_pids(state2),
                       "squid": lambda: group_pids(sq[0].pid) if sq else [],
                       "tinyproxy": lambda: group_pids(tp[0].pid) if tp else []}
         for rnd in range(a.rounds):
@@ -393,8 +410,9 @@ def main():
             for t in order:
                 args = [*tools[t], "localhost", str(blast.port), str(a.n), str(a.mib),
                         str(a.reps)]
-                if t == "msb":
-                    cmd = [msb, "exec", *msb_flags, "--timeout", "600", "--", "python3", "-c",
+                if t in ("msb", "msb-framed"):
+                    flags = msb_flags if t == "msb" else msb_flags2
+                    cmd = [msb, "exec", *flags, "--timeout", "600", "--", "python3", "-c",
                            CLIENT, *args]
                 else:
                     cmd = [sys.executable, "-c", CLIENT, *args]
@@ -425,8 +443,10 @@ def main():
                 "n_tput": len(s["bytes_per_s"]),
             }
     finally:
-        subprocess.run([msb, "dispose", "--state-dir", state, "--scope", "cli", "--agent",
-                        "cli", "--thread", thread], capture_output=True)
+        for st in (state, os.path.join(work, "msb-state-framed")):
+            if os.path.isdir(st):
+                subprocess.run([msb, "dispose", "--state-dir", st, "--scope", "cli", "--agent",
+                                "cli", "--thread", thread], capture_output=True)
         for p in procs:
             stop(p)
         blast.close()

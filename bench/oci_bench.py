@@ -3,13 +3,21 @@
 """The `oci` backend beside the bare runtime it drives, side by side in one run.
 
     bench/oci_bench.py [--build DIR] [-n N] [--runtimes runsc,crun] [--json OUT]
+                       [--baseline-shim PATH]
 
 Needs root, and the runtimes (scripts/install-deps). For each runtime R:
 
   cold run    `msb run --config {"type":"oci","runtime":R} -- true`: a
               call-scoped sandbox acquired, /bin/true run in it, disposed -
               beside `R run` of a bundle whose process is /bin/true (create,
-              start, wait, delete): what a user runs instead.
+              start, wait, delete): what a user runs instead; and beside
+              `R run` of msb's own bundle (`R run, same bundle`): the
+              config.json msb's shim hands the runtime - user namespace,
+              seccomp, masked and read-only paths, every mount - with
+              /bin/true for the agent, over a plain copy of msb's root
+              skeleton (no overlay, no cgroup, no shim, no agent): the
+              runtime's own work for msb's sandbox, so the difference is
+              msb's overhead alone.
   acquire     `msb acquire` of a new key (the sandbox stays; it is disposed
               untimed): the cold start alone.
   warm exec   `msb exec -- true` into a warm sandbox (a CLI process: acquire
@@ -24,6 +32,10 @@ only, fresh /proc, pid, network, ipc, uts and mount namespaces; runsc with
 private mount namespace (a hybrid cgroup2 hierarchy hidden, as msb-oci-shim
 does). msb's sandboxes add what the backend always has: a user namespace, an
 overlay root with a size-capped tmpfs layer, cgroup limits, the agent.
+
+--baseline-shim PATH adds `msb run (baseline shim)`: the same CLI with another
+msb-oci-shim (MSB_OCI_SHIM; say, one built from an older tree), in the same
+rounds - a before/after on the same minute of a noisy machine.
 
 N runs per case (default 20), the cases of one runtime in a shuffled order
 each round; medians and p90s (nearest rank), and each msb case's median over
@@ -44,15 +56,21 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLONE_NEWNS = 0x00020000
 MS_REC, MS_PRIVATE, MNT_DETACH = 0x4000, 0x40000, 2
+MS_RDONLY, MS_NOSUID, MS_NODEV = 1, 2, 4
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
 def private_mounts():
-    """preexec for crun: a mount namespace of its own, the hybrid cgroup2 hidden."""
+    """preexec for crun: a mount namespace of its own, the hybrid cgroup2 hidden
+    as msb-oci-shim hides it (covered by a tmpfs: no unmount, whose RCU grace
+    period would be counted against the bare runtime)."""
     if _libc.unshare(CLONE_NEWNS) != 0:
         os._exit(126)
     _libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None)
-    _libc.umount2(b"/sys/fs/cgroup/unified", MNT_DETACH)
+    if os.path.isdir("/sys/fs/cgroup/unified") and _libc.mount(
+            b"msb-hidden", b"/sys/fs/cgroup/unified", b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV,
+            b"size=4k,nr_inodes=1,mode=0555") != 0:
+        _libc.umount2(b"/sys/fs/cgroup/unified", MNT_DETACH)
 
 
 def bundle(base, name, args):
@@ -88,16 +106,58 @@ def bundle(base, name, args):
     return d
 
 
+def same_bundle(base, name, msb, cfg, thread):
+    """msb's own bundle, taken from a live sandbox of `thread` (read through its
+    shim's mount namespace), with /bin/true as the process and host-side stand-ins
+    for what lives on the shim's private tmpfs."""
+    state = json.load(open(cfg))["state_dir"]
+    top = os.path.join(state, "oci")
+    for n in os.listdir(top):
+        d = os.path.join(top, n)
+        try:
+            pid = int(open(os.path.join(d, "shim.pid")).read().split()[0])
+            labels = json.load(open(os.path.join(d, "labels.json")))
+        except (OSError, ValueError):
+            continue
+        if labels.get("thread_id") != thread:
+            continue
+        via = f"/proc/{pid}/root{os.path.realpath(d)}/run"
+        spec = json.load(open(os.path.join(via, "bundle", "config.json")))
+        out = os.path.join(base, name)
+        os.makedirs(out)
+        rootfs = os.path.join(out, "rootfs")
+        subprocess.run(["cp", "-a", os.path.join(via, "layer", "skel"), rootfs], check=True)
+        uid = os.stat(rootfs).st_uid
+        private = os.path.realpath(d)
+        for m in spec["mounts"]:
+            src = m.get("source", "")
+            if m.get("type") == "bind" and src.startswith(private + "/"):
+                if m["destination"] == "/tmp":
+                    m["source"] = os.path.join(rootfs, "tmp")
+                    continue
+                stand_in = os.path.join(out, m["destination"].strip("/").replace("/", "_"))
+                os.makedirs(stand_in)
+                os.chown(stand_in, uid, uid)
+                os.chmod(stand_in, 0o1777 if m["destination"] == "/dev/shm" else 0o700)
+                m["source"] = stand_in
+        spec["root"]["path"] = rootfs
+        spec["process"]["args"] = ["/bin/true"]
+        with open(os.path.join(out, "config.json"), "w") as f:
+            json.dump(spec, f)
+        return out
+    raise RuntimeError(f"no live sandbox of thread {thread} under {top}")
+
+
 def runtime_argv(rt, path, root):
     if rt == "runsc":
         return [path, "--root", root, "--network", "none", "--ignore-cgroups"]
     return [path, "--root", root, "--cgroup-manager=disabled"]
 
 
-def timed(argv, preexec=None):
+def timed(argv, preexec=None, env=None):
     t = time.perf_counter()
     p = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE, preexec_fn=preexec, timeout=120)
+                       stderr=subprocess.PIPE, preexec_fn=preexec, timeout=120, env=env)
     dt = time.perf_counter() - t
     if p.returncode != 0:
         raise RuntimeError(f"{argv[:6]}... exited {p.returncode}: {p.stderr[-300:]!r}")
@@ -125,10 +185,18 @@ def bench_runtime(rt, args, msb, tmp):
     true_b = bundle(tmp, f"true-{rt}", ["/bin/true"])
     sleep_b = bundle(tmp, f"sleep-{rt}", ["/bin/sleep", "100000"])
     base = runtime_argv(rt, path, rroot)
+    if rt == "runsc":  # as msb-oci-shim runs it (docs/internals/oci-backend.md)
+        same_base = base + ["--overlay2", "none", "--platform", "ptrace"]
+    else:
+        same_base = base
     counter = [0]
 
     def msb_run():
         return timed([msb, "run", *common, "--", "true"])
+
+    def msb_run_baseline():
+        env = dict(os.environ, MSB_OCI_SHIM=args.baseline_shim)
+        return timed([msb, "run", *common, "--", "true"], env=env)
 
     def msb_acquire():
         counter[0] += 1
@@ -145,17 +213,25 @@ def bench_runtime(rt, args, msb, tmp):
         counter[0] += 1
         return timed(base + ["run", "--bundle", true_b, f"b{counter[0]}"], pre)
 
+    def same_run():
+        counter[0] += 1
+        return timed(same_base + ["run", "--bundle", same_b, f"s{counter[0]}"], pre)
+
     def bare_exec():
         return timed(base + ["exec", "warm", "/bin/true"], pre)
 
     # The warm ones: a sandbox, and a detached container.
     subprocess.run([msb, "acquire", *common, "--thread", "warm"], check=True,
                    capture_output=True)
+    same_b = same_bundle(tmp, f"same-{rt}", msb, cfg, "warm")
     subprocess.run(base + ["run", "--detach", "--bundle", sleep_b, "warm"], check=True,
                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, preexec_fn=pre)
-    cases = {"msb run": msb_run, f"{rt} run": bare_run, "msb acquire": msb_acquire,
+    cases = {"msb run": msb_run, f"{rt} run": bare_run, f"{rt} run, same bundle": same_run,
+             "msb acquire": msb_acquire,
              "msb exec": msb_exec, f"{rt} exec": bare_exec}
+    if args.baseline_shim:
+        cases["msb run (baseline shim)"] = msb_run_baseline
     samples = {k: [] for k in cases}
     try:
         for fn in cases.values():  # warm-up, untimed
@@ -176,8 +252,15 @@ def bench_runtime(rt, args, msb, tmp):
     for k, v in samples.items():
         out["cases"][k] = {"p50_ms": round(pct(v, 0.5), 2), "p90_ms": round(pct(v, 0.9), 2)}
     c = out["cases"]
-    out["ratios"] = {
+    ratios = {}
+    if args.baseline_shim:
+        ratios["cold run: baseline shim / bare run"] = round(
+            c["msb run (baseline shim)"]["p50_ms"] / c[f"{rt} run"]["p50_ms"], 2)
+    out["ratios"] = ratios
+    out["ratios"] |= {
         "cold run: msb run / bare run": round(c["msb run"]["p50_ms"] / c[f"{rt} run"]["p50_ms"], 2),
+        "cold run: msb run / same bundle": round(c["msb run"]["p50_ms"] /
+                                                 c[f"{rt} run, same bundle"]["p50_ms"], 2),
         "warm exec: msb exec / bare exec": round(c["msb exec"]["p50_ms"] /
                                                  c[f"{rt} exec"]["p50_ms"], 2),
     }
@@ -190,6 +273,7 @@ def main():
     ap.add_argument("-n", type=int, default=20)
     ap.add_argument("--runtimes", default="runsc,crun")
     ap.add_argument("--json")
+    ap.add_argument("--baseline-shim")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("oci_bench: needs root")
@@ -206,7 +290,7 @@ def main():
             results.append(r)
             print(f"== {rt} (n={args.n}; ms)")
             for k, v in r.get("cases", {}).items():
-                print(f"  {k:14} p50 {v['p50_ms']:8.2f}  p90 {v['p90_ms']:8.2f}")
+                print(f"  {k:22} p50 {v['p50_ms']:8.2f}  p90 {v['p90_ms']:8.2f}")
             for k, v in r.get("ratios", {}).items():
                 print(f"  {k:34} {v:.2f}x")
             if "error" in r:

@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include <jansson.h>
-#include <msb/ns.h>
 
 #include "cli.h"
 
@@ -96,7 +95,8 @@ static int base_object(const cli_backend_flags *f, json_t *sources, json_t **out
 		return 0;
 	}
 	if (!(o = json_object()) ||
-	    (r = set_new(o, "type", json_string(f->type ? f->type : "ns"), err)) < 0 ||
+	    (r = set_new(o, "type", json_string(f->type ? f->type : CLI_DEFAULT_BACKEND), err)) <
+		    0 ||
 	    (r = set_new(sources, "type", json_string(f->type ? SRC_FLAG : SRC_DEFAULT), err)) <
 		    0) {
 		json_decref(o);
@@ -107,19 +107,23 @@ static int base_object(const cli_backend_flags *f, json_t *sources, json_t **out
 }
 
 /* An ns backend that states no `pool_size` keeps the configuration file's
- * defaults.pool_size warm sandboxes per template (docs/pool.md). */
-static int default_pool_size(json_t *o, json_t *sources, msb_error **err)
+ * defaults.pool_size warm sandboxes per template, else the verb's built-in
+ * default (docs/pool.md). */
+static int default_pool_size(const cli_backend_flags *f, json_t *o, json_t *sources,
+			     msb_error **err)
 {
 	const char *type = json_string_value(json_object_get(o, "type"));
 	if (!type || strcmp(type, "ns") != 0 || json_object_get(o, "pool_size"))
 		return 0;
 	const cli_config *c = NULL;
 	int r = cli_config_get(&c, err);
-	if (r < 0 || !c->has_pool_size)
+	if (r < 0 || (!c->has_pool_size && !f->pool_default))
 		return r;
-	if ((r = set_new(o, "pool_size", json_integer((json_int_t)c->pool_size), err)) < 0)
+	const json_int_t n = c->has_pool_size ? (json_int_t)c->pool_size : f->pool_default;
+	if ((r = set_new(o, "pool_size", json_integer(n), err)) < 0)
 		return r;
-	return set_new(sources, "pool_size", json_string(SRC_FILE), err);
+	return set_new(sources, "pool_size", json_string(c->has_pool_size ? SRC_FILE : SRC_DEFAULT),
+		       err);
 }
 
 int cli_backend_object_sourced(const cli_backend_flags *f, json_t **out, json_t **sources_out,
@@ -157,7 +161,7 @@ int cli_backend_object_sourced(const cli_backend_flags *f, json_t **out, json_t 
 			r = set_new(sources, "egress", json_string(SRC_FLAG), err);
 	}
 	if (r == 0)
-		r = default_pool_size(o, sources, err);
+		r = default_pool_size(f, o, sources, err);
 	if (r < 0) {
 		json_decref(o);
 		json_decref(sources);
@@ -187,20 +191,6 @@ int cli_backend_json(const cli_backend_flags *f, char **out, msb_error **err)
 	return *out ? 0 : msb_error_set(err, MSB_E_NOMEM, "out of memory");
 }
 
-/* An OCI image's first unpack, on one line of a terminal (docs/cli.md). */
-static void progress_line(void *ud, const msb_ns_progress *p)
-{
-	(void)ud;
-	const double mib = 1024.0 * 1024.0;
-	if (p->done)
-		fprintf(stderr, "\r\033[Kmsb: unpacked %s: %u layer%s, %.1f MiB\n", p->image,
-			p->layers, p->layers == 1 ? "" : "s", (double)p->total / mib);
-	else
-		fprintf(stderr, "\r\033[Kmsb: unpacking %s: layer %u/%u, %.1f/%.1f MiB", p->image,
-			p->layer, p->layers, (double)p->bytes / mib, (double)p->total / mib);
-	fflush(stderr);
-}
-
 int cli_backend_new(const cli_backend_flags *f, msb_backend **out, msb_error **err)
 {
 	char *text = NULL;
@@ -209,9 +199,8 @@ int cli_backend_new(const cli_backend_flags *f, msb_backend **out, msb_error **e
 		return r;
 	r = msb_backend_from_json(text, strlen(text), out, err);
 	free(text);
-	/* Progress only where a person watches: stderr is a terminal. */
-	if (r == 0 && msb_ns_backend_state_root(*out) && isatty(STDERR_FILENO))
-		msb_ns_backend_set_progress(*out, progress_line, NULL, NULL);
+	if (r == 0)
+		cli_backend_progress(*out);
 	if (r < 0 && f->config)
 		msb_error_wrap(err, "--config `%s`", f->config);
 	else if (r < 0 && !f->config) {

@@ -96,7 +96,15 @@ typedef struct cli_backend_flags {
 	const char *state_dir;
 	const char *image;
 	const char *egress_config;
+	/* pool_size for an `ns` backend when neither its JSON nor the
+	 * configuration file names one: CLI_FRONT_POOL_SIZE for the front ends
+	 * (run, serve, mcp), 0 for every other verb (docs/pool.md). */
+	unsigned pool_default;
 } cli_backend_flags;
+
+/* The built-in warm pool of `msb run`, `msb serve` and `msb mcp`: a ready
+ * sandbox for the next run and one starting behind it (docs/pool.md). */
+#define CLI_FRONT_POOL_SIZE 2
 /*
  * The backend JSON object (json_decref it): --config's object (type must
  * be f->type when given); else the configuration file's `backend` when it
@@ -112,6 +120,15 @@ int cli_backend_object_sourced(const cli_backend_flags *f, json_t **out, json_t 
 int cli_backend_json(const cli_backend_flags *f, char **out, msb_error **err);
 /* The backend itself, through msb_backend_from_json. */
 int cli_backend_new(const cli_backend_flags *f, msb_backend **out, msb_error **err);
+/* The Linux-only backends' parts (backends_linux.c; backends_win32.c): an
+ * image's unpacking progress on a terminal; the state root of an ns, oci or
+ * vm backend (NULL for another) and *sub its name; `msb ls`'s listing. */
+void cli_backend_progress(msb_backend *b);
+const char *cli_backend_state_root(const msb_backend *b, const char **sub);
+int cli_ls_list(msb_backend *b, bool json, msb_error **err);
+/* Drain the warm pool of b's state root when b is an ns backend (*n: how
+ * many went); 0 with *n = 0 for any other backend. */
+int cli_pool_drain(msb_backend *b, size_t *n, msb_error **err);
 
 /* The router JSON options (without backends): the configuration file's
  * `router`, --min-isolation (may be NULL) over it; *sources as above. */

@@ -12,14 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <jansson.h>
 #include <msb/conformance.h>
-#include <msb/ns.h>
-#include <msb/oci_backend.h>
-#include <msb/vm.h>
 
 #include "cli.h"
 #include "conformance_cli.h"
@@ -137,12 +133,8 @@ int cli_conformance_backend(cli_conformance_args *a, msb_backend **out, msb_erro
 	if (r < 0)
 		return a->config ? msb_error_wrap(err, "--config `%s`", a->config) : r;
 	/* One state-root rule: the one the ns (or oci) backend resolved. */
-	const char *root = msb_ns_backend_state_root(*out);
-	const char *sub = "ns";
-	if (!root && (root = msb_oci_backend_state_root(*out)))
-		sub = "oci";
-	if (!root && (root = msb_vm_backend_state_root(*out)))
-		sub = "vm";
+	const char *sub = "";
+	const char *root = cli_backend_state_root(*out, &sub);
 	snprintf(a->state_root, sizeof(a->state_root), "%s", root ? root : "");
 	snprintf(a->state_sub, sizeof(a->state_sub), "%s", root ? sub : "");
 	return 0;

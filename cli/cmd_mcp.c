@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "os.h"
 #include "rpc/mcp.h"
 
 static const cli_option mcp_options[] = {
@@ -104,7 +104,10 @@ static int load_config(const char *path, char **router, char **spec, char **sink
 				     "object",
 				     path);
 	}
-	*router = json_dumps(ro, JSON_COMPACT);
+	/* The front end's warm pool, as `msb run` keeps one (docs/pool.md). */
+	*router = rpc_router_pool_default(ro, CLI_FRONT_POOL_SIZE) == 0
+			  ? json_dumps(ro, JSON_COMPACT)
+			  : NULL;
 	*spec = so ? json_dumps(so, JSON_COMPACT) : strdup(default_spec);
 	json_decref(o);
 	return *router && *spec ? 0 : msb_error_set(err, MSB_E_NOMEM, "out of memory");
@@ -202,7 +205,8 @@ static int parse_args(int argc, char **argv, struct mcp_args *a)
 static int flags_config(const struct mcp_args *a, char **router_json, char **spec_json,
 			msb_error **err)
 {
-	cli_backend_flags bf = {.state_dir = a->state_dir, .image = a->image};
+	cli_backend_flags bf = {
+		.state_dir = a->state_dir, .image = a->image, .pool_default = CLI_FRONT_POOL_SIZE};
 	if (cli_router_json(&bf, a->floor, router_json, err) < 0)
 		return -1;
 	json_error_t jerr;
@@ -245,7 +249,7 @@ static int serve_mcp(struct mcp_args *a)
 
 	int events_fd = -1;
 	if (a->events) {
-		events_fd = open(a->events, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		events_fd = cli_os_open_append(a->events);
 		if (events_fd < 0) {
 			free(router_json);
 			free(spec_json);
@@ -260,10 +264,10 @@ static int serve_mcp(struct mcp_args *a)
 	pthread_mutex_init(&st.lock, NULL);
 	st.max_output = a->max_output;
 	uint8_t rnd[16];
-	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+	if (cli_os_random(rnd, sizeof(rnd)) < 0) {
 		free(router_json);
 		free(spec_json);
-		msb_error_set(&err, MSB_E_OS, "getrandom failed");
+		msb_error_set(&err, MSB_E_OS, "no random bytes");
 		return cli_fail(err);
 	}
 	for (size_t i = 0; i < sizeof(rnd); i++)

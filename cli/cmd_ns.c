@@ -15,15 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
-#include <msb/ns.h>
 #include <msb/outputs.h>
 
 #include "cli.h"
+#include "os.h"
 #include "exec_io.h"
 
 struct ns_args {
@@ -59,7 +58,8 @@ struct ns_args {
 	msb_jsonl_recorder *recorder;
 	/* run and exec: stdin, output, env, terminal (cli/exec_io.c) */
 	cli_exec_io io;
-	bool call_scope; /* make_router: the backend serves the call scope */
+	bool call_scope;       /* make_router: the backend serves the call scope */
+	unsigned pool_default; /* cli_backend_flags.pool_default */
 };
 
 static int cmd_run(int argc, char **argv);
@@ -270,7 +270,8 @@ const cli_verb verb_purge = {
 	.name = "purge",
 	.summary = "dispose every sandbox of a conversation (scope and thread)",
 	.synopsis = "msb purge --scope S --thread T [--config FILE] [--state-dir DIR]",
-	.description = "Selects by the labels on disk, so it reaches sandboxes any process made.\n",
+	.description = "Selects by the labels on disk, so it reaches sandboxes any process made.\n"
+		       "With the `ns` backend it drains the warm pool too (msb pool drain).\n",
 	.options = purge_options,
 	.run = cmd_purge,
 };
@@ -284,6 +285,7 @@ static cli_backend_flags backend_flags(const struct ns_args *a)
 		.state_dir = a->state_dir,
 		.image = a->image,
 		.egress_config = a->egress_config,
+		.pool_default = a->pool_default,
 	};
 	return f;
 }
@@ -566,7 +568,7 @@ static int make_router(struct ns_args *a, msb_router **out, msb_error **err)
 {
 	msb_observer obs;
 	if (a->events) {
-		a->events_fd = open(a->events, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+		a->events_fd = cli_os_open_append(a->events);
 		if (a->events_fd < 0)
 			return msb_error_set(err, MSB_E_VALUE, "--events `%s`: %s", a->events,
 					     strerror(errno));
@@ -673,12 +675,7 @@ static void on_run_signal(int sig)
 
 static void run_signals(bool catch)
 {
-	static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
-	struct sigaction sa = {.sa_handler = catch ? on_run_signal : SIG_DFL,
-			       .sa_flags = SA_RESTART};
-	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-		sigaction(sigs[i], &sa, NULL);
+	cli_os_catch_stop_signals(catch ? on_run_signal : NULL);
 }
 
 static int cmd_run(int argc, char **argv)
@@ -691,6 +688,7 @@ static int cmd_run(int argc, char **argv)
 		free_outputs(&a);
 		return cli_usage(&verb_run, "no command given (put it after --)");
 	}
+	a.pool_default = CLI_FRONT_POOL_SIZE;
 	msb_error *err = NULL;
 	msb_output_sink *sink = NULL;
 	if (a.sink) {
@@ -850,32 +848,9 @@ static int cmd_ls(int argc, char **argv)
 	msb_error *err = NULL;
 	if (cli_backend_new(&bf, &b, &err) < 0)
 		return cli_fail(err);
-	msb_ns_options o = MSB_NS_OPTIONS_INIT;
-	o.state_root = msb_ns_backend_state_root(b);
-	msb_ns_entry *e = NULL;
-	size_t n = 0;
-	int r = o.state_root ? msb_ns_list(&o, &e, &n, &err)
-			     : msb_error_set(&err, MSB_E_VALUE,
-					     "msb ls lists what an `ns` backend keeps on disk; "
-					     "backend `%s` is not one",
-					     msb_backend_name(b));
-	msb_ns_pool_entry *pe = NULL;
-	size_t pn = 0;
-	if (r == 0)
-		r = msb_ns_pool_list(b, &pe, &pn, &err);
-	char *backend = strdup(msb_backend_name(b));
+	int r = cli_ls_list(b, a.json, &err);
 	msb_backend_unref(b);
-	if (r < 0) {
-		free(backend);
-		msb_ns_entries_free(e, n);
-		return cli_fail(err);
-	}
-	/* The warm pool's sandboxes, as `pooled` (docs/pool.md). */
-	cli_ls_print(e, n, pe, pn, backend ? backend : "ns", a.json);
-	msb_ns_pool_entries_free(pe, pn);
-	free(backend);
-	msb_ns_entries_free(e, n);
-	return 0;
+	return r < 0 ? cli_fail(err) : 0;
 }
 
 static int cmd_dispose(int argc, char **argv)
@@ -921,10 +896,18 @@ static int cmd_purge(int argc, char **argv)
 		return cli_fail(err);
 	msb_scope_purge p = {0};
 	int r = msb_backend_dispose_scope(b, a.scope, a.thread, &p, &err);
+	/* And the warm pool of the state root: the sandboxes `msb run` left
+	 * ready belong to no conversation, and a purge leaves none running
+	 * (docs/pool.md). */
+	size_t pooled = 0;
+	if (r == 0)
+		r = cli_pool_drain(b, &pooled, &err);
 	msb_backend_unref(b);
 	if (r < 0)
 		return cli_fail(err);
 	printf("disposed %llu sandbox(es)\n", (unsigned long long)p.disposed);
+	if (pooled)
+		printf("removed %zu pooled sandbox%s\n", pooled, pooled == 1 ? "" : "es");
 	if (p.undisposed) {
 		fprintf(stderr, "msb: %llu sandbox(es) could not be disposed\n",
 			(unsigned long long)p.undisposed);

@@ -53,6 +53,7 @@ int cmd_serve(int argc, char **argv)
 	rpc_server_options o = {0};
 	o.events = true;
 	o.events_fd = -1;
+	o.pool_default = CLI_FRONT_POOL_SIZE;
 	uint64_t v;
 	int c;
 	optind = 1;

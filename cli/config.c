@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "os.h"
 
 #define CONFIG_MAX_BYTES (1u << 20)
 
@@ -165,7 +166,7 @@ static int check(cli_config *c, msb_error **err)
 static int load(cli_config *c, const char *path, bool *missing, msb_error **err)
 {
 	*missing = false;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	int fd = cli_os_open_read(path);
 	if (fd < 0 && errno == ENOENT) {
 		*missing = true;
 		return 0;
@@ -180,9 +181,37 @@ static int load(cli_config *c, const char *path, bool *missing, msb_error **err)
 				     "configuration `%s`: not a regular file of at most %u bytes",
 				     path, CONFIG_MAX_BYTES);
 	}
-	json_error_t je;
-	json_t *o = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
+	/* Read here, parsed from memory: jansson's own fd reader is not built
+	 * into the Windows deps (scripts/windows-deps), and the size is bounded
+	 * either way. */
+	char *text = malloc(CONFIG_MAX_BYTES + 1);
+	size_t n = 0;
+	ssize_t got = 0;
+	while (text && n <= CONFIG_MAX_BYTES &&
+	       (got = read(fd, text + n, CONFIG_MAX_BYTES + 1 - n)) != 0) {
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			break;
+		n += (size_t)got;
+	}
+	int e = errno;
 	close(fd);
+	if (!text)
+		return msb_error_set(err, MSB_E_NOMEM, "out of memory");
+	if (got < 0 || n > CONFIG_MAX_BYTES) {
+		free(text);
+		return got < 0 ? msb_error_set(err, MSB_E_OS, "configuration `%s`: %s", path,
+					       strerror(e))
+			       : msb_error_set(
+					 err, MSB_E_VALUE,
+					 "configuration `%s`: not a regular file of at most %u "
+					 "bytes",
+					 path, CONFIG_MAX_BYTES);
+	}
+	json_error_t je;
+	json_t *o = json_loadb(text, n, JSON_REJECT_DUPLICATES, &je);
+	free(text);
 	if (!json_is_object(o)) {
 		json_decref(o);
 		return msb_error_set(err, MSB_E_VALUE,
@@ -381,7 +410,9 @@ static int show(const cli_backend_flags *bf, const char *floor, const uint64_t f
 									      : "built-in default";
 		add(values, name, json_integer((json_int_t)res[i]), src);
 	}
-	add(values, "defaults.pool_size", json_integer((json_int_t)c->pool_size),
+	/* Without the file: what the front ends (run, serve, mcp) keep. */
+	add(values, "defaults.pool_size",
+	    json_integer((json_int_t)(c->has_pool_size ? c->pool_size : CLI_FRONT_POOL_SIZE)),
 	    c->has_pool_size ? "file" : "built-in default");
 	add(values, "defaults.env", c->env ? json_incref(c->env) : json_object(),
 	    c->env ? "file" : "built-in default");
@@ -416,7 +447,9 @@ static int show(const cli_backend_flags *bf, const char *floor, const uint64_t f
 		}
 		json_decref(sv);
 		printf("\n(defaults.pool_size: the warm pool an `ns` backend whose JSON names no "
-		       "pool_size keeps;\n0 = no pool; docs/pool.md)\n");
+		       "pool_size keeps;\n0 = no pool; built in: %u for run, serve and mcp, none "
+		       "for the other verbs;\ndocs/pool.md)\n",
+		       CLI_FRONT_POOL_SIZE);
 	}
 out:
 	json_decref(values);

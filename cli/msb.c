@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* msb: entry point, verb table, shared helpers. */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_verbs.h"
+#include "os.h"
 
 static int cmd_version(int argc, char **argv);
 static const cli_verb verb_version = {
@@ -20,12 +20,7 @@ static const cli_verb verb_version = {
 	.run = cmd_version,
 };
 
-static const cli_verb *const verbs[] = {
-	&verb_run,	  &verb_acquire, &verb_exec,	    &verb_cp,	 &verb_files,
-	&verb_ls,	  &verb_dispose, &verb_pool,	    &verb_purge, &verb_check,
-	&verb_config,	  &verb_doctor,	 &verb_conformance, &verb_serve, &verb_mcp,
-	&verb_completion, &verb_man,	 &verb_version,
-};
+static const cli_verb *const verbs[] = {CLI_VERBS};
 
 const cli_verb *const *cli_verbs(size_t *n)
 {
@@ -148,14 +143,8 @@ bool cli_beside_binary(const char *rel, int mode, char *out, size_t size)
 {
 	char exe[PATH_MAX];
 	out[0] = '\0';
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
+	if (!cli_os_exe_dir(exe, sizeof(exe)))
 		return false;
-	exe[n] = '\0';
-	char *slash = strrchr(exe, '/');
-	if (!slash)
-		return false;
-	*slash = '\0';
 	int w = snprintf(out, size, "%.*s/../%s", PATH_MAX - 64, exe, rel);
 	if (w < 0 || (size_t)w >= size || access(out, mode) != 0) {
 		out[0] = '\0';
@@ -170,7 +159,7 @@ void cli_random_hex(char *out, size_t nbytes)
 	uint8_t b[16] = {0};
 	if (nbytes > sizeof(b))
 		nbytes = sizeof(b);
-	if (getrandom(b, nbytes, 0) != (ssize_t)nbytes)
+	if (cli_os_random(b, nbytes) < 0)
 		memset(b, 0, sizeof(b));
 	for (size_t i = 0; i < nbytes; i++) {
 		out[2 * i] = hex[b[i] >> 4];
@@ -192,7 +181,7 @@ void cli_locate_helpers(void)
 	for (size_t i = 0; i < sizeof(helpers) / sizeof(helpers[0]); i++)
 		if (!getenv(helpers[i].env) &&
 		    cli_beside_binary(helpers[i].rel, X_OK, path, sizeof(path)))
-			setenv(helpers[i].env, path, 0);
+			cli_os_setenv(helpers[i].env, path);
 }
 
 bool cli_wants_help(int argc, char **argv)
@@ -215,7 +204,7 @@ void cli_log(void *ud, msb_log_level level, const char *component, const char *m
 
 int cli_read_file(const char *path, char **out, size_t *len, msb_error **err)
 {
-	int fd = strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+	int fd = strcmp(path, "-") == 0 ? STDIN_FILENO : cli_os_open_read(path);
 	if (fd < 0)
 		return msb_error_set(err, MSB_E_NOT_FOUND, "cannot open `%s`: %s", path,
 				     strerror(errno));
@@ -267,6 +256,7 @@ int cli_read_file(const char *path, char **out, size_t *len, msb_error **err)
 
 int main(int argc, char **argv)
 {
+	cli_os_binary_stdio();
 	if (argc < 2) {
 		print_help(stderr);
 		return 2;

@@ -2,6 +2,7 @@
 /* msb-shim's egress proxy: see egress_proxy.h and docs/internals/egress.md. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -17,81 +18,7 @@
 #include <unistd.h>
 
 #include "backends/ns/boundary/boundary.h"
-#include "egress_proxy.h"
-#include "proto/outq.h"
-#include "proto/proto.h"
-
-#define LISTEN_CHANNEL 1u
-/* The destinations are not read while this much is queued for the agent. */
-#define OUTQ_HIGH (1024u * 1024)
-#define OUTQ_INITIAL (64u * 1024)
-/*
- * The agent queue's hard maximum. Past OUTQ_HIGH only what one loop turn
- * adds after its check is queued: one read_up() reservation (at most
- * READ_FRAMES frames of the agent's size, about 1 MiB), the answers to one
- * receive buffer of agent frames (CREDIT, EOF, PONG, ERROR, refusals: small
- * frames, fewer than the frames received) and the refusals of due
- * deadlines (one per tunnel). 4 MiB holds that twice over; reaching it means
- * the agent stopped reading, and the proxy stops with a log line saying so.
- */
-#define OUTQ_MAX (4u * 1024 * 1024)
-#define LINGER_MS 5000
-#define HANDSHAKE_MS 5000
-
-enum { T_HEAD, T_DIAL, T_OPEN, T_LINGER };
-enum { TAG_AGENT = 1, TAG_TUNNEL = 2 };
-
-typedef struct tunnel {
-	int tag; /* TAG_TUNNEL: first, for the epoll cookie */
-	uint32_t id;
-	int state;
-	int up; /* the destination socket, -1 */
-	uint32_t up_events;
-	msb_egress_request req;
-	msb_egress_entry rec;
-	bool recorded;
-	bool slot; /* holds one record's room in the log (an allowed tunnel) */
-	struct sockaddr_storage addrs[MSB_EGRESS_ADDRS_MAX];
-	int n_addrs, cur;
-	int64_t deadline; /* 0: none */
-	char *pre;	  /* the rewritten head of a plain request, then ubuf */
-	size_t pre_off, pre_len;
-	uint8_t *ubuf; /* guest -> destination bytes, <= window */
-	size_t uhead, ulen;
-	uint64_t received; /* from the guest, all told */
-	uint32_t regrant;
-	msb_proto_credit in_credit;  /* granted to the agent */
-	msb_proto_credit out_credit; /* granted by the agent */
-	bool plain;
-	uint64_t body_left;
-	bool agent_eof, up_eof, eof_sent, up_shut;
-	bool done;
-	struct tunnel *next;
-} tunnel;
-
-struct proxy {
-	int tag; /* TAG_AGENT */
-	int ep;
-	int fd; /* the agent connection */
-	int dfd;
-	int log_fd;
-	uint64_t dropped;
-	unsigned slots; /* tunnels holding a record's room */
-	msb_egress_config cfg;
-	msb_proto_reader *rd;
-	uint32_t peer_max_payload;
-	msb_proto_outq out; /* frames for the agent, at most OUTQ_MAX bytes */
-	bool want_out;
-	uint32_t last_id;
-	unsigned ntunnels;
-	tunnel *tunnels;
-	bool broken;
-};
-
-static int64_t now_ms(void)
-{
-	return msb__now_ns() / 1000000;
-}
+#include "egress_int.h"
 
 /* ---- the agent connection's output queue ---------------------------------- */
 
@@ -241,9 +168,11 @@ static void up_interest(proxy *p, tunnel *t)
 	if (t->state == T_DIAL) {
 		ev = EPOLLOUT;
 	} else {
-		if (!t->up_eof && t->out_credit.avail > 0 && queued(p) < OUTQ_HIGH)
+		bool room = direct(t) ? !t->dstall && t->dlen < t->pcap
+				      : t->out_credit.avail > 0 && queued(p) < OUTQ_HIGH;
+		if (!t->up_eof && room)
 			ev |= EPOLLIN;
-		if (t->pre_off < t->pre_len || t->ulen > 0)
+		if (t->pre_off < t->pre_len || t->ulen > 0 || t->plen > 0)
 			ev |= EPOLLOUT;
 	}
 	if (ev == t->up_events)
@@ -253,7 +182,7 @@ static void up_interest(proxy *p, tunnel *t)
 	t->up_events = ev;
 }
 
-static void tunnel_finish(proxy *p, tunnel *t, const char *why)
+void tunnel_finish(proxy *p, tunnel *t, const char *why)
 {
 	if (t->done)
 		return;
@@ -271,22 +200,44 @@ static void tunnel_finish(proxy *p, tunnel *t, const char *why)
 		close(t->up);
 		t->up = -1;
 	}
+	if (direct(t)) {
+		epoll_ctl(p->ep, EPOLL_CTL_DEL, t->guest, NULL);
+		close(t->guest);
+		t->guest = -1;
+		for (int i = 0; i < 2; i++) {
+			if (t->dpipe[i] >= 0)
+				close(t->dpipe[i]);
+			if (t->upipe[i] >= 0)
+				close(t->upipe[i]);
+			t->dpipe[i] = t->upipe[i] = -1;
+		}
+	}
 	t->done = true;
 }
 
-/* Abort: the agent RSTs the guest's connection. */
-static void tunnel_abort(proxy *p, tunnel *t, const char *msg, const char *why)
+/* Abort: the guest's connection is reset (here, or by the agent). */
+void tunnel_abort(proxy *p, tunnel *t, const char *msg, const char *why)
 {
 	if (t->done)
 		return;
-	send_error(p, t->id, MSB_PROTO_ERR_INTERNAL, msg);
+	if (direct(t)) {
+		struct linger lg = {.l_onoff = 1, .l_linger = 0};
+		setsockopt(t->guest, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	} else {
+		send_error(p, t->id, MSB_PROTO_ERR_INTERNAL, msg);
+	}
 	tunnel_finish(p, t, why);
 }
 
-static void send_eof(proxy *p, tunnel *t)
+void send_eof(proxy *p, tunnel *t)
 {
 	if (t->eof_sent)
 		return;
+	if (direct(t)) {
+		/* the guest's side is shut once the pipe to it is empty (progress) */
+		t->eof_sent = true;
+		return;
+	}
 	uint8_t buf[MSB_PROTO_HEADER_SIZE + 1];
 	queue(p, buf, msb_proto_enc_eof(buf, sizeof(buf), t->id, MSB_PROTO_STDIN));
 	t->eof_sent = true;
@@ -296,6 +247,13 @@ static void send_eof(proxy *p, tunnel *t)
 static void to_guest(proxy *p, tunnel *t, const char *text)
 {
 	size_t n = strlen(text);
+	if (direct(t)) {
+		/* the first bytes on a fresh connection: its buffer has room */
+		ssize_t w = send(t->guest, text, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w != (ssize_t)n)
+			tunnel_abort(p, t, "guest connection reset", NULL);
+		return;
+	}
 	if (n == 0 || n > t->out_credit.avail)
 		return;
 	uint8_t *dst = reserve(p, MSB_PROTO_DATA_OVERHEAD + n);
@@ -334,10 +292,14 @@ static void refuse(proxy *p, tunnel *t, int status, const char *phrase, const ch
 	t->deadline = now_ms() + LINGER_MS;
 	if (t->agent_eof)
 		tunnel_finish(p, t, NULL);
+	else
+		progress(p, t);
 }
 
 static void regrant(proxy *p, tunnel *t, uint32_t n, bool force)
 {
+	if (direct(t))
+		return; /* no credit: the pipes bound what is held */
 	t->regrant += n;
 	if (t->regrant == 0 || (!force && t->regrant < MSB_EGRESS_WINDOW / 4))
 		return;
@@ -348,12 +310,17 @@ static void regrant(proxy *p, tunnel *t, uint32_t n, bool force)
 }
 
 static void dial_next(proxy *p, tunnel *t);
-static void flush_up(proxy *p, tunnel *t);
 
 static void connected(proxy *p, tunnel *t)
 {
 	t->state = T_OPEN;
 	t->deadline = 0;
+	if (direct(t) && open_pipes(t) < 0) {
+		/* nothing was relayed: a refusal, recorded as such */
+		shim_log("msb-shim: egress: pipe: %s", strerror(errno));
+		refuse(p, t, 503, "Service Unavailable", "proxy-out-of-pipes");
+		return;
+	}
 	if (t->plain) {
 		t->pre = t->req.upstream_head;
 		t->pre_len = t->req.upstream_len;
@@ -407,7 +374,7 @@ static void dial_next(proxy *p, tunnel *t)
 }
 
 /* A complete head is in ubuf: decide, resolve, dial. */
-static void on_head(proxy *p, tunnel *t)
+void on_head(proxy *p, tunnel *t)
 {
 	msb_egress_request *q = &t->req;
 	int r = msb_egress__parse_head((const char *)t->ubuf, t->ulen, q);
@@ -468,7 +435,7 @@ static void on_head(proxy *p, tunnel *t)
 	dial_next(p, t);
 }
 
-static void flush_up(proxy *p, tunnel *t)
+void flush_up(proxy *p, tunnel *t)
 {
 	while (t->up >= 0 && t->state == T_OPEN && t->pre_off < t->pre_len) {
 		ssize_t w = send(t->up, t->pre + t->pre_off, t->pre_len - t->pre_off,
@@ -499,7 +466,17 @@ static void flush_up(proxy *p, tunnel *t)
 		t->rec.bytes_up += (uint64_t)w;
 		regrant(p, t, (uint32_t)w, false);
 	}
-	if (t->ulen == 0) {
+	if (t->up >= 0 && t->ulen == 0 && t->plen > 0) {
+		uint64_t before = t->rec.bytes_up;
+		int rc = pipe_drain(t->upipe[0], t->up, &t->plen, &t->rec.bytes_up);
+		if (t->rec.bytes_up != before)
+			t->ustall = false;
+		if (rc < 0) {
+			tunnel_abort(p, t, "destination reset", NULL);
+			return;
+		}
+	}
+	if (t->ulen == 0 && t->plen == 0) {
 		t->uhead = 0;
 		regrant(p, t, 0, true);
 		if (t->agent_eof && !t->plain && !t->up_shut && t->up >= 0 &&
@@ -517,6 +494,10 @@ static void flush_up(proxy *p, tunnel *t)
 #define READ_FRAMES 16
 static void read_up(proxy *p, tunnel *t)
 {
+	if (direct(t)) {
+		read_up_direct(p, t);
+		return;
+	}
 	size_t slot = p->peer_max_payload - 1;
 	size_t avail = t->out_credit.avail;
 	if (avail == 0 || queued(p) >= OUTQ_HIGH)
@@ -592,6 +573,40 @@ static void on_up(proxy *p, tunnel *t, uint32_t events)
 		flush_up(p, t);
 	if (!t->done && t->up >= 0 && !t->up_eof && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
 		read_up(p, t);
+	/* direct: a destination that has ended, and is shut our way too or has
+	 * failed, is let go while the guest drains (epoll reports HUP and ERR
+	 * whatever the interest: kept, it would wake every turn) */
+	if (!t->done && direct(t) && t->up >= 0 && t->up_eof &&
+	    (t->up_shut || (events & (EPOLLHUP | EPOLLERR)))) {
+		epoll_ctl(p->ep, EPOLL_CTL_DEL, t->up, NULL);
+		close(t->up);
+		t->up = -1;
+	}
+}
+
+/* A tunnel in T_HEAD, counted; NULL at the limit or without memory. */
+tunnel *new_tunnel(proxy *p, uint32_t id)
+{
+	tunnel *t = NULL;
+	if (p->ntunnels >= p->cfg.max_tunnels || !(t = calloc(1, sizeof(*t))) ||
+	    !(t->ubuf = malloc(MSB_EGRESS_WINDOW))) {
+		free(t);
+		return NULL;
+	}
+	t->tag = TAG_TUNNEL;
+	t->gtag = TAG_GUEST;
+	t->id = id;
+	t->up = -1;
+	t->guest = -1;
+	t->dpipe[0] = t->dpipe[1] = t->upipe[0] = t->upipe[1] = -1;
+	t->state = T_HEAD;
+	t->in_credit.avail = MSB_EGRESS_WINDOW;
+	t->out_credit.avail = MSB_EGRESS_WINDOW;
+	t->deadline = now_ms() + p->cfg.header_timeout_ms;
+	t->next = p->tunnels;
+	p->tunnels = t;
+	p->ntunnels++;
+	return t;
 }
 
 static void on_open(proxy *p, uint32_t id)
@@ -602,23 +617,8 @@ static void on_open(proxy *p, uint32_t id)
 		return;
 	}
 	p->last_id = id;
-	tunnel *t = NULL;
-	if (p->ntunnels >= p->cfg.max_tunnels || !(t = calloc(1, sizeof(*t))) ||
-	    !(t->ubuf = malloc(MSB_EGRESS_WINDOW))) {
-		free(t);
+	if (!new_tunnel(p, id))
 		send_error(p, id, MSB_PROTO_ERR_LIMIT, "too many egress tunnels");
-		return;
-	}
-	t->tag = TAG_TUNNEL;
-	t->id = id;
-	t->up = -1;
-	t->state = T_HEAD;
-	t->in_credit.avail = MSB_EGRESS_WINDOW;
-	t->out_credit.avail = MSB_EGRESS_WINDOW;
-	t->deadline = now_ms() + p->cfg.header_timeout_ms;
-	t->next = p->tunnels;
-	p->tunnels = t;
-	p->ntunnels++;
 }
 
 static void on_data(proxy *p, tunnel *t, const msb_proto_data *d)
@@ -650,7 +650,7 @@ static void on_data(proxy *p, tunnel *t, const msb_proto_data *d)
 		flush_up(p, t);
 }
 
-static void on_agent_eof(proxy *p, tunnel *t)
+void on_agent_eof(proxy *p, tunnel *t)
 {
 	t->agent_eof = true;
 	switch (t->state) {
@@ -664,7 +664,10 @@ static void on_agent_eof(proxy *p, tunnel *t)
 		flush_up(p, t);
 		break;
 	case T_LINGER:
-		tunnel_finish(p, t, NULL);
+		if (direct(t))
+			progress(p, t); /* ends once the pipe to the guest is empty */
+		else
+			tunnel_finish(p, t, NULL);
 		break;
 	}
 }
@@ -828,6 +831,12 @@ int proxy_run(proxy *p)
 		int tag = *(int *)evs[i].data.ptr;
 		if (tag == TAG_AGENT) {
 			on_agent(p, evs[i].events);
+		} else if (tag == TAG_LISTEN) {
+			accept_guests(p);
+		} else if (tag == TAG_GUEST) {
+			tunnel *t = (tunnel *)((char *)evs[i].data.ptr - offsetof(tunnel, gtag));
+			if (!t->done)
+				on_guest(p, t, evs[i].events);
 		} else {
 			tunnel *t = evs[i].data.ptr;
 			if (!t->done)
@@ -836,12 +845,16 @@ int proxy_run(proxy *p)
 	}
 	if (!p->broken)
 		deadlines(p);
-	for (tunnel *t = p->tunnels; t && !p->broken; t = t->next)
+	for (tunnel *t = p->tunnels; t && !p->broken; t = t->next) {
 		if (!t->done)
 			up_interest(p, t);
+		if (!t->done && direct(t))
+			guest_interest(p, t);
+	}
 	if (!p->broken)
 		flush(p);
 	sweep(p);
+	listen_interest(p);
 	if (p->broken) {
 		shim_log("msb-shim: egress: the agent connection is lost; the proxy stops");
 		return -1;
@@ -871,6 +884,8 @@ void proxy_stop(proxy *p)
 	sweep(p);
 	if (p->fd >= 0)
 		close(p->fd);
+	if (p->listen_fd >= 0)
+		close(p->listen_fd);
 	if (p->ep >= 0)
 		close(p->ep);
 	if (p->log_fd >= 0)
@@ -879,122 +894,4 @@ void proxy_stop(proxy *p)
 	free(p->rd);
 	msb_proto_outq_free(&p->out);
 	free(p);
-}
-
-/* ---- start: connect, HELLO, EGRESS_LISTEN, EGRESS_READY ---------------------- */
-
-static int wait_frame(proxy *p, int64_t deadline, msb_proto_msg *m)
-{
-	for (;;) {
-		msb_proto_frame f;
-		int rc = msb_proto_reader_next(p->rd, &f);
-		if (rc < 0)
-			return -EPROTO;
-		if (rc > 0)
-			return msb_proto_decode(&f, m) < 0 ? -EPROTO : 0;
-		int64_t left = deadline - now_ms();
-		struct pollfd pf = {.fd = p->fd, .events = POLLIN};
-		if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
-			return -ETIMEDOUT;
-		uint8_t *dst;
-		size_t room = msb_proto_reader_space(p->rd, &dst);
-		ssize_t n = recv(p->fd, dst, room, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -ECONNRESET;
-		msb_proto_reader_commit(p->rd, (size_t)n);
-	}
-}
-
-static int send_all(int fd, const uint8_t *b, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -errno;
-		b += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-int proxy_start(proxy **out, msb_egress_config *cfg, int dfd, char *errbuf, size_t errlen)
-{
-	proxy *p = calloc(1, sizeof(*p));
-	if (!p) {
-		snprintf(errbuf, errlen, "out of memory");
-		return -1;
-	}
-	p->tag = TAG_AGENT;
-	p->fd = p->ep = p->log_fd = -1;
-	p->dfd = dfd;
-	p->cfg = *cfg;
-	memset(cfg, 0, sizeof(*cfg));
-	p->rd = malloc(sizeof(*p->rd));
-	if (!p->rd) {
-		snprintf(errbuf, errlen, "out of memory");
-		goto fail;
-	}
-	msb_proto_reader_init(p->rd, MSB_PROTO_MAX_PAYLOAD);
-	(void)msb_proto_outq_init(&p->out, OUTQ_INITIAL, OUTQ_MAX);
-	p->log_fd = openat(dfd, MSB_EGRESS_LOG_NAME,
-			   O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (p->log_fd < 0) {
-		snprintf(errbuf, errlen, "egress log: %s", strerror(errno));
-		goto fail;
-	}
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dfd, MSB_NS_STATE_SOCKET);
-	p->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (p->fd < 0 || connect(p->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		snprintf(errbuf, errlen, "egress: connect to the agent: %s", strerror(errno));
-		goto fail;
-	}
-	int64_t deadline = now_ms() + HANDSHAKE_MS;
-	msb_proto_hello h;
-	msb_proto_hello_default(&h, MSB_PROTO_ROLE_HOST);
-	uint8_t buf[64];
-	int len = msb_proto_enc_hello(buf, sizeof(buf), &h);
-	msb_proto_msg m;
-	uint16_t version;
-	if (len < 0 || send_all(p->fd, buf, (size_t)len) < 0 || wait_frame(p, deadline, &m) < 0 ||
-	    m.type != MSB_PROTO_HELLO || msb_proto_hello_negotiate(&h, &m.u.hello, &version) < 0) {
-		snprintf(errbuf, errlen, "egress: no HELLO from the agent");
-		goto fail;
-	}
-	p->peer_max_payload = m.u.hello.max_payload;
-	msb_proto_egress_listen l = {.port = MSB_EGRESS_PORT,
-				     .max_tunnels = (uint16_t)p->cfg.max_tunnels,
-				     .window = MSB_EGRESS_WINDOW};
-	len = msb_proto_enc_egress_listen(buf, sizeof(buf), LISTEN_CHANNEL, &l);
-	if (len < 0 || send_all(p->fd, buf, (size_t)len) < 0 || wait_frame(p, deadline, &m) < 0) {
-		snprintf(errbuf, errlen, "egress: the agent did not answer EGRESS_LISTEN");
-		goto fail;
-	}
-	if (m.type == MSB_PROTO_ERROR) {
-		snprintf(errbuf, errlen, "egress: the agent cannot listen: %.*s",
-			 (int)m.u.error.message.len, (const char *)m.u.error.message.ptr);
-		goto fail;
-	}
-	if (m.type != MSB_PROTO_EGRESS_READY || m.channel != LISTEN_CHANNEL) {
-		snprintf(errbuf, errlen, "egress: unexpected %s from the agent",
-			 msb_proto_type_name(m.type));
-		goto fail;
-	}
-	int fl = fcntl(p->fd, F_GETFL);
-	p->ep = epoll_create1(EPOLL_CLOEXEC);
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = p};
-	if (fl < 0 || fcntl(p->fd, F_SETFL, fl | O_NONBLOCK) < 0 || p->ep < 0 ||
-	    epoll_ctl(p->ep, EPOLL_CTL_ADD, p->fd, &ev) < 0) {
-		snprintf(errbuf, errlen, "egress: %s", strerror(errno));
-		goto fail;
-	}
-	*out = p;
-	return 0;
-fail:
-	proxy_stop(p);
-	return -1;
 }

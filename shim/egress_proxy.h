@@ -22,9 +22,13 @@ typedef struct proxy proxy;
 void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Connect to <state>/agent.sock (dfd is the state directory), say HELLO,
- * ask the agent to listen, and wait for it. Takes ownership of *cfg (its
- * contents; *cfg is zeroed). 0, or -1 with a reason in errbuf. */
-int proxy_start(proxy **out, msb_egress_config *cfg, int dfd, char *errbuf, size_t errlen);
+ * ask the agent to listen, and wait for it. `handover`: ask for the agent's
+ * listener itself (one relay; only where the agent's connection is a unix
+ * socket on this host - not through a VM's serial mux, which carries no
+ * descriptors). Takes ownership of *cfg (its contents; *cfg is zeroed). 0,
+ * or -1 with a reason in errbuf. */
+int proxy_start(proxy **out, msb_egress_config *cfg, int dfd, bool handover, char *errbuf,
+		size_t errlen);
 /* The epoll fd to wait on. */
 int proxy_fd(const proxy *p);
 /* Milliseconds until the next deadline (-1: none). */

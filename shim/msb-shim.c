@@ -9,7 +9,7 @@
  * In DIR it creates agent.sock (listening; the agent accepts on it as fd 3),
  * work/ (bind-mounted at the guest's work_dir, owned by the guest's root),
  * shim.pid and init.pid ("PID STARTTIME"), and the cgroups record. It
- * reports "ok\n" or "error: REASON\n" on --ready-fd, detaches (setsid,
+ * reports "ok\n" or "error: REASON\n" on --ready-fd, detaches (own process group,
  * stdio to /dev/null or --log), and waits on the init's pidfd. On
  * SIGTERM/SIGINT/SIGHUP it kills the sandbox (the pid namespace dies with
  * its init), removes the cgroups, the socket, the work tree and its own
@@ -387,7 +387,7 @@ static void start_proxy(struct shim *s)
 	msb_egress_config c;
 	load_egress(s, &c);
 	char why[256];
-	if (proxy_start(&s->proxy, &c, s->dfd, why, sizeof(why)) < 0)
+	if (proxy_start(&s->proxy, &c, s->dfd, true, why, sizeof(why)) < 0)
 		die(s, "%s", why);
 }
 
@@ -433,7 +433,7 @@ static void load_config(struct shim *s)
 	free(buf);
 }
 
-/* setsid, stdio away from whoever started us, no cwd pinned. */
+/* A process group of its own, stdio away from whoever started us, no cwd pinned. */
 static void detach(struct shim *s)
 {
 	char why[900];

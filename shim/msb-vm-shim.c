@@ -41,6 +41,7 @@
 #include "backends/ns/boundary/boundary.h"
 #include "backends/ns/boundary/shim.h"
 #include "backends/vm/vmm.h"
+#include "vm_egress.h"
 #include "proto/mux_link.h"
 #include "util/fs.h"
 #include "util/json.h"
@@ -97,9 +98,12 @@ static void console_tail(struct shim *s, char *out, size_t size)
 	out[o] = '\0';
 }
 
+static void stop_proxy(struct shim *s);
+
 static int teardown(struct shim *s)
 {
 	int ret = 0;
+	stop_proxy(s);
 	msb_mux_link_free(s->link);
 	s->link = NULL;
 	if (s->vmm_started) {
@@ -326,6 +330,17 @@ static void load_config(struct shim *s)
 		die(s, "vm shim config: `jail_uid` must be an unprivileged id");
 	if (!(s->ready_timeout > 0 && s->ready_timeout <= 3600))
 		die(s, "vm shim config: `ready_timeout` out of range");
+}
+
+/* egress.json beside shim.json: the allowlist proxy's configuration (a
+ * template has none). */
+static void load_egress(struct shim *s)
+{
+	char why[600];
+	if (vm_egress_load(s->state_dir, &s->egress_json, &s->egress_len, why, sizeof(why)) < 0)
+		die(s, "%s", why);
+	if (s->egress_json && s->save_to)
+		die(s, "egress: a template has no egress proxy");
 }
 
 static void detach(struct shim *s)
@@ -579,12 +594,42 @@ static void connect_serial(struct shim *s)
 	}
 }
 
-enum { P_VMM, P_SIG, P_CONSOLE, P_LISTEN, P_CTL, P_LINK };
+/* ---- the egress allowlist proxy (vm_egress.c) ------------------------------------ */
+
+static void stop_proxy(struct shim *s)
+{
+	vm_egress_stop(&s->egress);
+}
+
+static void serve(struct shim *s, int sfd, bool until_ready);
+
+/* With an allowlist: start the proxy and serve (its connection to the agent
+ * among the rest) until it reports that the agent listens, so that no exec
+ * starts before its proxy variables are right. A failure takes the sandbox
+ * down. */
+static void start_proxy(struct shim *s, int sfd)
+{
+	if (!s->egress_json)
+		return;
+	char why[600];
+	int64_t t0 = msb__now_ns();
+	if (vm_egress_start(&s->egress, s->dfd, s->egress_json, s->egress_len, why, sizeof(why)) <
+	    0)
+		die(s, "%s", why);
+	serve(s, sfd, false);
+	if (s->egress.report >= 0)
+		die(s, "egress: the VM or the shim stopped before the proxy was ready");
+	msb_ns__shim_log("msb-vm-shim: `%s`: egress proxy ready (pid %d) in %.3f s", s->name,
+			 (int)s->egress.pid, (double)(msb__now_ns() - t0) / 1e9);
+}
+
+enum { P_VMM, P_SIG, P_CONSOLE, P_LISTEN, P_CTL, P_PROXY, P_LINK };
 
 static void serve_control(struct shim *s, int sfd);
 
 /* Serve until the VMM exits or a signal comes. `until_ready`: return once the
- * guest said READY (or die at the deadline). */
+ * guest said READY (or die at the deadline). While the egress proxy is
+ * starting (vm_egress.c), return once it reported instead. */
 static void serve(struct shim *s, int sfd, bool until_ready)
 {
 	int64_t deadline = msb__now_ns() + (int64_t)(s->ready_timeout * 1e9);
@@ -598,7 +643,14 @@ static void serve(struct shim *s, int sfd, bool until_ready)
 		bool room = msb_mux_link_streams(s->link) < MSB_MUX_MAX_STREAMS;
 		fds[P_LISTEN] = (struct pollfd){.fd = !until_ready && room ? s->listen_fd : -1,
 						.events = POLLIN};
-		fds[P_CTL] = (struct pollfd){.fd = until_ready ? -1 : s->ctl_fd, .events = POLLIN};
+		/* While the proxy starts: its report; then: its exit. */
+		bool starting = s->egress.report >= 0;
+		fds[P_CTL] = (struct pollfd){.fd = until_ready || starting ? -1 : s->ctl_fd,
+					     .events = POLLIN};
+		fds[P_PROXY] = (struct pollfd){.fd = until_ready ? -1
+						     : starting	 ? s->egress.report
+								 : s->egress.pidfd,
+					       .events = POLLIN};
 		size_t n = msb_mux_link_pollfds(s->link, fds + P_LINK, 1 + MSB_MUX_MAX_STREAMS);
 		int timeout = -1;
 		if (until_ready) {
@@ -633,6 +685,18 @@ static void serve(struct shim *s, int sfd, bool until_ready)
 		}
 		if (fds[P_CONSOLE].revents)
 			drain_console(s);
+		if (fds[P_PROXY].revents) {
+			char why[600];
+			if (s->egress.report >= 0) {
+				if (vm_egress_report(&s->egress, why, sizeof(why)) < 0)
+					die(s, "%s", why);
+				return;
+			}
+			/* Its connection to the agent ended: egress is closed
+			 * until the shim starts it again. */
+			msb_ns__shim_log("msb-vm-shim: the egress proxy exited");
+			stop_proxy(s);
+		}
 		if (fds[P_CTL].revents) {
 			serve_control(s, sfd);
 			continue; /* a reset replaced the link and the VMM */
@@ -681,6 +745,7 @@ static void boot_vm(struct shim *s, int sfd)
 static void reset_vm(struct shim *s, int sfd)
 {
 	msb_ns__shim_log("msb-vm-shim: reset of `%s`", s->name);
+	stop_proxy(s);
 	msb_mux_link_free(s->link);
 	s->link = NULL;
 	msb_vmm__stop(&s->vmm);
@@ -714,6 +779,7 @@ static void reset_vm(struct shim *s, int sfd)
 		s->ram_fd = -1;
 	}
 	boot_vm(s, sfd);
+	start_proxy(s, sfd);
 }
 
 /* A new host session with the same VM: every host connection ends, the
@@ -723,12 +789,14 @@ static void reset_vm(struct shim *s, int sfd)
 static void reconnect_vm(struct shim *s, int sfd)
 {
 	int64_t t0 = msb__now_ns();
+	stop_proxy(s);
 	msb_mux_link_free(s->link);
 	s->link = NULL;
 	connect_serial(s);
 	serve(s, sfd, true);
 	msb_ns__shim_log("msb-vm-shim: `%s`: a new session, ready in %.3f s", s->name,
 			 (double)(msb__now_ns() - t0) / 1e9);
+	start_proxy(s, sfd);
 }
 
 /* One request line on shim.sock (the protocol of the ns shim's control
@@ -800,7 +868,8 @@ int main(int argc, char **argv)
 				.console_fd = -1,
 				.ctl_fd = -1,
 				.ctl_conn = -1,
-				.ram_fd = -1};
+				.ram_fd = -1,
+				.egress = VM_EGRESS_INIT};
 	s.t0 = msb__now_ns();
 	if (parse_args(&s, argc, argv) < 0) {
 		usage();
@@ -818,6 +887,7 @@ int main(int argc, char **argv)
 			"served yet)");
 	resolve_paths(&s);
 	load_config(&s);
+	load_egress(&s);
 	new_instance_id(&s);
 	if (s.ram_fd >= 0)
 		shim_check_ram(&s);
@@ -837,6 +907,7 @@ int main(int argc, char **argv)
 		close(s.dfd);
 		return tr == 0 ? 0 : 1;
 	}
+	start_proxy(&s, sfd);
 	report(&s, "ok\n");
 	serve(&s, sfd, false);
 	close(sfd);

@@ -13,6 +13,7 @@
 #include "backends/ns/boundary/boundary.h"
 #include "backends/vm/vmm.h"
 #include "proto/mux_link.h"
+#include "vm_egress.h"
 
 #define CONFIG_MAX (64 * 1024)
 #define STALE_TIMEOUT_MS 2000
@@ -54,6 +55,10 @@ struct shim {
 	/* Where a start's time goes (docs/internals/vm.md, "Where a restore's
 	 * time goes"): ns since the shim's exec, logged once ready. */
 	int64_t t0, t_setup, t_exec, t_qmp, t_serial, t_ready;
+	/* egress allowlist: the proxy runs in a child of the shim (start_proxy) */
+	char *egress_json;
+	size_t egress_len;
+	vm_egress egress;
 	/* the guest console's last bytes */
 	char console[CONSOLE_KEEP];
 	size_t console_len;

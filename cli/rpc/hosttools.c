@@ -18,10 +18,7 @@
 #include <string.h>
 
 #include <msb/hosttools_exec.h>
-#include <msb/hosttools_native.h>
-#include <msb/ns.h>
 
-#include "host_tools_client_py.h"
 #include "methods.h"
 
 #define CALL_TIMEOUT_MAX 86400.0
@@ -188,15 +185,9 @@ int serve_host_tools_aggregate(rpc_call *c, void *frame, msb_error **err)
 static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned long run_counter;
 
-static int write_text(msb_sandbox *sb, const char *path, const char *text, msb_error **err)
+int rpc_write_text(msb_sandbox *sb, const char *path, const char *text, msb_error **err)
 {
 	return msb_sandbox_write_file(sb, path, (const uint8_t *)text, strlen(text), NULL, err);
-}
-
-static char *join(const char *a, const char *b)
-{
-	char *p = NULL;
-	return asprintf(&p, "%s/%s", a, b) < 0 ? NULL : p;
 }
 
 /* Over exec: the program and the shim in a fresh layout, served through the door. */
@@ -218,9 +209,9 @@ static int run_over_exec(msb_sandbox *sb, msb_host_tool_registry *reg, msb_host_
 		r = msb_error_set(err, MSB_E_NOMEM, "out of memory");
 		goto out;
 	}
-	if ((r = write_text(sb, l.program, program, err)) < 0 ||
+	if ((r = rpc_write_text(sb, l.program, program, err)) < 0 ||
 	    (r = msb_host_tool_shim((const char *const *)names, n, 300, &shim, err)) < 0 ||
-	    (r = write_text(sb, l.shim, shim, err)) < 0 ||
+	    (r = rpc_write_text(sb, l.shim, shim, err)) < 0 ||
 	    (r = msb_host_tool_calls_over_exec(sb, run, &l, xo, res, err)) < 0)
 		goto out;
 	*where = json_pack("{s:s, s:s}", "run_directory", l.directory, "work", l.work);
@@ -228,51 +219,6 @@ out:
 	free(shim);
 	msb_strv_free(names);
 	msb_guest_run_layout_clear(&l);
-	return r;
-}
-
-/* Native (ns): the socket in the storage base, the program and the guest
- * client beside each other in <dir>, run with one bounded exec. */
-static int run_native(msb_sandbox *sb, msb_host_tool_run *run, const char *dir,
-		      const char *program_name, const char *program, const char *interpreter,
-		      double timeout, msb_exec_result *res, json_t **where, msb_error **err)
-{
-	if (strchr(program_name, '/') || strcmp(program_name, ".") == 0 ||
-	    strcmp(program_name, "..") == 0 || strcmp(program_name, "msb_host_tools.py") == 0)
-		return rpc_bad_params(err, "`program_name` must be a plain file name other than "
-					   "`msb_host_tools.py`");
-	msb_native_server *ns = NULL;
-	char *prog_path = join(dir, program_name), *client_path = join(dir, "msb_host_tools.py");
-	char *env0 = NULL;
-	int r;
-	if (!prog_path || !client_path) {
-		r = msb_error_set(err, MSB_E_NOMEM, "out of memory");
-		goto out;
-	}
-	if ((r = msb_ns_host_tools_attach(sb, run, rpc_log, NULL, &ns, err)) < 0 ||
-	    (r = write_text(sb, prog_path, program, err)) < 0 ||
-	    (r = write_text(sb, client_path, HOST_TOOLS_CLIENT_PY, err)) < 0)
-		goto out;
-	if (asprintf(&env0, "%s=%s", MSB_HOST_TOOLS_SOCKET_ENV, msb_native_server_guest_path(ns)) <
-	    0) {
-		env0 = NULL;
-		r = msb_error_set(err, MSB_E_NOMEM, "out of memory");
-		goto out;
-	}
-	const char *argv[] = {interpreter, program_name, NULL};
-	const char *env[] = {env0, "PYTHONDONTWRITEBYTECODE=1", NULL};
-	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
-	req.argv = argv;
-	req.env = env;
-	req.working_directory = dir;
-	req.timeout = timeout;
-	if ((r = msb_sandbox_exec(sb, &req, res, err)) == 0)
-		*where = json_pack("{s:s, s:s}", "run_directory", dir, "work", dir);
-out:
-	msb_native_server_stop(ns);
-	free(env0);
-	free(prog_path);
-	free(client_path);
 	return r;
 }
 
@@ -305,9 +251,9 @@ int serve_run_with_host_tools(rpc_call *c, void *frame, msb_error **err)
 	if ((r = msb_host_tool_run_new(g->reg, xo.key, a->call, &run, err)) < 0)
 		goto out;
 	r = a->transport == TRANSPORT_NATIVE
-		    ? run_native(a->sandbox->ptr, run, dir, a->program_name, a->program,
-				 xo.interpreter ? xo.interpreter : "python3", xo.timeout, &a->res,
-				 &a->where, err)
+		    ? rpc_run_native(a->sandbox->ptr, run, dir, a->program_name, a->program,
+				     xo.interpreter ? xo.interpreter : "python3", xo.timeout,
+				     &a->res, &a->where, err)
 		    : run_over_exec(a->sandbox->ptr, g->reg, run, dir, a->program_name, a->program,
 				    &xo, &a->res, &a->where, err);
 	if (r == 0) {

@@ -598,14 +598,18 @@ static json_t *t_collect_outputs(mcp_state *st, json_t *args)
 		json_t *a;
 		char *text = NULL;
 		size_t tlen = 0;
-		FILE *f = open_memstream(&text, &tlen);
 		json_array_foreach (list, i, a) {
 			json_object_del(a, "handle"); /* for the host, never the model */
-			if (f)
-				fprintf(f, "%s\n", landed[i].display);
+			size_t dl = strlen(landed[i].display);
+			char *nt = realloc(text, tlen + dl + 2);
+			if (!nt)
+				continue;
+			text = nt;
+			memcpy(text + tlen, landed[i].display, dl);
+			tlen += dl;
+			text[tlen++] = '\n';
+			text[tlen] = '\0';
 		}
-		if (f)
-			fclose(f);
 		out = tool_result(n ? (text ? text : "") : "nothing to collect", false,
 				  json_pack("{s:o}", "artifacts", list));
 		free(text);

@@ -248,5 +248,11 @@ int serve_host_tools_new(rpc_call *c, void *frame, msb_error **err);
 int serve_host_tools_register(rpc_call *c, void *frame, msb_error **err);
 int serve_host_tools_aggregate(rpc_call *c, void *frame, msb_error **err);
 int serve_run_with_host_tools(rpc_call *c, void *frame, msb_error **err);
+/* hosttools.c's helpers: one text file into the sandbox; the native
+ * transport's run (native_posix.c, or native_win32.c's refusal). */
+int rpc_write_text(msb_sandbox *sb, const char *path, const char *text, msb_error **err);
+int rpc_run_native(msb_sandbox *sb, msb_host_tool_run *run, const char *dir,
+		   const char *program_name, const char *program, const char *interpreter,
+		   double timeout, msb_exec_result *res, json_t **where, msb_error **err);
 
 #endif

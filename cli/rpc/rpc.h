@@ -78,6 +78,9 @@ typedef struct rpc_server_options {
 	/* Called once after stdin closed and every request finished: release
 	 * what the front end holds. */
 	void (*at_eof)(rpc_server *srv);
+	/* pool_size for each `ns` backend of a router the front end makes
+	 * whose JSON names none (docs/pool.md); 0 = no pool. */
+	unsigned pool_default;
 } rpc_server_options;
 
 /* Serve stdin/stdout until EOF. Returns the process exit status. */
@@ -97,6 +100,12 @@ void rpc_server_free(rpc_server *srv);
 void *rpc_server_userdata(rpc_server *srv);
 /* The observer every router made by the front end should carry (may be NULL). */
 const msb_observer *rpc_server_observer(rpc_server *srv);
+/* The front end's warm pool default (rpc_server_options.pool_default). */
+unsigned rpc_server_pool_default(rpc_server *srv);
+/* `pool_size` n written into each `ns` backend object of the router object
+ * that names none (n 0: nothing written). 0, or MSB_E_NOMEM; anything
+ * that is not a backend object is left for the library to refuse. */
+int rpc_router_pool_default(json_t *router, unsigned n);
 /* The log callback for routers: warnings and errors to stderr. */
 void rpc_log(void *ud, msb_log_level level, const char *component, const char *message);
 

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* `msb serve`: msb.version and router.* (docs/serve.md), one library call each. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "methods.h"
 
 int serve_version(rpc_call *c, void *frame, msb_error **err)
@@ -10,14 +13,50 @@ int serve_version(rpc_call *c, void *frame, msb_error **err)
 	return 0;
 }
 
+int rpc_router_pool_default(json_t *router, unsigned n)
+{
+	json_t *arr = json_object_get(router, "backends");
+	json_t *bo;
+	size_t i;
+	if (!n || !json_is_array(arr))
+		return 0;
+	json_array_foreach (arr, i, bo) {
+		const char *type = json_string_value(json_object_get(bo, "type"));
+		if (!json_is_object(bo) || !type || strcmp(type, "ns") != 0 ||
+		    json_object_get(bo, "pool_size"))
+			continue;
+		if (json_object_set_new(bo, "pool_size", json_integer((json_int_t)n)) < 0)
+			return MSB_E_NOMEM;
+	}
+	return 0;
+}
+
 /* The one place this front builds routers (and so backends): from the
- * router JSON of docs/policy.md, with the server's observer and log. */
+ * router JSON of docs/policy.md, with the server's observer and log, and
+ * the front end's warm pool in each `ns` backend that names none. */
 static int router_from_config(rpc_call *c, const rpc_doc *config, msb_router **out, msb_error **err)
 {
 	msb_router_options extra = MSB_ROUTER_OPTIONS_INIT;
 	extra.observer = rpc_server_observer(c->srv);
 	extra.log = rpc_log;
-	return msb_router_from_json(config->text, config->len, &extra, out, err);
+	const unsigned pool = rpc_server_pool_default(c->srv);
+	json_t *o =
+		pool ? json_loadb(config->text, config->len, JSON_REJECT_DUPLICATES, NULL) : NULL;
+	if (!json_is_object(o)) {
+		/* Not an object: the library refuses it in its own words. */
+		json_decref(o);
+		return msb_router_from_json(config->text, config->len, &extra, out, err);
+	}
+	char *text = NULL;
+	int r = rpc_router_pool_default(o, pool);
+	if (r == 0 && !(text = json_dumps(o, JSON_COMPACT)))
+		r = MSB_E_NOMEM;
+	json_decref(o);
+	if (r < 0)
+		return msb_error_set(err, MSB_E_NOMEM, "out of memory");
+	r = msb_router_from_json(text, strlen(text), &extra, out, err);
+	free(text);
+	return r;
 }
 
 /* Which backend selection picks for `spec` and why every other was passed

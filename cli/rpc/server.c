@@ -6,17 +6,16 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "invoke.h"
+#include "os.h"
 
 /* Messages read but not yet taken by a worker: past this the reader stops
  * reading stdin until a worker takes one (backpressure, not refusal). */
@@ -49,12 +48,14 @@ struct rpc_server {
 	struct job *head, *tail;
 	size_t queued, queued_bytes;
 	bool eof;
-	/* events: the JSON-lines recorder writes datagrams into ev[1]; they are
-	 * forwarded as notifications, before the response of the request that
-	 * caused them. */
+	/* events: the JSON-lines recorder writes its lines into ev[1] (the
+	 * event channel, cli/os.h); they are forwarded as notifications, before
+	 * the response of the request that caused them. ev_buf holds a line
+	 * not yet whole (a stream's, on Windows). */
 	int ev[2];
-	int stop_pipe[2];
+	atomic_bool ev_stop;
 	char *ev_buf;
+	size_t ev_len;
 	msb_jsonl_recorder *recorder;
 	msb_observer observer;
 	bool have_observer;
@@ -69,6 +70,11 @@ struct rpc_server {
 void *rpc_server_userdata(rpc_server *srv)
 {
 	return srv->o.userdata;
+}
+
+unsigned rpc_server_pool_default(rpc_server *srv)
+{
+	return srv->o.pool_default;
 }
 
 const msb_observer *rpc_server_observer(rpc_server *srv)
@@ -100,23 +106,33 @@ static void write_all(const char *p, size_t n)
 	}
 }
 
-/* Forward the queued events; out_lock held. */
+/* Forward the queued events, each whole line; out_lock held. A line longer
+ * than EVENT_MAX is dropped. */
 static void drain_events_locked(rpc_server *srv)
 {
 	if (srv->ev[0] < 0)
 		return;
 	static const char head[] = "{\"jsonrpc\":\"2.0\",\"method\":\"event\",\"params\":";
 	for (;;) {
-		ssize_t n = recv(srv->ev[0], srv->ev_buf, EVENT_MAX, MSG_DONTWAIT);
-		if (n < 0 && errno == EINTR)
-			continue;
+		if (srv->ev_len == EVENT_MAX)
+			srv->ev_len = 0; /* no end in sight: dropped */
+		ssize_t n = cli_os_event_read(srv->ev[0], srv->ev_buf + srv->ev_len,
+					      EVENT_MAX - srv->ev_len);
 		if (n <= 0)
 			return;
-		while (n > 0 && (srv->ev_buf[n - 1] == '\n' || srv->ev_buf[n - 1] == '\r'))
-			n--;
-		write_all(head, sizeof(head) - 1);
-		write_all(srv->ev_buf, (size_t)n);
-		write_all("}\n", 2);
+		srv->ev_len += (size_t)n;
+		char *line = srv->ev_buf, *end = srv->ev_buf + srv->ev_len, *nl;
+		while ((nl = memchr(line, '\n', (size_t)(end - line)))) {
+			size_t len = (size_t)(nl - line);
+			while (len > 0 && line[len - 1] == '\r')
+				len--;
+			write_all(head, sizeof(head) - 1);
+			write_all(line, len);
+			write_all("}\n", 2);
+			line = nl + 1;
+		}
+		srv->ev_len = (size_t)(end - line);
+		memmove(srv->ev_buf, line, srv->ev_len);
 	}
 }
 
@@ -138,18 +154,12 @@ static void send_json(rpc_server *srv, json_t *msg)
 static void *event_forwarder(void *arg)
 {
 	rpc_server *srv = arg;
-	struct pollfd p[2] = {{srv->ev[0], POLLIN, 0}, {srv->stop_pipe[0], POLLIN, 0}};
-	for (;;) {
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
-			return NULL;
-		if (p[0].revents & POLLIN) {
-			pthread_mutex_lock(&srv->out_lock);
-			drain_events_locked(srv);
-			pthread_mutex_unlock(&srv->out_lock);
-		}
-		if (p[1].revents)
-			return NULL;
+	while (cli_os_event_wait(srv->ev[0], &srv->ev_stop)) {
+		pthread_mutex_lock(&srv->out_lock);
+		drain_events_locked(srv);
+		pthread_mutex_unlock(&srv->out_lock);
 	}
+	return NULL;
 }
 
 /* ---- errors ---------------------------------------------------------------------------------- */
@@ -716,7 +726,7 @@ rpc_server *rpc_server_new(const rpc_server_options *opts)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&srv->c_cond, &ca);
 	pthread_condattr_destroy(&ca);
-	srv->ev[0] = srv->ev[1] = srv->stop_pipe[0] = srv->stop_pipe[1] = -1;
+	srv->ev[0] = srv->ev[1] = -1;
 	srv->reader_done = true; /* no reader until rpc_serve starts one */
 	return srv;
 }
@@ -743,8 +753,6 @@ void rpc_server_free(rpc_server *srv)
 	for (int i = 0; i < 2; i++) {
 		if (srv->ev[i] >= 0)
 			close(srv->ev[i]);
-		if (srv->stop_pipe[i] >= 0)
-			close(srv->stop_pipe[i]);
 	}
 	free(srv->ev_buf);
 	pthread_mutex_destroy(&srv->out_lock);
@@ -761,15 +769,12 @@ static int start_events(rpc_server *srv)
 {
 	msb_error *err = NULL;
 	if (srv->o.events) {
-		int sz = (int)EVENT_MAX + 4096;
-		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, srv->ev) < 0 ||
-		    pipe2(srv->stop_pipe, O_CLOEXEC) < 0 || !(srv->ev_buf = malloc(EVENT_MAX))) {
+		if (cli_os_event_channel(srv->ev, EVENT_MAX + 4096) < 0 ||
+		    !(srv->ev_buf = malloc(EVENT_MAX))) {
 			fprintf(stderr, "msb: cannot set up the event channel: %s\n",
 				strerror(errno));
 			return -1;
 		}
-		setsockopt(srv->ev[1], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
-		setsockopt(srv->ev[0], SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
 	}
 	int fd = srv->o.events ? srv->ev[1] : srv->o.events_fd;
 	if (fd < 0)
@@ -821,8 +826,8 @@ int rpc_serve(const rpc_server_options *opts)
 	srv->o.at_eof = NULL;
 
 	if (fwd_started) {
-		if (write(srv->stop_pipe[1], "x", 1) < 0)
-			(void)0;
+		atomic_store(&srv->ev_stop, true);
+		cli_os_event_wake(srv->ev[1]);
 		pthread_join(fwd, NULL);
 	}
 	rpc_server_free(srv);

@@ -57,12 +57,16 @@ typedef struct msb_vm_options {
 	 * fails): 0 (the default) and positive yes, negative no - every VM
 	 * boots (issue 18). */
 	int snapshots;
+	/* The allowlist proxy's settings (docs/egress.md, the `ns` backend's
+	 * `egress` object as JSON text; NULL = the defaults), for specs with
+	 * egress `allowlist`. */
+	const char *egress_config;
 } msb_vm_options;
 #define MSB_VM_OPTIONS_VERSION 1
 #define MSB_VM_OPTIONS_INIT                                                                        \
 	{                                                                                          \
 		MSB_VM_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,      \
-			NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0                                         \
+			NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, NULL                                   \
 	}
 
 /* Make the backend: finds qemu and the kernel, builds (or finds cached) the
@@ -77,7 +81,8 @@ MSB_EXTERN int msb_vm_backend_new(const msb_vm_options *opts, msb_backend **out,
  * being msb_vm_options' names: type ("vm"), name, state_dir, cache_dir,
  * qemu, kernel, modules_dir, image, host_programs (array of strings), accel,
  * memory_bytes, vcpus, writable_bytes, pids_max, cpu_millis, start_timeout,
- * kvm_probe_timeout. For the backend-type table.
+ * kvm_probe_timeout, snapshots, egress (an object: the allowlist proxy's
+ * settings, as `ns`'s). For the backend-type table.
  */
 MSB_EXTERN int msb_vm_backend_from_json(const char *json, size_t len, msb_backend **out,
 					msb_error **err);

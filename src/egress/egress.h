@@ -13,7 +13,7 @@
 #ifndef MSB_EGRESS_EGRESS_H
 #define MSB_EGRESS_EGRESS_H
 
-#include <netinet/in.h>
+#include "plat_net.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -127,6 +127,8 @@ typedef struct msb_egress_resolver {
 } msb_egress_resolver;
 
 void msb_egress__resolver_clear(msb_egress_resolver *r);
+/* An IP literal (v4 or v6) with port as a socket address (hosts.c). */
+bool msb_egress__parse_ip(const char *s, uint16_t port, struct sockaddr_storage *out);
 /* Add "name" -> "address" to the map. 0, -EINVAL or -ENOMEM. */
 int msb_egress__resolver_add(msb_egress_resolver *r, const char *name, const char *address);
 

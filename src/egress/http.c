@@ -10,7 +10,6 @@
  * (501): the proxy forwards exactly one request per connection and must
  * know where its body ends.
  */
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>

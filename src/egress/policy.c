@@ -10,7 +10,6 @@
  * verb inside TLS cannot be seen. Destinations are refused unless global or
  * inside a CIDR the backend's configuration names.
  */
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>

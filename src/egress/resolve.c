@@ -32,69 +32,6 @@
 #define QTYPE_A 1
 #define QTYPE_AAAA 28
 
-void msb_egress__resolver_clear(msb_egress_resolver *r)
-{
-	for (size_t i = 0; i < r->n_hosts; i++)
-		free(r->hosts[i].name);
-	free(r->hosts);
-	r->hosts = NULL;
-	r->n_hosts = 0;
-}
-
-static bool parse_ip(const char *s, uint16_t port, struct sockaddr_storage *out)
-{
-	memset(out, 0, sizeof(*out));
-	struct sockaddr_in *in = (struct sockaddr_in *)out;
-	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)out;
-	if (inet_pton(AF_INET, s, &in->sin_addr) == 1) {
-		in->sin_family = AF_INET;
-		in->sin_port = htons(port);
-		return true;
-	}
-	if (inet_pton(AF_INET6, s, &in6->sin6_addr) == 1) {
-		in6->sin6_family = AF_INET6;
-		in6->sin6_port = htons(port);
-		return true;
-	}
-	return false;
-}
-
-int msb_egress__resolver_add(msb_egress_resolver *r, const char *name, const char *address)
-{
-	char low[MSB_EGRESS_HOST_MAX + 1];
-	size_t n = strlen(name);
-	if (n == 0 || n > MSB_EGRESS_HOST_MAX)
-		return -EINVAL;
-	for (size_t i = 0; i <= n; i++)
-		low[i] = (char)tolower((unsigned char)name[i]);
-	if (!msb_egress__valid_name(low))
-		return -EINVAL;
-	struct sockaddr_storage sa;
-	if (!parse_ip(address, 0, &sa))
-		return -EINVAL;
-	msb_egress_hosts_entry *e = NULL;
-	for (size_t i = 0; i < r->n_hosts; i++)
-		if (strcmp(r->hosts[i].name, low) == 0)
-			e = &r->hosts[i];
-	if (!e) {
-		msb_egress_hosts_entry *h =
-			msb__reallocarray(r->hosts, r->n_hosts + 1, sizeof(*r->hosts));
-		if (!h)
-			return -ENOMEM;
-		r->hosts = h;
-		e = &r->hosts[r->n_hosts];
-		memset(e, 0, sizeof(*e));
-		e->name = strdup(low);
-		if (!e->name)
-			return -ENOMEM;
-		r->n_hosts++;
-	}
-	if (e->n >= MSB_EGRESS_ADDRS_MAX)
-		return -EINVAL;
-	e->addrs[e->n++] = sa;
-	return 0;
-}
-
 static void set_port(struct sockaddr_storage *sa, uint16_t port)
 {
 	if (sa->ss_family == AF_INET)
@@ -121,7 +58,7 @@ static int from_etc_hosts(const char *path, const char *host, uint16_t port,
 		if (!addr)
 			continue;
 		struct sockaddr_storage sa;
-		if (!parse_ip(addr, port, &sa))
+		if (!msb_egress__parse_ip(addr, port, &sa))
 			continue;
 		for (char *name; (name = strtok_r(NULL, " \t\r\n", &save));) {
 			if (strcasecmp(name, host) == 0) {
@@ -146,12 +83,12 @@ static int nameservers(const char *path, uint16_t port, struct sockaddr_storage 
 			if (!kw || strcmp(kw, "nameserver") != 0)
 				continue;
 			char *addr = strtok_r(NULL, " \t\r\n", &save);
-			if (addr && parse_ip(addr, port, &out[n]))
+			if (addr && msb_egress__parse_ip(addr, port, &out[n]))
 				n++;
 		}
 		fclose(f);
 	}
-	if (n == 0 && parse_ip("127.0.0.1", port, &out[0]))
+	if (n == 0 && msb_egress__parse_ip("127.0.0.1", port, &out[0]))
 		n = 1;
 	return n;
 }
@@ -323,7 +260,7 @@ int msb_egress__resolve(const msb_egress_resolver *r, const char *host, uint16_t
 {
 	if (max == 0)
 		return -EINVAL;
-	if (parse_ip(host, port, &addrs[0]))
+	if (msb_egress__parse_ip(host, port, &addrs[0]))
 		return 1;
 	for (size_t i = 0; i < r->n_hosts; i++) {
 		if (strcasecmp(r->hosts[i].name, host) != 0)

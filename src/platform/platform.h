@@ -39,4 +39,14 @@ void msb__plat_wake_close(int rfd, int wfd);
 /* Whether fd is an open descriptor that can be read from (an exec's stdin). */
 bool msb__plat_fd_readable(int fd);
 
+/* A buffer of size bytes that free() releases: a large one aligned to and
+ * advised for transparent huge pages on Linux (far fewer page faults on a
+ * big read), plain malloc() elsewhere. NULL when memory is short. */
+void *msb__plat_alloc_large(size_t size);
+
+/* The whole file at path (the process's own configuration, never a guest
+ * name), at most max bytes: *out (NUL-terminated, free()) and *len. 0, or
+ * -errno (-EFBIG past max). */
+int msb__plat_read_path(const char *path, size_t max, char **out, size_t *len);
+
 #endif

@@ -379,7 +379,7 @@ int msb_proto_ps_writer_finish(msb_proto_ps_writer *w, bool more);
 
 /*
  * EGRESS_LISTEN: u16 port (1..65535), u16 max_tunnels (1..MAX_CHANNELS-1),
- * u32 window (4096..MAX_WINDOW): the agent listens on 127.0.0.1:port inside
+ * u32 window (4096..MAX_WINDOW)[, u32 flags]: the agent listens on 127.0.0.1:port inside
  * and answers EGRESS_READY (u32 0) or ERROR on the channel. Each accepted
  * connection becomes an EGRESS_OPEN (u32 0) on a new even channel id; both
  * directions of a tunnel start with `window` bytes of credit. On a tunnel,
@@ -390,7 +390,16 @@ typedef struct msb_proto_egress_listen {
 	uint16_t port;
 	uint16_t max_tunnels;
 	uint32_t window;
+	uint32_t flags; /* MSB_PROTO_EGRESS_*; sent (u32 after window) only when not 0 */
 } msb_proto_egress_listen;
+
+/*
+ * EGRESS_LISTEN flag: hand the listening socket over. The agent answers
+ * EGRESS_READY with the socket attached (SCM_RIGHTS, a unix connection only)
+ * and keeps no copy: the host accepts and relays itself, one relay instead
+ * of two (docs/internals/egress.md), and no EGRESS_OPEN follows.
+ */
+#define MSB_PROTO_EGRESS_HANDOVER 1u
 
 /* Even ids, strictly increasing per connection, for agent-opened channels. */
 static inline bool msb_proto_channel_is_agent(uint32_t channel)

@@ -379,6 +379,27 @@ Test(proto, egress_messages)
 	bad = l;
 	bad.window = MSB_PROTO_MAX_WINDOW + 1;
 	cr_assert_eq(msb_proto_enc_egress_listen(buf, sizeof(buf), 1, &bad), MSB_PROTO_E_LIMIT);
+	cr_assert_eq(m.u.egress_listen.flags, 0);
+	cr_assert_eq(n, MSB_PROTO_HEADER_SIZE + 8); /* no flags: the 8-byte form */
+	/* The hand-over flag rides in a u32 after the window; an unknown bit or
+	 * a flags word of 0 (the 8-byte form's other spelling) is malformed. */
+	msb_proto_egress_listen h = l;
+	h.flags = MSB_PROTO_EGRESS_HANDOVER;
+	n = msb_proto_enc_egress_listen(buf, sizeof(buf), 1, &h);
+	cr_assert_eq(n, MSB_PROTO_HEADER_SIZE + 12);
+	f = one_frame(&rd, buf, n);
+	cr_assert_eq(msb_proto_decode(&f, &m), 0);
+	cr_assert_eq(m.u.egress_listen.flags, MSB_PROTO_EGRESS_HANDOVER);
+	cr_assert_eq(m.u.egress_listen.window, 256 * 1024);
+	buf[MSB_PROTO_HEADER_SIZE + 8] = 2;
+	f = one_frame(&rd, buf, n);
+	cr_assert_eq(msb_proto_decode(&f, &m), MSB_PROTO_E_MALFORMED);
+	buf[MSB_PROTO_HEADER_SIZE + 8] = 0;
+	f = one_frame(&rd, buf, n);
+	cr_assert_eq(msb_proto_decode(&f, &m), MSB_PROTO_E_MALFORMED);
+	bad = l;
+	bad.flags = 4;
+	cr_assert_eq(msb_proto_enc_egress_listen(buf, sizeof(buf), 1, &bad), MSB_PROTO_E_MALFORMED);
 	/* OPEN only on an even (agent-opened) channel; READY on the host's. */
 	n = msb_proto_enc_egress_empty(buf, sizeof(buf), MSB_PROTO_EGRESS_OPEN, 2);
 	f = one_frame(&rd, buf, n);

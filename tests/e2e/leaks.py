@@ -8,7 +8,11 @@ import hashlib
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MSB = os.path.join(os.environ.get("MSB_BUILD", os.path.join(ROOT, "build")), "cli", "msb")
 
 
 def _processes(state_root):
@@ -104,6 +108,31 @@ class Snapshot:
         return leaks
 
 
+def sandbox_dirs(ns_dir):
+    """The sandboxes' state directories under <root>/ns: all but `pool`,
+    the warm pool's, whose members are ready for the next run
+    (docs/pool.md; drain_pool takes them down)."""
+    return [d for d in os.listdir(ns_dir) if d != "pool"]
+
+
+def unpooled(rows):
+    """The rows of `msb ls --json` but the warm pool's (state `pooled`)."""
+    return [r for r in rows if r.get("state") != "pooled"]
+
+
+def drain_pool(state_root):
+    """Drain the warm pool `msb run`, `msb serve` and `msb mcp` keep by
+    default (docs/pool.md): its sandboxes are ready for the next run, not
+    left behind - but only if `msb pool drain` takes every one of them down
+    and removes it, which the leak check that follows then verifies.
+    Returns what went wrong, or None."""
+    if not os.path.isdir(os.path.join(state_root, "ns", "pool")):
+        return None
+    p = subprocess.run([MSB, "pool", "drain", "--state-dir", state_root], capture_output=True,
+                       timeout=120, env=dict(os.environ, MSB_CONFIG=""))
+    return None if p.returncode == 0 else f"msb pool drain: {p.stderr.decode().strip()}"
+
+
 def sweep(state_root):
     """Kill whatever a test left running under `state_root`, so that one
     failure does not cascade into the next test."""
@@ -118,13 +147,16 @@ def sweep(state_root):
 
 def checked_state_root(prefix, leaked=None):
     """A fresh state root for one test (use as `yield from` in a fixture).
-    Afterwards what it left behind fails the test, after a sweep; a test that
-    asserts cleanliness itself has already checked. `leaked(root, before)`
+    Afterwards the warm pool is drained and what the test left behind fails
+    it, after a sweep; a test that asserts cleanliness itself has already
+    checked. `leaked(root, before)`
     replaces the default comparison."""
     root = tempfile.mkdtemp(prefix=prefix)
     before = Snapshot.take(root)
     yield root
+    failed = drain_pool(root)
     leaks = leaked(root, before) if leaked else Snapshot.take(root).leaked_since(before)
+    leaks += [failed] if failed else []
     sweep(root)
     shutil.rmtree(root, ignore_errors=True)
     assert not leaks, f"left behind: {leaks}"

@@ -29,7 +29,7 @@ import time
 
 import pytest
 
-from leaks import Snapshot, checked_state_root
+from leaks import Snapshot, checked_state_root, drain_pool
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the ns e2e suite runs as root")
 
@@ -62,8 +62,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         if self.path.startswith("/big/"):
-            n = int(self.path[5:])
-            self._answer(bytes(i % 251 for i in range(n)))
+            self._answer(big(int(self.path[5:])))
             return
         self._answer()
 
@@ -82,6 +81,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, *a):
         pass
+
+
+def big(n):
+    """bytes(i % 251 for i in range(n)), built fast."""
+    return (bytes(range(251)) * (n // 251 + 1))[:n]
 
 
 class HTTPServer(http.server.ThreadingHTTPServer):
@@ -174,7 +178,7 @@ def egress_config(state, cidrs=("127.0.0.0/8",), **extra):
 
 
 def run(msb, state, code, *args, allow=("allowed.test", "tls.test"), config=None,
-        timeout=120, verb="run", thread=None):
+        timeout=120, verb="run", thread=None, env=None):
     events = os.path.join(state, f"events-{time.monotonic_ns()}.jsonl")
     flags = ["--state-dir", state, *FLOOR, "--events", events,
              "--egress-config", config or egress_config(state)]
@@ -182,7 +186,7 @@ def run(msb, state, code, *args, allow=("allowed.test", "tls.test"), config=None
         flags += ["--allow", a]
     if thread:
         flags += ["--thread", thread]
-    p = msb(verb, *flags, "--", "python3", "-c", code, *args, timeout=timeout)
+    p = msb(verb, *flags, "--", "python3", "-c", code, *args, timeout=timeout, env=env)
     evs = []
     if os.path.exists(events):
         with open(events) as f:
@@ -309,19 +313,119 @@ print(json.dumps(out))
 """
 
 
-def test_bulk_bytes_arrive_intact_both_ways(msb, state, servers):
-    # Megabytes through both relays (credit flow, re-grants, buffering).
+@pytest.mark.parametrize("relay", ["direct", "framed"])
+def test_bulk_bytes_arrive_intact_both_ways(msb, state, servers, relay):
+    # Megabytes through the shim's one relay (the agent's listener handed
+    # over, pipes spliced) and, with MSB_SHIM_EGRESS_RELAY=framed, through
+    # the agent's and the shim's (credit flow, re-grants, buffering): the
+    # agent's relay is the one a VM's agent keeps.
     plain, tls = servers
-    p, evs = run(msb, state, BULK, str(plain.port), str(tls.port if tls else 0))
+    env = dict(os.environ, MSB_CONFIG="")
+    if relay == "framed":
+        env["MSB_SHIM_EGRESS_RELAY"] = "framed"
+    p, evs = run(msb, state, BULK, str(plain.port), str(tls.port if tls else 0), env=env)
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
-    want = hashlib.sha256(bytes(i % 251 for i in range(8 << 20))).hexdigest()
+    want = hashlib.sha256(big(8 << 20)).hexdigest()
     assert out["plain"] == want
     if tls:
         assert out["tls"] == want
     assert out["upload"][0] == out["upload"][1]
     up = [e for e in evs if e["method"] == "POST"]
     assert up and up[0]["bytes_up"] > 3 << 20
+
+
+FAST = r"""
+import hashlib, json, socket, sys
+port, n = int(sys.argv[1]), int(sys.argv[2])
+def connect(target):
+    s = socket.create_connection(("127.0.0.1", 3128))
+    s.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target))
+    head = b""
+    while b"\r\n\r\n" not in head:
+        k = s.recv(1)
+        if not k:
+            break
+        head += k
+    return s, head.split(b"\r\n")[0].decode()
+print("ready", flush=True)
+sys.stdin.readline()
+s, status = connect(b"allowed.test:%d" % port)
+print("open " + status, flush=True)
+sys.stdin.readline()
+s.sendall(b"GET /big/%d HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n" % n)
+h, data = hashlib.sha256(), b""
+while b"\r\n\r\n" not in data:
+    data += s.recv(65536)
+data = data.split(b"\r\n\r\n", 1)[1]
+got = len(data)
+h.update(data)
+while True:
+    k = s.recv(1 << 20)
+    if not k:
+        break
+    got += len(k)
+    h.update(k)
+s.close()
+out = {"got": got, "sha": h.hexdigest()}
+for name, target in (("loopback_ip", b"127.0.0.2:%d" % port), ("private_ip", b"10.0.0.1:80"),
+                     ("metadata", b"meta.test:80")):
+    r, out[name] = connect(target)
+    r.close()
+print(json.dumps(out), flush=True)
+"""
+
+
+def test_one_relay_carries_a_large_transfer_intact_and_still_refuses(msb, state, servers):
+    # The fast path (the agent's listener handed to the shim, the tunnel
+    # spliced there): while a tunnel is open the agent holds nothing for it
+    # (the framed relay held the guest's socket), 64 MiB arrive intact
+    # (digest), and the decisions still stand: a name allowed but resolving
+    # to a non-global address, and non-global literals, are refused and
+    # recorded (17.5, 17.9).
+    plain, _ = servers
+    n = 64 << 20
+    events = os.path.join(state, "events-fast.jsonl")
+    # 127.0.0.1 only: 127.0.0.2 is then not an allowed destination.
+    cfg = egress_config(state, cidrs=("127.0.0.1/32",))
+    args = [msb.path, "run", "--state-dir", state, *FLOOR, "--events", events,
+            "--egress-config", cfg, "--allow", "allowed.test", "--allow", "meta.test",
+            "--allow", "127.0.0.2", "--allow", "10.0.0.1",
+            "--", "python3", "-c", FAST, str(plain.port), str(n)]
+    p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=dict(os.environ, MSB_CONFIG=""))
+    try:
+        assert p.stdout.readline() == b"ready\n"
+        before = fds(state)
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        assert p.stdout.readline() == b"open HTTP/1.1 200 Connection established\n"
+        during = fds(state)
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err
+    # The shim took the guest's socket and the destination's (and the
+    # pipes); the agent none.
+    assert during[1] == before[1], (before, during)
+    assert during[0] >= before[0] + 2, (before, during)
+    res = json.loads(out)
+    assert res["got"] == n
+    assert res["sha"] == hashlib.sha256(big(n)).hexdigest()
+    assert res["loopback_ip"].startswith("HTTP/1.1 403"), res
+    assert res["private_ip"].startswith("HTTP/1.1 403"), res
+    assert res["metadata"].startswith("HTTP/1.1 403"), res
+    with open(events) as f:
+        evs = [json.loads(line) for line in f if line.strip()]
+    evs = [e for e in evs if e["event"] == "EgressObserved"]
+    allowed = [e for e in evs if e["decision"] == "ALLOW"]
+    assert len(allowed) == 1 and allowed[0]["bytes_down"] > n, evs
+    denied = sorted(e["reason"] for e in evs if e["decision"] == "DENY")
+    assert len(denied) == 3 and "cloud-metadata" in denied, denied
 
 
 def test_method_scoped_rule_outside_the_tokens_is_refused_at_acquire(msb, state):
@@ -464,7 +568,9 @@ def attacks(msb, servers):
                             "127.0.0.1"),
                      config=cfg, timeout=180)
         assert p.returncode == 0, p.stderr
-        # `msb run` disposed the sandbox: nothing of it may remain.
+        # `msb run` disposed the sandbox, and the warm pool drained: nothing
+        # may remain.
+        assert not drain_pool(root)
         assert not own_leaks(root, before)
         yield json.loads(p.stdout), evs
     finally:

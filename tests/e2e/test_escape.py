@@ -216,9 +216,10 @@ def test_vm_blocks_every_attempt_inside_the_guest(msb, state, tmp_path):
     # The masked /proc/kcore is /dev/null, and the probe says so (not "opened").
     assert "masked by the character device 1:3" in rows["proc-kcore"]["detail"] \
         or "ENOENT" in rows["proc-kcore"]["detail"], rows["proc-kcore"]
-    # vm serves no fingerprint yet: the listing check says so rather than "within the budget".
+    # The fingerprint is taken in the guest (agent/layer.c) and read within the
+    # host's budget: the bomb's entries are in it, counted, not refused.
     assert rows["host:listing-bomb"]["detail"].startswith(
-        "fingerprint: not served by this backend; list_dir: within the budget"), \
+        "fingerprint: within the budget; list_dir: within the budget"), \
         rows["host:listing-bomb"]
     # The memory limit is the guest cgroup's: the filler was killed in the guest.
     assert rows["fill-memory"]["detail"].startswith("the filler was killed"), rows["fill-memory"]

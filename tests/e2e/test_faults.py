@@ -34,7 +34,7 @@ import time
 import pytest
 
 from conftest import BUILD, ROOT
-from leaks import Snapshot, checked_state_root
+from leaks import Snapshot, checked_state_root, drain_pool, unpooled
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the ns backend runs as root here")
 
@@ -169,12 +169,21 @@ def _procs():
         yield int(pid), [a.decode(errors="replace") for a in argv if a]
 
 
+def in_pool(argv, root):
+    """A shim of the warm pool `msb run` and `msb serve` keep (docs/pool.md),
+    still pooled: its state directory is under <root>/ns/pool/ and there (a
+    claimed one's was renamed onto its key's)."""
+    return any(a.startswith(f"{root}/ns/pool/") and os.path.isdir(a) for a in argv)
+
+
 def shims(root):
-    """The shims of this state root (not a child of one between its fork and
-    the agent's exec, which still carries the shim's command line)."""
+    """The shims of this state root's sandboxes, not the pool's (not a child
+    of one between its fork and the agent's exec, which still carries the
+    shim's command line)."""
     found = [pid for pid, argv in _procs()
              if argv and os.path.basename(argv[0]) == "msb-shim" and
-             any(a.startswith(f"{root}/ns/") for a in argv) and alive(pid)]
+             any(a.startswith(f"{root}/ns/") for a in argv) and not in_pool(argv, root) and
+             alive(pid)]
     return [pid for pid in found if (_stat(pid) or ("", 0))[1] not in found]
 
 
@@ -451,7 +460,7 @@ class Case:
         an acquire leaves the start to go on.)"""
         p = self.cli("ls", "--state-dir", self.root, "--json")
         assert p.returncode == 0, p.stderr
-        entries = json.loads(p.stdout)
+        entries = unpooled(json.loads(p.stdout))  # the warm pool's: test_pool.py
         for e in entries:
             assert e["state"] in ("running", "dead", "stale"), e
             if e["state"] != "running":
@@ -500,10 +509,12 @@ class Case:
 
     def purge_all(self, before):
         p = self.cli("ls", "--state-dir", self.root, "--json")
-        for e in json.loads(p.stdout):
+        for e in unpooled(json.loads(p.stdout)):
             q = self.cli("purge", "--state-dir", self.root, "--scope", e["scope"], "--thread",
                          e["thread_id"])
             assert q.returncode == 0, q.stderr
+        failed = drain_pool(self.root)
+        assert not failed, failed
         leaks = leaked(self.root, before)
         assert not leaks, f"left behind after purge: {leaks}"
 
@@ -550,7 +561,7 @@ def test_fault(root, point, victim, sig, tmp_path):
             # SIGTERM too; then msb dies of the signal.
             assert end["rc"] == -signal.SIGTERM, end
             p = msb("ls", "--state-dir", root, "--json")
-            assert json.loads(p.stdout) == [], p.stdout
+            assert unpooled(json.loads(p.stdout)) == [], p.stdout
         if c.op == "outputs":
             for name in os.listdir(c.sink):
                 with open(os.path.join(c.sink, name), "rb") as f:
@@ -597,4 +608,4 @@ def test_msb_run_ends_its_call_on_a_signal(root, sig):
     assert b"CancelledError" in err, err
     assert not workloads(token)
     ls = msb("ls", "--state-dir", root, "--json")
-    assert json.loads(ls.stdout) == [], ls.stdout
+    assert unpooled(json.loads(ls.stdout)) == [], ls.stdout

@@ -65,12 +65,13 @@ def test_fill_ls_run_drain_leaves_nothing(msb, state):
     assert p.returncode == 0, p.stderr
     host, etc, files = p.stdout.decode().split("\n")[:3]
     assert NAME.match(host) and host not in names and etc == host and files == "0"
+    # The other stays, and `msb run` (built-in pool_size 2) starts one behind it.
     left = pool_ls(msb, "--state-dir", state)
-    assert len(left) == 1 and left[0]["name"] in names
+    assert len(left) == 2 and len({e["name"] for e in left} & names) == 1
 
     p = msb("pool", "drain", "--state-dir", state)
     assert p.returncode == 0, p.stderr
-    assert p.stdout == b"1 pooled sandbox removed\n"
+    assert p.stdout == b"2 pooled sandboxes removed\n"
     assert pool_ls(msb, "--state-dir", state) == []
     assert not os.path.exists(os.path.join(state, "ns", "pool"))
     assert Snapshot.take(state).leaked_since(before) == []
@@ -125,7 +126,8 @@ def test_claimed_allowlist_sandbox_enforces_the_claimers_rules(msb, state, serve
             "other.test", "--", "python3", "-c", GUEST_GET, json.dumps(reqs), timeout=120)
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
-    assert pool_ls(msb, "--state-dir", state) == [], "the run did not claim the pooled one"
+    assert pooled[0]["name"] not in {e["name"] for e in pool_ls(msb, "--state-dir", state)}, \
+        "the run did not claim the pooled one"
     assert out["other"][0] == 200, out
     assert out["allowed"][0] == 403, out
     assert out["env"]["HTTP_PROXY"], out
@@ -155,3 +157,36 @@ def test_configuration_default_pool_size_pools_msb_run(msb, state, write_json):
     assert p.returncode == 0, p.stderr
     assert pool_ls(msb, "--state-dir", state) == []
     assert msb("pool", "drain", "--state-dir", state).returncode == 0
+
+
+def test_msb_run_keeps_a_pool_of_two_by_default_and_purge_drains_it(msb, state, write_json):
+    # Without a configuration file `msb run` keeps CLI_FRONT_POOL_SIZE (2)
+    # warm sandboxes (docs/pool.md); the library and the other verbs none.
+    before = Snapshot.take(state)
+    p = msb("acquire", *FLOOR, "--state-dir", state, "--thread", "t1")
+    assert p.returncode == 0, p.stderr
+    assert pool_ls(msb, "--state-dir", state) == []  # acquire keeps no pool
+    p = msb("run", *FLOOR, "--state-dir", state, "--", "true")
+    assert p.returncode == 0, p.stderr
+    first = wait_ready(msb, 2, "--state-dir", state)
+    p, ls = msb.json("ls", "--state-dir", state, "--json")
+    assert sorted(e["state"] for e in ls) == ["pooled", "pooled", "running"]
+    # The next run claims one of them and starts another.
+    p = msb("run", *FLOOR, "--state-dir", state, "--", "hostname")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.decode().strip() not in {e["name"] for e in first}
+    again = wait_ready(msb, 2, "--state-dir", state)
+    assert len({e["name"] for e in again} - {e["name"] for e in first}) == 1
+    # A purge takes the conversation's sandbox and the pool: nothing is left.
+    p = msb("purge", "--state-dir", state, "--scope", "cli", "--thread", "t1")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == b"disposed 1 sandbox(es)\nremoved 2 pooled sandboxes\n"
+    assert pool_ls(msb, "--state-dir", state) == []
+    assert not os.path.exists(os.path.join(state, "ns", "pool"))
+    assert Snapshot.take(state).leaked_since(before) == []
+    # defaults.pool_size 0 in the configuration file turns it off.
+    conf = write_json("config.json", {"router": {"min_isolation": "container"},
+                                      "defaults": {"pool_size": 0}})
+    p = msb("run", "--state-dir", state, "--", "true", env=dict(os.environ, MSB_CONFIG=conf))
+    assert p.returncode == 0, p.stderr
+    assert not os.path.exists(os.path.join(state, "ns", "pool"))

@@ -1321,3 +1321,28 @@ def test_a_sessions_sink_is_its_calls_default_12_22_15_4(serve, tmp_path):
     s.call("session.detach", session=sess)
     s.call("router.dispose_scope", router=r, scope="app", thread_id="t9")
     assert s.close() == 0
+
+
+@needs_root
+def test_an_ns_backend_keeps_the_front_ends_pool_unless_it_names_one(serve, state):
+    """`msb serve` writes pool_size 2 into each ns backend of a client's
+    router that names none (docs/pool.md): its first acquire leaves two
+    pooled sandboxes starting; a backend naming pool_size 0 keeps none."""
+    def pooled():
+        p = subprocess.run([MSB, "pool", "ls", "--json", "--state-dir", state],
+                           capture_output=True, env=dict(os.environ, MSB_CONFIG=""))
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout)
+
+    s = serve()
+    off = {"min_isolation": "container",
+           "backends": [{"type": "ns", "state_dir": state, "pool_size": 0}]}
+    r = s.call("router.new", config=off)["router"]
+    s.call("router.acquire", router=r, key=KEY, spec=SPEC)
+    s.call("router.dispose", router=r, key=KEY)
+    assert pooled() == []
+    r = s.call("router.new", config=ns_config(state))["router"]
+    s.call("router.acquire", router=r, key=KEY, spec=SPEC)
+    s.call("router.dispose", router=r, key=KEY)
+    assert s.close() == 0  # the refill's shims were started before it exits
+    assert len(pooled()) == 2

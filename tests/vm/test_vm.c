@@ -21,6 +21,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <msb/conformance.h>
 #include <msb/msb.h>
 #include <msb/vm.h>
@@ -31,12 +34,30 @@
 static char root[64];
 static msb_backend *backend;
 
+/* The default `host` image's programs and curl, for the EGRESS suite. */
+static const char *const programs[] = {
+	"/bin/sh",   "sh",	 "bash",    "env",  "true", "false",	"echo",	   "printf",
+	"cat",	     "ls",	 "cp",	    "mv",   "rm",   "mkdir",	"rmdir",   "ln",
+	"touch",     "head",	 "tail",    "wc",   "sort", "uniq",	"cut",	   "tr",
+	"tee",	     "grep",	 "sed",	    "stat", "id",   "uname",	"date",	   "sleep",
+	"dd",	     "find",	 "xargs",   "test", "expr", "basename", "dirname", "readlink",
+	"realpath",  "chmod",	 "pwd",	    "kill", "yes",  "mkfifo",	"seq",	   "md5sum",
+	"sha256sum", "hostname", "python3", "curl", NULL};
+
+/* The allowlist proxy may reach the test's own server on the host's
+ * loopback (refused by default) under two pinned names. */
+#define EGRESS_CONFIG                                                                              \
+	"{\"allow_cidrs\": [\"127.0.0.0/8\"], \"system_resolver\": false, "                        \
+	"\"hosts\": {\"allowed.test\": [\"127.0.0.1\"], \"denied.test\": [\"127.0.0.1\"]}}"
+
 static void make_backend(void)
 {
 	snprintf(root, sizeof(root), "/tmp/msbvm-XXXXXX");
 	cr_assert(mkdtemp(root));
 	msb_vm_options o = MSB_VM_OPTIONS_INIT;
 	o.state_root = root;
+	o.host_programs = programs;
+	o.egress_config = EGRESS_CONFIG;
 	/* The built artefacts are shared across runs (content-addressed). */
 	o.cache_dir = "/tmp/msb-vm-test-cache";
 	msb_error *err = NULL;
@@ -515,6 +536,8 @@ Test(vm, exec_in_one_vm, .init = make_backend, .fini = fini, .timeout = 240)
 	msb_vm_options o2 = MSB_VM_OPTIONS_INIT;
 	o2.state_root = root;
 	o2.cache_dir = "/tmp/msb-vm-test-cache";
+	o2.host_programs = programs;
+	o2.egress_config = EGRESS_CONFIG;
 	o2.start_timeout = 77; /* not part of what a VM is */
 	cr_assert_eq(msb_vm_backend_new(&o2, &backend, &err), 0, "%s", msb_error_message(err));
 	again = acquire("t1");
@@ -770,6 +793,21 @@ static void check_report(msb_conformance_report *rep)
 	msb_conformance_report_free(rep);
 }
 
+/* NOTHING_LEFT_BEHIND's call: a directory made, written, reclaimed. */
+static int nlb_call(void *ud, msb_error **err)
+{
+	msb_sandbox *sb = ud;
+	msb_exec_result res;
+	int r = run(sb, "mkdir -p nlb && echo out > nlb/out.txt", 30, &res, err);
+	int code = res.exit_code;
+	msb_exec_result_clear(&res);
+	if (r < 0)
+		return r;
+	if (code != 0)
+		return msb_error_set(err, MSB_E_RUNTIME, "the call exited %d", code);
+	return msb_sandbox_reclaim(sb, "nlb", NULL, 30, err);
+}
+
 static msb_spec *make_spec_caps(msb_capset caps)
 {
 	msb_spec_builder *b = msb_spec_builder_new("vm-conformance");
@@ -781,21 +819,194 @@ static msb_spec *make_spec_caps(msb_capset caps)
 	return s;
 }
 
+static bool fp_has(char **v, const char *prefix)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		if (strncmp(v[i], prefix, strlen(prefix)) == 0)
+			return true;
+	return false;
+}
+
+static void fingerprint(msb_sandbox *sb, msb_fingerprint *fp)
+{
+	bool supported = false;
+	msb_error *err = NULL;
+	memset(fp, 0, sizeof(*fp));
+	cr_assert_eq(msb_sandbox_fingerprint(sb, &supported, fp, &err), 0, "fingerprint: %s",
+		     msb_error_message(err));
+	cr_assert(supported, "the vm fingerprint is unsupported");
+}
+
+static void assert_pristine(msb_sandbox *sb, const char *when)
+{
+	msb_fingerprint fp;
+	fingerprint(sb, &fp);
+	cr_assert_null(fp.changed_paths[0], "%s: a changed path `%s`", when, fp.changed_paths[0]);
+	cr_assert_null(fp.running_programs[0], "%s: a process `%s`", when, fp.running_programs[0]);
+	msb_fingerprint_clear(&fp);
+}
+
+/* The fingerprint, taken inside the guest (agent/layer.c): a new VM is
+ * pristine - what its init made while building the root and the identity
+ * helper's /run/msb-instance-id (rewritten by every session) are not
+ * changes - and a workload's file, one in /dev/shm and a process it left
+ * running are (checklist 18.12-18.15). */
+static void check_fingerprint(msb_sandbox **sbp, const msb_key *key, const msb_spec *spec)
+{
+	assert_pristine(*sbp, "after boot");
+	char dir[200], answer[256];
+	cr_assert(state_name(dir, sizeof(dir)));
+	cr_assert(control(dir, "reconnect\n", answer, sizeof(answer)), "no answer");
+	cr_assert_str_eq(answer, "ok\n");
+	/* The old session's connections ended with it: a new handle. */
+	msb_sandbox_free(*sbp);
+	*sbp = NULL;
+	msb_error *err = NULL;
+	cr_assert_eq(msb_backend_acquire(backend, key, spec, sbp, &err), 0, "%s",
+		     msb_error_message(err));
+	msb_sandbox *sb = *sbp;
+	assert_pristine(sb, "after a new session");
+	msb_exec_result res;
+	cr_assert_eq(run(sb,
+			 "echo x > /tmp/fp-file && echo y > /dev/shm/fp-shm && "
+			 "{ sleep 300 </dev/null >/dev/null 2>&1 & echo $!; }",
+			 30, &res, &err),
+		     0, "%s", msb_error_message(err));
+	cr_assert_eq(res.exit_code, 0, "%s", (char *)res.stderr_bytes);
+	int pid = (int)strtol((const char *)res.stdout_bytes, NULL, 10);
+	cr_assert_gt(pid, 1);
+	msb_exec_result_clear(&res);
+	msb_fingerprint fp;
+	fingerprint(sb, &fp);
+	cr_assert(fp_has(fp.changed_paths, "/tmp/fp-file"), "a written file is not seen");
+	cr_assert(fp_has(fp.changed_paths, "/dev/shm/fp-shm"), "a file in /dev/shm is not seen");
+	bool sleeping = false;
+	for (size_t i = 0; fp.running_programs[i]; i++)
+		sleeping = sleeping || strstr(fp.running_programs[i], ":sleep 300") != NULL;
+	cr_assert(sleeping, "a process left running is not seen");
+	msb_fingerprint_clear(&fp);
+	char clean[96];
+	snprintf(clean, sizeof(clean), "rm /tmp/fp-file /dev/shm/fp-shm; kill %d", pid);
+	cr_assert_eq(run(sb, clean, 30, &res, &err), 0, "%s", msb_error_message(err));
+	cr_assert_eq(res.exit_code, 0, "%s", (char *)res.stderr_bytes);
+	msb_exec_result_clear(&res);
+}
+
+/* A destination on the host's loopback that answers 200 to anyone who
+ * reaches it: both URLs of the EGRESS suite name it, so only the allowlist
+ * tells them apart (checklist 18.9). */
+struct answerer {
+	int fd;
+	pthread_t thread;
+};
+
+static void *answer_loop(void *ud)
+{
+	struct answerer *a = ud;
+	for (;;) {
+		int c = accept(a->fd, NULL, NULL);
+		if (c < 0)
+			return NULL;
+		char buf[4096];
+		size_t got = 0;
+		while (got < sizeof(buf) - 1) {
+			ssize_t n = read(c, buf + got, sizeof(buf) - 1 - got);
+			if (n <= 0)
+				break;
+			got += (size_t)n;
+			buf[got] = '\0';
+			if (strstr(buf, "\r\n\r\n"))
+				break;
+		}
+		static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
+					 "Connection: close\r\n\r\nok";
+		ssize_t w = write(c, ok, sizeof(ok) - 1);
+		(void)w;
+		close(c);
+	}
+}
+
+static int answerer_start(struct answerer *a)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sa);
+	a->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert_geq(a->fd, 0);
+	cr_assert_eq(bind(a->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(listen(a->fd, 16), 0);
+	cr_assert_eq(getsockname(a->fd, (struct sockaddr *)&sa, &len), 0);
+	cr_assert_eq(pthread_create(&a->thread, NULL, answer_loop, a), 0);
+	return ntohs(sa.sin_port);
+}
+
+static void answerer_stop(struct answerer *a)
+{
+	shutdown(a->fd, SHUT_RDWR);
+	close(a->fd);
+	pthread_join(a->thread, NULL);
+}
+
+/* EGRESS through the guest's proxy port, the serial mux and the shim's proxy
+ * (docs/vm.md "Egress"): the allowed URL answers, the denied one does not,
+ * and both decisions are in the proxy's records (what becomes EgressObserved;
+ * checklist 17.5, 17.9, 18.9). */
+static void check_egress(msb_conformance_subject *subj)
+{
+	struct answerer a;
+	int port = answerer_start(&a);
+	char allowed[96], denied[96];
+	snprintf(allowed, sizeof(allowed), "http://allowed.test:%d/", port);
+	snprintf(denied, sizeof(denied), "http://denied.test:%d/", port);
+	msb_egress_conformance_options eo = MSB_EGRESS_CONFORMANCE_OPTIONS_INIT;
+	eo.allowed_url = allowed;
+	eo.denied_url = denied;
+	eo.egress_modes = msb_backend_declarations(backend)->egress_modes;
+	msb_conformance_report *rep = NULL;
+	msb_error *err = NULL;
+	cr_assert_eq(msb_assert_egress_conformance(subj, &eo, &rep, &err), 0, "EGRESS: %s",
+		     msb_error_message(err));
+	check_report(rep);
+	answerer_stop(&a);
+	char dir[200], p[256];
+	cr_assert(state_name(dir, sizeof(dir)));
+	snprintf(p, sizeof(p), "%s/egress.log", dir);
+	_cleanup_free_ char *log = NULL;
+	cr_assert_eq(msb__read_file_at(AT_FDCWD, p, 1 << 20, &log, NULL), 0, "%s", p);
+	cr_assert(strstr(log, "\"decision\":\"ALLOW\"") && strstr(log, "\"allowed.test\""), "%s",
+		  log);
+	cr_assert(strstr(log, "\"decision\":\"DENY\"") && strstr(log, "\"denied.test\""), "%s",
+		  log);
+}
+
 /* Every conformance suite the backend declares, against one real VM
- * (checklist 18.4-18.7, 18.10, 18.11; issue 18 "Done when"). */
+ * (checklist 18.4-18.7, 18.10-18.16; issue 18 "Done when"): a pristine VM
+ * first for the fingerprint and NOTHING_LEFT_BEHIND. */
 Test(vm, conformance_suites, .init = make_backend, .fini = fini, .timeout = 600)
 {
 	const msb_declarations *d = msb_backend_declarations(backend);
 	msb_capset caps = d->capabilities;
 	msb_key key = {.scope = "vmtest", .thread_id = "t4", .agent_dir = "/agent"};
-	msb_spec *spec = make_spec_caps(caps);
-	msb_sandbox *sb = NULL;
+	msb_spec *plain = make_spec_caps(caps);
+	msb_spec_builder *eb = msb_spec_builder_from(plain);
+	msb_spec_builder_set_egress(eb, MSB_EGRESS_ALLOWLIST);
+	msb_spec_builder_add_egress_host(eb, "allowed.test");
+	msb_spec *spec = NULL;
 	msb_error *err = NULL;
+	cr_assert_eq(msb_spec_build(eb, &spec, &err), 0, "%s", msb_error_message(err));
+	msb_spec_builder_free(eb);
+	msb_spec_unref(plain);
+	msb_sandbox *sb = NULL;
 	cr_assert_eq(msb_backend_acquire(backend, &key, spec, &sb, &err), 0, "%s",
 		     msb_error_message(err));
+	msb_conformance_report *rep = NULL;
+	msb_fingerprint_subject fps;
+	msb_sandbox_fingerprint_subject(sb, &fps);
+	cr_assert_eq(msb_assert_nothing_left_behind(&fps, nlb_call, sb, &rep, &err), 0,
+		     "NOTHING_LEFT_BEHIND: %s", msb_error_message(err));
+	check_report(rep);
+	check_fingerprint(&sb, &key, spec);
 	msb_conformance_subject subj;
 	msb_posix_guest_subject(sb, MSB_DEFAULT_WORK_DIR, caps, &subj);
-	msb_conformance_report *rep = NULL;
 	cr_assert_eq(msb_assert_exec_conformance(&subj, &rep, &err), 0, "EXEC: %s",
 		     msb_error_message(err));
 	check_report(rep);
@@ -811,6 +1022,17 @@ Test(vm, conformance_suites, .init = make_backend, .fini = fini, .timeout = 600)
 	cr_assert_eq(msb_assert_reclaim_conformance(&subj, &rep, &err), 0, "RECLAIM: %s",
 		     msb_error_message(err));
 	check_report(rep);
+	check_egress(&subj);
+	/* The warm VM runs its proxy with these rules: a spec of the same key
+	 * and kind without them is refused, never handed this VM. */
+	msb_spec *closed = make_spec_caps(caps);
+	msb_sandbox *other = NULL;
+	cr_assert_eq(msb_backend_acquire(backend, &key, closed, &other, &err), MSB_E_VALUE);
+	cr_assert(strstr(msb_error_message(err), "another egress configuration"), "%s",
+		  msb_error_message(err));
+	msb_error_free(err);
+	err = NULL;
+	msb_spec_unref(closed);
 	struct traces t;
 	collect(&t);
 	msb_sandbox_free(sb);

@@ -16,6 +16,7 @@
 #include <msb/msb.h>
 
 #include "../agent/harness.h"
+#include "backends/ns/ns_snapshot.h"
 #include "backends/vm/vm_files.h"
 #include "backends/vm/vm_int.h"
 #include "client/client.h"
@@ -433,6 +434,64 @@ Test(vm_unit, agent_file_plane, .init = agent_up, .fini = agent_down)
 	cr_assert_neq(lstat(p, &st), 0);
 	cr_assert_eq(msb_vm__reclaim(&f, ".", ".", &err), MSB_E_VALUE);
 	msb_error_free(err);
+}
+
+/* An agent that is not a vm guest's init has no writable layer to walk: the
+ * request `layer` is refused, never answered with an empty (pristine) list. */
+Test(vm_unit, agent_outside_a_vm_refuses_the_fingerprint, .init = agent_up, .fini = agent_down)
+{
+	vm_files f = {.backend = "vm", .guest_base = ap.work, .run = run_file};
+	msb_fingerprint fp = {NULL, NULL};
+	msb_error *err = NULL;
+	cr_assert_eq(msb_vm__fingerprint(&f, &fp, &err), MSB_E_RUNTIME);
+	cr_assert(fp.changed_paths == NULL && fp.running_programs == NULL);
+	msb_error_free(err);
+}
+
+static int parse(const char *bytes, size_t len, const msb_ns_fingerprint_budget *b,
+		 msb_fingerprint *fp)
+{
+	msb_error *err = NULL;
+	memset(fp, 0, sizeof(*fp));
+	int r = msb_vm__fingerprint_parse((const uint8_t *)bytes, len, b, fp, &err);
+	msb_error_free(err);
+	return r;
+}
+
+/* The guest's fingerprint answer is untrusted: malformed records are a
+ * protocol error, and past the `ns` budgets it is refused before more is held
+ * (checklist 18.12-18.15; docs/security.md "Budgets on guest bytes"). */
+Test(vm_unit, fingerprint_answer_parsed_as_untrusted)
+{
+	msb_fingerprint fp;
+	static const char good[] = "p/tmp/b\0r7:100:sleep 30\0p/tmp/a\0p/tmp/a\0p/dev/shm/x\0";
+	cr_assert_eq(parse(good, sizeof(good) - 1, NULL, &fp), 0);
+	cr_assert_str_eq(fp.changed_paths[0], "/dev/shm/x");
+	cr_assert_str_eq(fp.changed_paths[1], "/tmp/a");
+	cr_assert_str_eq(fp.changed_paths[2], "/tmp/b");
+	cr_assert_null(fp.changed_paths[3]);
+	cr_assert_str_eq(fp.running_programs[0], "7:100:sleep 30");
+	cr_assert_null(fp.running_programs[1]);
+	msb_fingerprint_clear(&fp);
+	cr_assert_eq(parse("", 0, NULL, &fp), 0);
+	cr_assert_null(fp.changed_paths[0]);
+	cr_assert_null(fp.running_programs[0]);
+	msb_fingerprint_clear(&fp);
+	static const struct {
+		const char *b;
+		size_t n;
+	} bad[] = {{"p/tmp/a", 7}, {"ptmp\0", 5}, {"x/a\0", 4}, {"p\0", 2}, {"r\0", 2}, {"\0", 1}};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_assert_eq(parse(bad[i].b, bad[i].n, NULL, &fp), MSB_E_PROTOCOL, "case %zu", i);
+	msb_ns_fingerprint_budget b = MSB_NS_FINGERPRINT_BUDGET_INIT;
+	b.max_paths = 2;
+	cr_assert_eq(parse(good, sizeof(good) - 1, &b, &fp), MSB_E_RUNTIME);
+	b = (msb_ns_fingerprint_budget)MSB_NS_FINGERPRINT_BUDGET_INIT;
+	b.max_proc_bytes = 8;
+	cr_assert_eq(parse(good, sizeof(good) - 1, &b, &fp), MSB_E_RUNTIME);
+	b = (msb_ns_fingerprint_budget)MSB_NS_FINGERPRINT_BUDGET_INIT;
+	b.max_path_len = 5;
+	cr_assert_eq(parse(good, sizeof(good) - 1, &b, &fp), MSB_E_PROTOCOL);
 }
 
 /* ---- artefacts ---------------------------------------------------------------------- */

@@ -292,12 +292,35 @@ int msb_engine__agent_remove(engine_backend *b, const char *ref, const char *abs
 
 /* ---- the host's file plane (engine_hostfs.c) ---- */
 
-/* The storage base of the container `id`, opened by the host through the
- * container's root (/proc/PID/root, a local engine's), resolved there with
- * openat2(RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS):
- * an O_PATH fd, or -1 when the container is not visible from here (a
- * remote or stopped engine, another pid namespace): then the agent. */
-int msb_engine__hostfs_base(engine_backend *b, const char *id, const char *base);
+/* A file operation of the sandbox file plane (msb/sandbox.h) served by the
+ * host itself when the container `id` is visible from here: its storage
+ * base `base` opened through the container's root (/proc/PID/root, a local
+ * engine's), resolved there with openat2(RESOLVE_IN_ROOT |
+ * RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS), then ns's file plane on that
+ * directory fd. ENGINE_HOSTFS_NONE when the container is not visible (a
+ * remote or stopped engine, another pid namespace, $MSB_ENGINE_HOSTFS=0, or
+ * a host without /proc: engine_hostfs_none.c on Windows): then the agent or
+ * the walk serve. */
+#define ENGINE_HOSTFS_NONE 2
+int msb_engine__hostfs_write(engine_backend *b, const char *id, const char *base, const char *path,
+			     const uint8_t *data, size_t len, const char *working_directory,
+			     msb_error **err);
+int msb_engine__hostfs_stat(engine_backend *b, const char *id, const char *base, const char *path,
+			    const char *working_directory, bool *present, msb_entry *out,
+			    msb_error **err);
+int msb_engine__hostfs_read(engine_backend *b, const char *id, const char *base, const char *path,
+			    const char *working_directory, uint64_t max_bytes, uint8_t **data,
+			    size_t *len, msb_error **err);
+/* Remove path (a directory only when recursive), or with `reclaim` empty
+ * the directory path. */
+int msb_engine__hostfs_remove(engine_backend *b, const char *id, const char *base, const char *path,
+			      const char *working_directory, bool recursive, bool reclaim,
+			      msb_error **err);
+
+/* The rows' doctors (docker_json.c, wslc_json.c): one asked about the
+ * defaults (no JSON), its answer as the table's verdict. */
+int msb_engine__doctor_verdict(int (*doctor)(const char *, size_t, bool *, char **, msb_error **),
+			       msb_backend_probe *out, msb_error **err);
 
 /* ---- the allowlist topology (engine_egress.c) ------------------------------------- */
 

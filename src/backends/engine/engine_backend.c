@@ -5,12 +5,11 @@
  * another process made under that name, and disposal selected by the labels
  * the engine reports, removing with force and never stopping.
  */
-#include <fcntl.h>
 #include <stdio.h>
 
 #include "backends/types.h"
 #include "engine.h"
-#include "util/fs.h"
+#include "platform/platform.h"
 #include "util/sha256.h"
 
 /* A name this instance created, and the key it was created for. */
@@ -518,8 +517,8 @@ int msb_engine__backend_new(const engine_backend_config *cfg, msb_backend **out,
 	if (cfg->agent_path && cfg->ops->install) {
 		_cleanup_free_ char *bytes = NULL;
 		size_t n = 0;
-		if (msb__read_file_at(AT_FDCWD, cfg->agent_path, 64u << 20, &bytes, &n) == 0 &&
-		    n > 0 && msb__buf_append(&b->agent_bin, bytes, n) == 0) {
+		if (msb__plat_read_path(cfg->agent_path, 64u << 20, &bytes, &n) == 0 && n > 0 &&
+		    msb__buf_append(&b->agent_bin, bytes, n) == 0) {
 			char hex[65];
 			msb__sha256_hex(bytes, n, hex);
 			b->agent_guest = msb__asprintf("/.msb/msb-agent-%.12s", hex);

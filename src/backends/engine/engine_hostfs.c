@@ -17,6 +17,7 @@
 #include <linux/openat2.h>
 #include <stdio.h>
 
+#include "backends/ns/ns_files.h"
 #include "engine.h"
 #include "util/fs.h"
 #include "util/syscalls.h"
@@ -36,9 +37,9 @@ static bool in_cgroup_of(int procfd, const char *id)
 	return idlen >= 64 && memmem(text, n, id, idlen) != NULL;
 }
 
-int msb_engine__hostfs_base(engine_backend *b, const char *id, const char *base)
+static int hostfs_base(engine_backend *b, const char *id, const char *base)
 {
-	if (!b->ops->pid || base[0] != '/')
+	if (b->hostfs_off || !b->ops->pid || base[0] != '/')
 		return -1;
 	int64_t pid = b->ops->pid(b->t, id);
 	if (pid <= 1)
@@ -66,4 +67,57 @@ int msb_engine__hostfs_base(engine_backend *b, const char *id, const char *base)
 		return -1;
 	}
 	return fd < 0 ? -1 : fd;
+}
+
+/* The ns file plane on the storage base, when the host reaches it. */
+static bool open_plane(engine_backend *b, const char *id, const char *base, ns_files *f, int *fd)
+{
+	*fd = hostfs_base(b, id, base);
+	*f = (ns_files){.host_base = base, .guest_base = base, .has_base_fd = true, .base_fd = *fd};
+	return *fd >= 0;
+}
+
+int msb_engine__hostfs_write(engine_backend *b, const char *id, const char *base, const char *path,
+			     const uint8_t *data, size_t len, const char *working_directory,
+			     msb_error **err)
+{
+	ns_files f;
+	_cleanup_close_ int fd = -1;
+	if (!open_plane(b, id, base, &f, &fd))
+		return ENGINE_HOSTFS_NONE;
+	return msb_ns__write_file(&f, path, data, len, working_directory, err);
+}
+
+int msb_engine__hostfs_stat(engine_backend *b, const char *id, const char *base, const char *path,
+			    const char *working_directory, bool *present, msb_entry *out,
+			    msb_error **err)
+{
+	ns_files f;
+	_cleanup_close_ int fd = -1;
+	if (!open_plane(b, id, base, &f, &fd))
+		return ENGINE_HOSTFS_NONE;
+	return msb_ns__stat_file(&f, path, working_directory, present, out, err);
+}
+
+int msb_engine__hostfs_read(engine_backend *b, const char *id, const char *base, const char *path,
+			    const char *working_directory, uint64_t max_bytes, uint8_t **data,
+			    size_t *len, msb_error **err)
+{
+	ns_files f;
+	_cleanup_close_ int fd = -1;
+	if (!open_plane(b, id, base, &f, &fd))
+		return ENGINE_HOSTFS_NONE;
+	return msb_ns__read_file(&f, path, working_directory, max_bytes, data, len, err);
+}
+
+int msb_engine__hostfs_remove(engine_backend *b, const char *id, const char *base, const char *path,
+			      const char *working_directory, bool recursive, bool reclaim,
+			      msb_error **err)
+{
+	ns_files f;
+	_cleanup_close_ int fd = -1;
+	if (!open_plane(b, id, base, &f, &fd))
+		return ENGINE_HOSTFS_NONE;
+	return reclaim ? msb_ns__reclaim(&f, path, working_directory, err)
+		       : msb_ns__remove(&f, path, working_directory, recursive, err);
 }

@@ -21,7 +21,6 @@
 
 #include <msb/paths.h>
 
-#include "backends/ns/ns_files.h"
 #include "engine.h"
 
 /* The file plane's ceilings (22.5): one file in either direction. */
@@ -297,29 +296,18 @@ static int cap_refusal(const char *path, uint64_t size, uint64_t cap, msb_error 
 	return r;
 }
 
-/* The host's file plane (engine_hostfs.c) when the container is visible
- * from here: *fd its storage base (close it), else -1 and the agent or the
- * walk serve. */
-static bool hostfs(engine_sandbox *s, ns_files *f, int *fd)
-{
-	*fd = s->b->hostfs_off ? -1 : msb_engine__hostfs_base(s->b, s->id, s->base);
-	*f = (ns_files){
-		.host_base = s->base, .guest_base = s->base, .has_base_fd = true, .base_fd = *fd};
-	return *fd >= 0;
-}
-
 static int engine_write_file(void *impl, const char *path, const uint8_t *data, size_t len,
 			     const char *working_directory, msb_error **err)
 {
 	engine_sandbox *s = impl;
 	if (len > ENGINE_MAX_FILE_BYTES)
 		return cap_refusal(path, len, ENGINE_MAX_FILE_BYTES, err);
-	ns_files f;
-	_cleanup_close_ int fd = -1;
-	if (hostfs(s, &f, &fd))
-		return msb_ns__write_file(&f, path, data, len, working_directory, err);
+	int r = msb_engine__hostfs_write(s->b, s->id, s->base, path, data, len, working_directory,
+					 err);
+	if (r != ENGINE_HOSTFS_NONE)
+		return r;
 	_cleanup_(target_clear) engine_target t = {0};
-	int r = confine(s, path, working_directory, true, &t, err);
+	r = confine(s, path, working_directory, true, &t, err);
 	if (r < 0)
 		return r;
 	if (use_agent(s) && (r = msb_engine__agent_write(s->b, s->id, t.abs, path, data, len,
@@ -345,12 +333,12 @@ static int engine_stat_file(void *impl, const char *path, const char *working_di
 			    bool *present, msb_entry *out, msb_error **err)
 {
 	engine_sandbox *s = impl;
-	ns_files f;
-	_cleanup_close_ int fd = -1;
-	if (hostfs(s, &f, &fd))
-		return msb_ns__stat_file(&f, path, working_directory, present, out, err);
+	int r = msb_engine__hostfs_stat(s->b, s->id, s->base, path, working_directory, present, out,
+					err);
+	if (r != ENGINE_HOSTFS_NONE)
+		return r;
 	_cleanup_(target_clear) engine_target t = {0};
-	int r = confine(s, path, working_directory, false, &t, err);
+	r = confine(s, path, working_directory, false, &t, err);
 	if (r < 0)
 		return r;
 	engine_stat st;
@@ -391,10 +379,10 @@ static int engine_read_file(void *impl, const char *path, const char *working_di
 		return msb_error_set(err, MSB_E_IS_DIRECTORY, "`%s` is a directory", path);
 	if (max_bytes > ENGINE_MAX_FILE_BYTES)
 		max_bytes = ENGINE_MAX_FILE_BYTES;
-	ns_files f;
-	_cleanup_close_ int fd = -1;
-	if (hostfs(s, &f, &fd))
-		return msb_ns__read_file(&f, path, working_directory, max_bytes, data, len, err);
+	r = msb_engine__hostfs_read(s->b, s->id, s->base, path, working_directory, max_bytes, data,
+				    len, err);
+	if (r != ENGINE_HOSTFS_NONE)
+		return r;
 	if (use_agent(s) && (r = msb_engine__agent_read(s->b, s->id, t.abs, path, max_bytes, data,
 							len, err)) != ENGINE_AGENT_FALLBACK)
 		return r;
@@ -426,16 +414,14 @@ static int engine_list_dir(void *impl, const char *path, const char *working_dir
 static int remove_checked(engine_sandbox *s, const char *path, const char *working_directory,
 			  bool recursive, double timeout, const char *op, msb_error **err)
 {
-	ns_files f;
-	_cleanup_close_ int fd = -1;
 	/* The host's walker: nothing the guest could not remove itself (22.3's
 	 * reach rule, 9.27), no engine exec, so no timeout to apply. */
-	if (hostfs(s, &f, &fd))
-		return strcmp(op, "reclaim") == 0
-			       ? msb_ns__reclaim(&f, path, working_directory, err)
-			       : msb_ns__remove(&f, path, working_directory, recursive, err);
+	int r = msb_engine__hostfs_remove(s->b, s->id, s->base, path, working_directory, recursive,
+					  strcmp(op, "reclaim") == 0, err);
+	if (r != ENGINE_HOSTFS_NONE)
+		return r;
 	_cleanup_(target_clear) engine_target t = {0};
-	int r = confine(s, path, working_directory, false, &t, err);
+	r = confine(s, path, working_directory, false, &t, err);
 	if (r < 0)
 		return msb_error_wrap(err, "%s", op);
 	if (strcmp(t.abs, t.wd) == 0)

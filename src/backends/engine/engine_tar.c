@@ -9,10 +9,10 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #include "engine.h"
+#include "platform/platform.h"
 
 #define BLOCK 512u
 
@@ -266,20 +266,6 @@ static int pax_apply(engine_tar_reader *r, msb_error **err)
 	return 0;
 }
 
-/* A body buffer that free() releases; a large one aligned to and advised
- * for transparent huge pages (as ns's reads: far fewer page faults). */
-static uint8_t *alloc_body(uint64_t size)
-{
-	const size_t huge = (size_t)2 << 20;
-	if (size < huge)
-		return malloc(size ? (size_t)size : 1);
-	void *p = NULL;
-	if (posix_memalign(&p, huge, (size_t)size) != 0)
-		return NULL;
-	(void)madvise(p, (size_t)size & ~(huge - 1), MADV_HUGEPAGE);
-	return p;
-}
-
 static int take_header(engine_tar_reader *r, msb_error **err)
 {
 	const uint8_t *h = r->block;
@@ -333,7 +319,7 @@ static int take_header(engine_tar_reader *r, msb_error **err)
 		r->done = true;
 		return 0;
 	}
-	r->body = alloc_body(o->size);
+	r->body = msb__plat_alloc_large((size_t)o->size);
 	if (!r->body)
 		return msb__error_nomem(err);
 	if (o->size == 0)

@@ -167,7 +167,7 @@ static int add_listed(json_t *c, engine_container **v, size_t *n)
 		/* Values are label-safe (digested), so a comma only separates. */
 		const char *p = json_string_value(labels);
 		while (*p) {
-			const char *end = strchrnul(p, ',');
+			const char *end = p + strcspn(p, ",");
 			if (end > p) {
 				char *kv = msb__strndup(p, (size_t)(end - p));
 				if (!kv || msb__strv_push_take(&e->labels, kv) < 0) {
@@ -849,4 +849,27 @@ int msb_wslc_doctor(const char *json, size_t len, bool *ok, char **reason, msb_e
 	msb_error_free(e);
 	json_decref(obj);
 	return *reason ? 0 : msb__error_nomem(err);
+}
+
+char *msb_wslc__error_code(const char *text, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		size_t start = i;
+		if (i > 0 && ((text[i - 1] >= 'A' && text[i - 1] <= 'Z') || text[i - 1] == '_'))
+			continue;
+		if (len - i >= 7 && memcmp(text + i, "WSLC_E_", 7) == 0)
+			i += 7;
+		else if (len - i >= 6 && memcmp(text + i, "ERROR_", 6) == 0)
+			i += 6;
+		else
+			continue;
+		size_t end = i;
+		while (end < len && ((text[end] >= 'A' && text[end] <= 'Z') ||
+				     (text[end] >= '0' && text[end] <= '9') || text[end] == '_'))
+			end++;
+		if (end > i)
+			return msb__strndup(text + start, end - start);
+		i = start;
+	}
+	return NULL;
 }

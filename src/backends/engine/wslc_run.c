@@ -256,35 +256,14 @@ int msb_wslc__spawn(void *ud, char *const *argv, const wslc_io *io, wslc_outcome
 		if (kill_it)
 			break;
 	}
-	close_fd(&in[1]), close_fd(&o[0]), close_fd(&e[0]);
+	/* Kill before closing our ends: a child writing to a closed pipe would
+	 * otherwise die of SIGPIPE first, and the outcome would depend on who ran. */
 	if (kill_it)
 		kill(-pid, SIGKILL);
+	close_fd(&in[1]), close_fd(&o[0]), close_fd(&e[0]);
 	int status = reap_child(pid, deadline, out);
 	out->exit_code = code_of(status);
 	if (rc < 0)
 		msb_wslc__outcome_clear(out);
 	return rc;
-}
-
-char *msb_wslc__error_code(const char *text, size_t len)
-{
-	for (size_t i = 0; i < len; i++) {
-		size_t start = i;
-		if (i > 0 && ((text[i - 1] >= 'A' && text[i - 1] <= 'Z') || text[i - 1] == '_'))
-			continue;
-		if (len - i >= 7 && memcmp(text + i, "WSLC_E_", 7) == 0)
-			i += 7;
-		else if (len - i >= 6 && memcmp(text + i, "ERROR_", 6) == 0)
-			i += 6;
-		else
-			continue;
-		size_t end = i;
-		while (end < len && ((text[end] >= 'A' && text[end] <= 'Z') ||
-				     (text[end] >= '0' && text[end] <= '9') || text[end] == '_'))
-			end++;
-		if (end > i)
-			return msb__strndup(text + start, end - start);
-		i = start;
-	}
-	return NULL;
 }

@@ -14,6 +14,7 @@
 
 #include <stdio.h>
 
+#include "platform/win32/win32.h"
 #include "util/winargv.h"
 #include "wslc.h"
 
@@ -32,17 +33,6 @@ static void close_h(HANDLE *h)
 	if (*h && *h != INVALID_HANDLE_VALUE)
 		CloseHandle(*h);
 	*h = NULL;
-}
-
-static wchar_t *to_wide(const char *s)
-{
-	int n = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, NULL, 0);
-	wchar_t *w = n > 0 ? calloc((size_t)n, sizeof(*w)) : NULL;
-	if (w && MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, w, n) != n) {
-		free(w);
-		w = NULL;
-	}
-	return w;
 }
 
 struct feeder {
@@ -135,7 +125,7 @@ static int spawn_child(char *const *argv, const wslc_io *io, struct child *c, ms
 			       : msb_error_set(err, MSB_E_VALUE,
 					       "cannot quote `%s` as a Windows program name",
 					       argv[0]);
-	_cleanup_free_ wchar_t *wline = to_wide(line);
+	_cleanup_free_ wchar_t *wline = msb__win_wide(line);
 	if (!wline)
 		return msb_error_set(err, MSB_E_VALUE, "`%s`: an argument is not UTF-8", argv[0]);
 	HANDLE child_in = NULL, child_out = NULL, child_err = NULL;

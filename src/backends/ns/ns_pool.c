@@ -106,6 +106,34 @@ static json_t *file_identity(const char *path)
 	return json_string(buf);
 }
 
+/* The identity of each unpacked OCI layer directory of the shim's
+ * configuration: an image cache removed and unpacked again is another
+ * template, since the pooled sandboxes of the old one have their layers
+ * deleted under their mounts (the paths alone are the same). */
+static json_t *layer_identities(const json_t *cfg)
+{
+	json_t *out = json_array();
+	const json_t *layers = json_object_get(cfg, "layers");
+	size_t i;
+	json_t *l;
+	json_array_foreach (layers, i, l) {
+		struct stat st;
+		char buf[64];
+		/* guest-names: ok - the host's image cache; the layer's own
+		 * directory is not followed */
+		if (fstatat(AT_FDCWD, json_string_value(l), &st, AT_SYMLINK_NOFOLLOW) < 0)
+			snprintf(buf, sizeof(buf), "missing");
+		else
+			snprintf(buf, sizeof(buf), "%llu:%llu", (unsigned long long)st.st_dev,
+				 (unsigned long long)st.st_ino);
+		if (!out || json_array_append_new(out, json_string(buf)) < 0) {
+			json_decref(out);
+			return NULL;
+		}
+	}
+	return out;
+}
+
 int msb_ns__template_digest(const ns_backend *b, ns_template *t, msb_error **err)
 {
 	if (t->digest[0])
@@ -113,10 +141,16 @@ int msb_ns__template_digest(const ns_backend *b, ns_template *t, msb_error **err
 	json_t *eg = NULL;
 	if (t->egress_base && !(eg = json_loads(t->egress_base, 0, NULL)))
 		return msb__error_nomem(err);
-	json_t *o = json_pack("{s:i, s:O, s:o, s:o, s:o, s:I, s:I}", "v", TEMPLATE_VERSION,
-			      "config", t->cfg, "egress", eg ? eg : json_null(), "shim",
-			      file_identity(b->shim_path), "agent", file_identity(b->agent_path),
-			      "uid", (json_int_t)geteuid(), "gid", (json_int_t)getegid());
+	json_t *lid = layer_identities(t->cfg);
+	json_t *o =
+		lid ? json_pack("{s:i, s:O, s:o, s:o, s:o, s:o, s:I, s:I}", "v", TEMPLATE_VERSION,
+				"config", t->cfg, "egress", eg ? eg : json_null(), "layers", lid,
+				"shim", file_identity(b->shim_path), "agent",
+				file_identity(b->agent_path), "uid", (json_int_t)geteuid(), "gid",
+				(json_int_t)getegid())
+		    : NULL;
+	if (!lid)
+		json_decref(eg);
 	_cleanup_free_ char *text = o ? msb__json_dump(o) : NULL;
 	json_decref(o);
 	if (!text)

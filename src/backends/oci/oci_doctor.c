@@ -248,7 +248,12 @@ static int trial(oci_runtime rt, const char *path, const char *platform, const c
 	argv[n++] = "run";
 	argv[n++] = "--bundle";
 	argv[n++] = dir;
-	argv[n++] = "msb-doctor";
+	/* Our own id: gVisor names a sandbox's control socket after it in the
+	 * host's abstract namespace, so two doctors at once with one fixed id
+	 * collided ("address already in use"). */
+	char id[40];
+	snprintf(id, sizeof(id), "msb-doctor-%d", (int)getpid());
+	argv[n++] = id;
 	argv[n] = NULL;
 	char out[OUTPUT_MAX];
 	int st = root ? run_capture((char *const *)argv, rt == OCI_CRUN, timeout_ms, out,

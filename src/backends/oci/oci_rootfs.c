@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/fsuid.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -59,7 +60,15 @@ void oci_rootfs_hide_hybrid_cgroup2(void)
 	struct statfs st;
 	if (statfs("/sys/fs/cgroup", &st) < 0 || st.f_type != TMPFS_MAGIC)
 		return; /* unified (v2 only) or no cgroupfs: crun is content */
-	if (statfs("/sys/fs/cgroup/unified", &st) == 0 && st.f_type == CGROUP2_SUPER_MAGIC)
+	if (statfs("/sys/fs/cgroup/unified", &st) < 0 || st.f_type != CGROUP2_SUPER_MAGIC)
+		return;
+	/* Covered by an empty read-only tmpfs rather than unmounted: an
+	 * unmount costs the kernel an RCU grace period (ms here, on every
+	 * start); a mount does not. crun then sees no cgroup2 there, and
+	 * neither does the shim's cgroup plan (no cgroup.controllers). */
+	if (mount("msb-hidden", "/sys/fs/cgroup/unified", "tmpfs",
+		  MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "size=4k,nr_inodes=1,mode=0555") < 0)
 		umount2("/sys/fs/cgroup/unified", MNT_DETACH);
 }
 
@@ -202,6 +211,130 @@ static int write_owned(oci_rootfs *rf, int dirfd, const char *name, const char *
 	return 0;
 }
 
+/* The copy's budget: entries (and KiB of file content) over all of them. */
+#define COPY_MAX 16384
+#define COPY_DEPTH 8
+
+static int copy_file(oci_rootfs *rf, int src, int to, const char *name, mode_t mode)
+{
+	_cleanup_close_ int fd =
+		openat(to, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return fail(rf, -errno, "copy /etc: create %s", name);
+	char buf[16384];
+	for (;;) {
+		ssize_t n = read(src, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return fail(rf, -errno, "copy /etc: read %s", name);
+		if (n == 0)
+			break;
+		rf->copied += ((size_t)n + 1023) / 1024;
+		if (rf->copied > COPY_MAX)
+			return fail(rf, -EFBIG, "copy /etc: more than the budget at %s", name);
+		for (ssize_t off = 0; off < n;) {
+			ssize_t w = write(fd, buf + off, (size_t)(n - off));
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0)
+				return fail(rf, -errno, "copy /etc: write %s", name);
+			off += w;
+		}
+	}
+	if (fchmod(fd, mode) < 0)
+		return fail(rf, -errno, "copy /etc: chmod %s", name);
+	return 0;
+}
+
+/* The host's entry `name` of the directory `src` (its own, trusted; never
+ * followed) copied to at/name: directories, regular files and links, set-id
+ * bits dropped; other kinds left out. Called as the guest's root
+ * (host_etc_entry): what it creates is the guest's, and what others may not
+ * read on the host is not read. */
+static int copy_entry(oci_rootfs *rf, int src, int at, const char *name, unsigned char type,
+		      int depth)
+{
+	/* A link, as the directory listing says: no stat (most of the copy is
+	 * /etc/alternatives' links). */
+	struct stat st = {.st_mode = S_IFLNK};
+	if (type != DT_LNK && fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : fail(rf, -errno, "copy /etc: stat %s", name);
+	if (++rf->copied > COPY_MAX || depth > COPY_DEPTH)
+		return fail(rf, -EFBIG, "copy /etc: more than the budget at %s", name);
+	mode_t mode = st.st_mode & 0777;
+	if (S_ISLNK(st.st_mode)) {
+		char target[4096];
+		ssize_t n = readlinkat(src, name, target, sizeof(target) - 1);
+		if (n < 0)
+			return fail(rf, -errno, "copy /etc: readlink %s", name);
+		target[n] = '\0';
+		if (symlinkat(target, at, name) < 0)
+			return fail(rf, -errno, "copy /etc: symlink %s", name);
+		return 0;
+	}
+	if (S_ISREG(st.st_mode)) {
+		_cleanup_close_ int fd = openat(src, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return fail(rf, -errno, "copy /etc: open %s", name);
+		return copy_file(rf, fd, at, name, mode);
+	}
+	if (!S_ISDIR(st.st_mode))
+		return 0;
+	int r = 0;
+	if (mkdirat(at, name, 0700) < 0)
+		return fail(rf, -errno, "copy /etc: mkdir %s", name);
+	_cleanup_close_ int to = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int from = openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (to >= 0 && fchmod(to, mode | 0700) < 0) {
+		r = -errno;
+		if (from >= 0)
+			close(from);
+		return fail(rf, r, "copy /etc: chmod %s", name);
+	}
+	if (to < 0 || from < 0) {
+		r = -errno;
+		if (from >= 0)
+			close(from);
+		return fail(rf, r, "copy /etc: open %s", name);
+	}
+	DIR *d = fdopendir(from);
+	if (!d) {
+		r = -errno;
+		close(from);
+		return fail(rf, r, "copy /etc: list %s", name);
+	}
+	struct dirent *de;
+	while (r == 0 && (de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			r = copy_entry(rf, dirfd(d), to, de->d_name, de->d_type, depth + 1);
+	closedir(d);
+	return r;
+}
+
+/* A host /etc entry into skel's etc/: a copy (copy_etc), else a stub for
+ * its bind. */
+static int host_etc_entry(oci_rootfs *rf, int etc, int host_etc_fd, const char *name)
+{
+	if (!rf->copy_etc) {
+		char src[64];
+		bool bind;
+		snprintf(src, sizeof(src), "/etc/%s", name);
+		return stub(rf, etc, name, src, &bind);
+	}
+	/* As the guest's root (file system ids only: no chown per entry, and
+	 * the capabilities that override file permissions are off meanwhile);
+	 * back to root whatever happens. */
+	setfsgid(rf->cfg->gid_base);
+	setfsuid(rf->cfg->uid_base);
+	int r = copy_entry(rf, host_etc_fd, etc, name, DT_UNKNOWN, 0);
+	setfsuid(0);
+	setfsgid(0);
+	if ((uid_t)setfsuid((uid_t)-1) != 0)
+		return fail(rf, -EPERM, "copy /etc: the file system ids stayed the guest's");
+	return r;
+}
+
 /* Every python3* entry of the host's /etc (the interpreter's site config). */
 static int python_etc(char ***out)
 {
@@ -245,22 +378,19 @@ static int fill_etc(oci_rootfs *rf, int etc)
 	if (symlinkat("../proc/self/mounts", etc, "mtab") < 0 ||
 	    fchownat(etc, "mtab", rf->cfg->uid_base, rf->cfg->gid_base, AT_SYMLINK_NOFOLLOW) < 0)
 		return fail(rf, -errno, "symlink /etc/mtab");
-	bool bind;
-	for (size_t i = 0; host_etc[i]; i++) {
-		char src[64];
-		snprintf(src, sizeof(src), "/etc/%s", host_etc[i]);
-		if ((r = stub(rf, etc, host_etc[i], src, &bind)) < 0)
+	/* guest-names: ok - the host's own /etc */
+	_cleanup_close_ int host = open("/etc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (host < 0)
+		return fail(rf, -errno, "open the host's /etc");
+	for (size_t i = 0; host_etc[i]; i++)
+		if ((r = host_etc_entry(rf, etc, host, host_etc[i])) < 0)
 			return r;
-	}
 	_cleanup_strv_ char **py = NULL;
 	if ((r = python_etc(&py)) < 0)
 		return fail(rf, r, "list /etc");
-	for (size_t i = 0; py && py[i]; i++) {
-		char src[64];
-		snprintf(src, sizeof(src), "/etc/%s", py[i]);
-		if ((r = stub(rf, etc, py[i], src, &bind)) < 0)
+	for (size_t i = 0; py && py[i]; i++)
+		if ((r = host_etc_entry(rf, etc, host, py[i])) < 0)
 			return r;
-	}
 	return 0;
 }
 
@@ -346,7 +476,7 @@ static int fill_skel(oci_rootfs *rf, int skel)
 	return fill_etc(rf, etc);
 }
 
-int oci_rootfs_host_binds(char ***out)
+int oci_rootfs_host_binds(bool with_etc, char ***out)
 {
 	_cleanup_strv_ char **v = NULL;
 	int r = msb__strv_push(&v, "/usr");
@@ -359,9 +489,9 @@ int oci_rootfs_host_binds(char ***out)
 			r = msb__strv_push(&v, src);
 	}
 	_cleanup_strv_ char **py = NULL;
-	if (r == 0)
+	if (r == 0 && with_etc)
 		r = python_etc(&py);
-	for (size_t i = 0; r == 0 && host_etc[i]; i++) {
+	for (size_t i = 0; r == 0 && with_etc && host_etc[i]; i++) {
 		char src[64];
 		snprintf(src, sizeof(src), "/etc/%s", host_etc[i]);
 		/* guest-names: ok - the host's own entries */
@@ -496,13 +626,15 @@ void oci_rootfs_private_release(int dfd, const char *name)
 		;
 }
 
-void oci_rootfs_teardown(oci_rootfs *rf)
+void oci_rootfs_teardown(oci_rootfs *rf, bool unmount)
 {
 	if (rf->layer_fd >= 0)
 		close(rf->layer_fd);
 	if (rf->shm_fd >= 0)
 		close(rf->shm_fd);
 	rf->layer_fd = rf->shm_fd = -1;
+	if (!unmount)
+		return;
 	/* The overlay first: it holds the layer's tmpfs. */
 	static const char *const points[] = {OCI_STATE_ROOTFS, OCI_STATE_LAYER, OCI_STATE_SHM,
 					     NULL};

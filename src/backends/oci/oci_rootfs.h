@@ -29,6 +29,12 @@ typedef struct oci_rootfs {
 	 * (O_CLOEXEC), for the host's fingerprint. */
 	int layer_fd;
 	int shm_fd;
+	/* `host` image: the host's /etc entries (oci_rootfs_host_binds) copied
+	 * into skel/ instead of left for binds - under gVisor each bind is a
+	 * gofer mount, ~7 ms of the sandbox's start apiece here. The copies are
+	 * the guest's (a write lands in its layer); the host's stay untouched. */
+	bool copy_etc;
+	size_t copied; /* entries and KiB copied so far (a budget) */
 	char err[512];
 } oci_rootfs;
 #define OCI_ROOTFS_INIT(c, d)                                                                      \
@@ -40,14 +46,16 @@ typedef struct oci_rootfs {
 int oci_rootfs_private(char *err, size_t size);
 
 /* crun refuses a host whose cgroup2 hierarchy is mounted beside v1
- * controllers ("hybrid"): in the private namespace, unmount it. Nothing the
- * sandbox needs lives there (limits are the shim's, in v1). */
+ * controllers ("hybrid"): in the private namespace, cover it with an empty
+ * read-only tmpfs (unmount it if that fails). Nothing the sandbox needs
+ * lives there (limits are the shim's, in v1). */
 void oci_rootfs_hide_hybrid_cgroup2(void);
 
 /* The private tmpfs at dfd/name (OCI_STATE_PRIVATE): *fd gets its root.
  * 0 or -errno with the reason in err. */
 int oci_rootfs_private_tmpfs(int dfd, const char *name, int *fd, char *err, size_t size);
-/* Unmount it (lazily). */
+/* Unmount it (lazily), with every mount below it (the root's three) in
+ * the same call: one RCU grace period in the kernel, not one per mount. */
 void oci_rootfs_private_release(int dfd, const char *name);
 
 /* Build the three mounts, below rf->dfd (the private tmpfs). On failure
@@ -55,13 +63,16 @@ void oci_rootfs_private_release(int dfd, const char *name);
 int oci_rootfs_build(oci_rootfs *rf);
 
 /* Unmount the three (lazily: a runtime still holding them lets go when it
- * exits) and close the fds. Safe on a half-built or torn-down rootfs. */
-void oci_rootfs_teardown(oci_rootfs *rf);
+ * exits) and close the fds. Safe on a half-built or torn-down rootfs.
+ * unmount false: close the fds only (oci_rootfs_private_release takes the
+ * mounts with the private tmpfs they are on). */
+void oci_rootfs_teardown(oci_rootfs *rf, bool unmount);
 
 /* The host paths the `host` image binds read-only into the guest (for the
  * bundle's mounts): /usr, the real directories among /bin /sbin /lib*, and
- * the /etc entries the host's programs need. *out is a NULL-terminated
- * array of absolute paths (msb_strv), whose mount points skel/ provides. */
-int oci_rootfs_host_binds(char ***out);
+ * (with_etc: unless copied, oci_rootfs.copy_etc) the /etc entries the
+ * host's programs need. *out is a NULL-terminated array of absolute paths
+ * (msb_strv), whose mount points skel/ provides. */
+int oci_rootfs_host_binds(bool with_etc, char ***out);
 
 #endif

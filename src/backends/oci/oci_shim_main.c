@@ -34,6 +34,7 @@
 #include "backends/oci/oci_rootfs.h"
 #include "backends/oci/oci_shim.h"
 #include "backends/oci/oci_spec.h"
+#include "backends/oci/oci_stamps.h"
 #include "util/fs.h"
 #include "util/sha256.h"
 #include "util/syscalls.h"
@@ -73,11 +74,13 @@ struct shim {
 	char **host_binds;
 	pid_t rt_pid; /* the runtime's `run` */
 	int rt_pidfd;
+	int rt_go;	     /* its release (fork_runtime) */
 	int out_fd;	     /* the runtime's (and the init's) stdout and stderr */
 	char tail[TAIL_MAX]; /* their last bytes, for an error message */
 	size_t tail_len;
 	oci_relay *relay;
 	bool wrote_pid;
+	oci_stamps up, down;
 };
 
 static void report(struct shim *s, const char *line)
@@ -151,27 +154,8 @@ static bool wait_pidfd(int pidfd, int timeout_ms)
 	return r > 0;
 }
 
-/* Stop the sandbox: nothing in it is worth a graceful end, so the agent's
- * connection goes, the runtime is killed, and the cgroup kills everything
- * else it started (a sentry, a gofer, the container's processes); then the
- * mounts go. Without a cgroup the agent's own exit on the connection's end
- * takes the container down, and the runtime gets the time to see it. Files
- * stay. */
-static int stop_sandbox(struct shim *s)
+static void reap_runtime(struct shim *s)
 {
-	int ret = 0;
-	oci_relay_free(s->relay);
-	s->relay = NULL;
-	if (s->rt_pidfd >= 0) {
-		if (s->cg)
-			msb__sys_pidfd_send_signal(s->rt_pidfd, SIGKILL, 0);
-		else if (!wait_pidfd(s->rt_pidfd, RUNTIME_EXIT_MS)) {
-			msb_ns__shim_log("msb-oci-shim: the runtime did not exit: killing it");
-			msb__sys_pidfd_send_signal(s->rt_pidfd, SIGKILL, 0);
-		}
-		close(s->rt_pidfd);
-		s->rt_pidfd = -1;
-	}
 	if (s->rt_pid > 0) {
 		int status;
 		while (waitpid(s->rt_pid, &status, 0) < 0 && errno == EINTR)
@@ -183,6 +167,39 @@ static int stop_sandbox(struct shim *s)
 		close(s->out_fd);
 		s->out_fd = -1;
 	}
+}
+
+/* Stop the sandbox: nothing in it is worth a graceful end, so the agent's
+ * connection goes, the runtime is killed, and the cgroup kills everything
+ * else it started (a sentry, a gofer, the container's processes); then the
+ * mounts go. Without a cgroup the agent's own exit on the connection's end
+ * takes the container down, and the runtime gets the time to see it. Files
+ * stay. */
+static int stop_sandbox(struct shim *s)
+{
+	int ret = 0;
+	oci_relay_free(s->relay);
+	s->relay = NULL;
+	if (s->rt_go >= 0) { /* never released: it exits on the pipe's end */
+		close(s->rt_go);
+		s->rt_go = -1;
+	}
+	oci_stamp(&s->down, "relay");
+	if (s->rt_pidfd >= 0) {
+		if (s->cg)
+			msb__sys_pidfd_send_signal(s->rt_pidfd, SIGKILL, 0);
+		else if (!wait_pidfd(s->rt_pidfd, RUNTIME_EXIT_MS)) {
+			msb_ns__shim_log("msb-oci-shim: the runtime did not exit: killing it");
+			msb__sys_pidfd_send_signal(s->rt_pidfd, SIGKILL, 0);
+		}
+		close(s->rt_pidfd);
+		s->rt_pidfd = -1;
+	}
+	/* With a cgroup the runtime is reaped after it: its exit and the
+	 * container's overlap, and the cgroup's removal waits for them all. */
+	if (!s->cg)
+		reap_runtime(s);
+	oci_stamp(&s->down, "kill");
 	if (s->cg) {
 		/* Kills what the runtime left (a sentry, a gofer, a container
 		 * whose runtime was killed), then removes the directories. */
@@ -195,12 +212,18 @@ static int stop_sandbox(struct shim *s)
 		msb_ns__cgroup_free(s->cg);
 		s->cg = NULL;
 	}
-	oci_rootfs_teardown(&s->rf);
+	reap_runtime(s);
+	oci_stamp(&s->down, "cgroup");
+	/* The root's mounts are below the private tmpfs: its lazy unmount takes
+	 * them all at once (each unmount call costs the kernel an RCU grace
+	 * period). Without it, one by one. */
+	oci_rootfs_teardown(&s->rf, s->pfd < 0);
 	if (s->pfd >= 0) {
 		close(s->pfd);
 		s->pfd = -1;
 		oci_rootfs_private_release(s->dfd, OCI_STATE_PRIVATE);
 	}
+	oci_stamp(&s->down, "mounts");
 	if (s->work_fd >= 0) {
 		close(s->work_fd);
 		s->work_fd = -1;
@@ -505,35 +528,37 @@ static void make_cgroup(struct shim *s)
 		die_err(s, e);
 }
 
-/* Move `pid` into the sandbox's cgroup (every v1 hierarchy, or the v2 one). */
-static void join_cgroup(struct shim *s, pid_t pid)
+/* The files a process writes "0" to to move itself into the sandbox's
+ * cgroup: each v1 hierarchy's `tasks`, or the v2 `cgroup.procs`. */
+static size_t cgroup_self_fds(struct shim *s, int *fds, size_t max)
 {
 	if (!s->cg)
-		return;
+		return 0;
 	msb_error *e = NULL;
+	size_t n = 0;
 	if (msb_ns__cgroup_version(s->cg) == 1) {
-		if (msb_ns__cgroup_attach(s->cg, pid, &e) < 0)
+		if (msb_ns__cgroup_tasks_fds(s->cg, fds, max, &n, &e) < 0)
 			die_err(s, e);
-		return;
+		return n;
 	}
 	const char *dir = msb_ns__cgroup_path(s->cg, "memory");
 	if (!dir)
 		dir = msb_ns__cgroup_path(s->cg, "pids");
 	if (!dir)
-		return;
-	char path[PATH_MAX], v[24];
+		return 0;
+	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
-	snprintf(v, sizeof(v), "%d", (int)pid);
 	/* guest-names: ok - cgroupfs, the sandbox's own directory */
-	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0 || write(fd, v, strlen(v)) < 0)
-		die(s, "cgroup: attach to `%s`: %s", dir, strerror(errno));
+	fds[0] = open(path, O_WRONLY | O_CLOEXEC);
+	if (fds[0] < 0)
+		die(s, "cgroup: open `%s`: %s", path, strerror(errno));
+	return 1;
 }
 
 static void write_bundle(struct shim *s)
 {
 	if (s->cfg.ns.image == MSB_NS_IMAGE_HOST && !s->host_binds &&
-	    oci_rootfs_host_binds(&s->host_binds) < 0)
+	    oci_rootfs_host_binds(!s->rf.copy_etc, &s->host_binds) < 0)
 		die(s, "list the host's directories: %s", strerror(errno));
 	oci_spec_input in = {
 		.cfg = &s->cfg,
@@ -602,10 +627,15 @@ static void runtime_argv(struct shim *s, const char **v, char *root, char *bundl
 	v[n] = NULL;
 }
 
-/* Fork the runtime: stdin is `sock` (the agent's connection), stdout and
- * stderr a pipe the shim drains. It joins the cgroup before it execs, and
- * dies with the shim. */
-static void spawn_runtime(struct shim *s, int sock)
+/*
+ * Fork the runtime's process, early: stdin is `sock` (the agent's
+ * connection), stdout and stderr a pipe the shim drains. It moves itself
+ * into the sandbox's cgroup at once - a v1 move may wait for an RCU grace
+ * period (DESIGN §8), which so runs while the shim builds the root and the
+ * bundle - then waits for release_runtime before it execs the runtime: the
+ * runtime and all it starts are in the cgroup. It dies with the shim.
+ */
+static void fork_runtime(struct shim *s, int sock)
 {
 	_cleanup_free_ char *root = msb__asprintf("%s/%s", s->private_dir, OCI_STATE_RUNTIME);
 	_cleanup_free_ char *bundle = msb__asprintf("%s/%s", s->private_dir, OCI_STATE_BUNDLE);
@@ -615,6 +645,8 @@ static void spawn_runtime(struct shim *s, int sock)
 		die(s, "out of memory");
 	const char *argv[32];
 	runtime_argv(s, argv, root, bundle, pidfile);
+	int cgfds[8];
+	size_t ncg = cgroup_self_fds(s, cgfds, 8);
 	int go[2], out[2];
 	if (pipe2(go, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
 		die(s, "pipe: %s", strerror(errno));
@@ -623,12 +655,21 @@ static void spawn_runtime(struct shim *s, int sock)
 	if (pid < 0)
 		die(s, "fork: %s", strerror(errno));
 	if (pid == 0) {
+		/* Only async-signal-safe calls from here to execve. */
 		close(go[1]);
 		close(out[0]);
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+			_exit(127);
+		for (size_t i = 0; i < ncg; i++)
+			if (write(cgfds[i], "0", 1) != 1) {
+				static const char msg[] = "msb-oci-shim: the runtime's process "
+							  "cannot join the sandbox's cgroup\n";
+				ssize_t w = write(out[1], msg, sizeof(msg) - 1);
+				(void)w;
+				_exit(127);
+			}
 		char c;
 		if (read(go[0], &c, 1) != 1)
-			_exit(127);
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
 			_exit(127);
 		if (dup2(sock, STDIN_FILENO) < 0 || dup2(out[1], STDOUT_FILENO) < 0 ||
 		    dup2(out[1], STDERR_FILENO) < 0)
@@ -641,19 +682,28 @@ static void spawn_runtime(struct shim *s, int sock)
 		execve(argv[0], (char *const *)argv, environ);
 		_exit(127);
 	}
+	for (size_t i = 0; i < ncg; i++)
+		close(cgfds[i]);
 	close(go[0]);
 	close(out[1]);
 	s->rt_pid = pid;
+	s->rt_go = go[1];
 	s->rt_pidfd = msb__sys_pidfd_open(pid, 0);
 	if (s->rt_pidfd < 0)
 		die(s, "pidfd of the runtime: %s", strerror(-s->rt_pidfd));
 	s->out_fd = out[0];
 	int fl = fcntl(s->out_fd, F_GETFL);
 	fcntl(s->out_fd, F_SETFL, fl | O_NONBLOCK);
-	join_cgroup(s, pid);
-	if (write(go[1], "g", 1) != 1)
-		die(s, "release the runtime: %s", strerror(errno));
-	close(go[1]);
+}
+
+/* The bundle is ready: the runtime's process may exec it. */
+static void release_runtime(struct shim *s)
+{
+	ssize_t w = write(s->rt_go, "g", 1);
+	close(s->rt_go);
+	s->rt_go = -1;
+	if (w != 1)
+		die(s, "release the runtime: %s", w < 0 ? strerror(errno) : "short write");
 }
 
 /* The runtime's --pid-file names the container's process (crun: its init;
@@ -692,21 +742,30 @@ static void record_init(struct shim *s)
 static void start_sandbox(struct shim *s)
 {
 	int64_t t0 = msb__now_ns();
-	make_work(s);
 	make_cgroup(s);
-	char why_[300];
-	if (oci_rootfs_private_tmpfs(s->dfd, OCI_STATE_PRIVATE, &s->pfd, why_, sizeof(why_)) < 0)
-		die(s, "%s", why_);
-	s->rf = (oci_rootfs)OCI_ROOTFS_INIT(&s->cfg.ns, s->pfd);
-	if (oci_rootfs_build(&s->rf) < 0)
-		die(s, "root filesystem: %s", s->rf.err);
-	write_bundle(s);
+	oci_stamp(&s->up, "cgroup");
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		die(s, "socketpair: %s", strerror(errno));
-	int64_t t1 = msb__now_ns();
-	spawn_runtime(s, sv[1]);
+	fork_runtime(s, sv[1]);
 	close(sv[1]);
+	oci_stamp(&s->up, "fork");
+	make_work(s);
+	oci_stamp(&s->up, "work");
+	char why_[300];
+	if (oci_rootfs_private_tmpfs(s->dfd, OCI_STATE_PRIVATE, &s->pfd, why_, sizeof(why_)) < 0)
+		die(s, "%s", why_);
+	oci_stamp(&s->up, "tmpfs");
+	s->rf = (oci_rootfs)OCI_ROOTFS_INIT(&s->cfg.ns, s->pfd);
+	s->rf.copy_etc = s->cfg.runtime == OCI_RUNSC;
+	if (oci_rootfs_build(&s->rf) < 0)
+		die(s, "root filesystem: %s", s->rf.err);
+	oci_stamp(&s->up, "rootfs");
+	write_bundle(s);
+	oci_stamp(&s->up, "bundle");
+	int64_t t1 = msb__now_ns();
+	release_runtime(s);
+	oci_stamp(&s->up, "release");
 	if (oci_relay_new(sv[0], &s->relay) < 0)
 		die(s, "out of memory");
 	char why[300];
@@ -718,8 +777,11 @@ static void start_sandbox(struct shim *s)
 		    last_words(s, words, sizeof(words)));
 	}
 	int64_t t2 = msb__now_ns();
+	oci_stamp(&s->up, "hello");
 	record_init(s);
+	oci_stamp(&s->up, "init_pid");
 	oci_relay_listen(s->relay, listen_at(s, MSB_NS_STATE_SOCKET, 128));
+	oci_stamp(&s->up, "listen");
 	msb_ns__shim_log(
 		"msb-oci-shim: sandbox `%s` ready under %s: %.3f ms (root and bundle %.3f, "
 		"runtime to the agent's HELLO %.3f)",
@@ -731,6 +793,8 @@ static void start_sandbox(struct shim *s)
 static void reset_sandbox(struct shim *s)
 {
 	msb_ns__shim_log("msb-oci-shim: reset of `%s`", s->name);
+	s->up.n = s->down.n = 0;
+	oci_stamp(&s->down, "reset");
 	if (stop_sandbox(s) < 0)
 		die(s, "reset: the old sandbox did not go");
 	unlinkat(s->dfd, MSB_NS_STATE_INIT_PID, 0);
@@ -738,7 +802,13 @@ static void reset_sandbox(struct shim *s)
 	int r = msb__rm_rf_at(s->dfd, MSB_NS_STATE_WORK);
 	if (r < 0)
 		die(s, "reset: remove the old files: %s", strerror(-r));
+	oci_stamp(&s->down, "files");
+	oci_stamps_write(msb_oci__runtime_name(s->cfg.runtime), "reset-stop", &s->down);
+	s->down.n = 0;
+	oci_stamp(&s->up, "reset");
 	start_sandbox(s);
+	oci_stamps_write(msb_oci__runtime_name(s->cfg.runtime), "reset-start", &s->up);
+	s->up.n = 0;
 }
 
 static void serve_control(struct shim *s)
@@ -809,6 +879,7 @@ static void serve(struct shim *s, int sfd)
 		if (p[3].revents)
 			drain_output(s);
 		if (p[0].revents) {
+			oci_stamp(&s->down, "runtime_exit");
 			char words[TAIL_MAX + 1];
 			msb_ns__shim_log(
 				"msb-oci-shim: the runtime exited: the sandbox is gone (%s)",
@@ -818,6 +889,7 @@ static void serve(struct shim *s, int sfd)
 		if (p[1].revents) {
 			struct signalfd_siginfo si;
 			if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+				oci_stamp(&s->down, "signal");
 				msb_ns__shim_log("msb-oci-shim: signal %u: taking the sandbox down",
 						 (unsigned)si.ssi_signo);
 				break;
@@ -825,6 +897,7 @@ static void serve(struct shim *s, int sfd)
 		}
 		char why[300];
 		if (oci_relay_run(s->relay, p + 4, n - 4, why, sizeof(why)) < 0) {
+			oci_stamp(&s->down, "relay_end");
 			msb_ns__shim_log("msb-oci-shim: %s: taking the sandbox down", why);
 			break;
 		}
@@ -845,6 +918,7 @@ int main(int argc, char **argv)
 			 .ctl_fd = -1,
 			 .ctl_conn = -1,
 			 .rt_pidfd = -1,
+			 .rt_go = -1,
 			 .out_fd = -1};
 	s.rf = (oci_rootfs)OCI_ROOTFS_INIT(NULL, -1);
 	if (parse_args(&s, argc, argv) < 0) {
@@ -856,6 +930,7 @@ int main(int argc, char **argv)
 			report(&s, "error: msb-oci-shim: bad arguments\n");
 		return 2;
 	}
+	oci_stamp(&s.up, "main");
 	signal(SIGPIPE, SIG_IGN);
 	int sfd = msb_ns__shim_signalfd();
 	if (sfd < 0)
@@ -863,15 +938,19 @@ int main(int argc, char **argv)
 	umask(077);
 	resolve_paths(&s);
 	load_config(&s);
+	oci_stamp(&s.up, "config");
 	detach(&s);
+	oci_stamp(&s.up, "detach");
 	/* First: every fd below is opened in the namespace the mounts go to. */
 	char why[300];
 	if (oci_rootfs_private(why, sizeof(why)) < 0)
 		die(&s, "%s", why);
 	if (s.cfg.runtime == OCI_CRUN)
 		oci_rootfs_hide_hybrid_cgroup2();
+	oci_stamp(&s.up, "mountns");
 	check_state_dir(&s);
 	write_pid(&s);
+	oci_stamp(&s.up, "state");
 	if (s.agent_log_path) {
 		/* guest-names: ok - the agent's log, a host path (O_NOFOLLOW) */
 		s.agent_log_fd = open(s.agent_log_path,
@@ -882,9 +961,13 @@ int main(int argc, char **argv)
 	s.ctl_fd = listen_at(&s, MSB_NS_STATE_CONTROL, 16);
 	start_sandbox(&s);
 	report(&s, "ok\n");
+	oci_stamp(&s.up, "report");
+	oci_stamps_write(msb_oci__runtime_name(s.cfg.runtime), "start", &s.up);
 	serve(&s, sfd);
 	close(sfd);
 	int r = teardown(&s);
+	oci_stamp(&s.down, "files");
+	oci_stamps_write(msb_oci__runtime_name(s.cfg.runtime), "stop", &s.down);
 	msb_oci__shim_config_clear(&s.cfg);
 	msb_strv_free(s.host_binds);
 	close(s.dfd);

@@ -21,9 +21,11 @@
 #include <msb/spec.h>
 
 #include "backends/ns/boundary/boundary.h"
+#include "backends/ns/ns_int.h"
 #include "backends/ns/ns_state.h"
 #include "backends/ns/ns_sweep.h"
 #include "backends/types.h"
+#include "egress/egress.h"
 #include "util/fs.h"
 #include "util/json.h"
 #include "util/sha256.h"
@@ -44,13 +46,19 @@
 static const msb_declarations vm_declarations = {
 	.version = MSB_DECLARATIONS_VERSION,
 	/* The file plane is served by the agent inside the guest (vm_files.c);
-	 * reset boots the VM anew; the fingerprint is not served yet (docs/vm.md). */
+	 * reset boots the VM anew; the fingerprint is taken inside the guest
+	 * (vm_fingerprint.c). */
 	.capabilities = MSB_CAP_EXEC | MSB_CAP_FILES_IN | MSB_CAP_FILES_OUT | MSB_CAP_FILES_LIST |
 			MSB_CAP_FILES_DELETE | MSB_CAP_RECLAIM | MSB_CAP_SNAPSHOT,
 	/* Per file: MSB_VM_MAX_FILE_BYTES (vm_files.h). */
 	.limits = {{256u << 20, 1u << 30, 4096}, {256u << 20, 1u << 30, 4096}},
-	/* The VM has no network device at all. */
-	.egress_modes = MSB_EGRESS_CLOSED,
+	/* The VM has no network device at all; allowlist: the guest agent's
+	 * proxy port relayed over the serial mux to the shim's proxy, as on
+	 * `ns` (docs/vm.md "Egress"); method tokens are the verbs it enforces. */
+	.egress_modes = MSB_EGRESS_CLOSED | MSB_EGRESS_ALLOWLIST,
+	.egress_method_tokens = msb_egress__method_tokens,
+	.n_egress_method_tokens = MSB_EGRESS_N_METHOD_TOKENS,
+	.observes_egress = true,
 	.os_families = MSB_OS_POSIX,
 	.isolation_scopes = MSB_SCOPE_CONVERSATION | MSB_SCOPE_CALL,
 };
@@ -86,6 +94,7 @@ void msb_vm__backend_clear(vm_backend *b)
 	free(b->initramfs);
 	free(b->disk);
 	free(b->accel_why);
+	free(b->egress_config);
 	msb_vm__host_clear(&b->host);
 	if (b->ram_fd >= 0)
 		close(b->ram_fd);
@@ -149,6 +158,13 @@ int msb_vm__backend_init(vm_backend *b, const msb_vm_options *opts, bool build, 
 	b->cpu_millis = o->cpu_millis ? o->cpu_millis : 1000ull * b->vcpus;
 	b->start_timeout = o->start_timeout > 0 ? o->start_timeout : 120.0;
 	b->snapshots = o->snapshots >= 0; /* on unless turned off */
+	if (r == 0 && o->egress_config) {
+		r = msb_ns__egress_check_config(o->egress_config, err);
+		if (r < 0)
+			msb_error_wrap(err, "vm");
+		else if (!(b->egress_config = strdup(o->egress_config)))
+			r = msb__error_nomem(err);
+	}
 	double probe_timeout = o->kvm_probe_timeout > 0 ? o->kvm_probe_timeout : 5.0;
 	if (r == 0 && (b->memory_bytes < (64ull << 20) || b->memory_bytes > (1ull << 40)))
 		r = msb_error_set(err, MSB_E_VALUE, "vm: memory_bytes must be 64 MiB..1 TiB");
@@ -493,6 +509,23 @@ static int config_match(int dfd, const char *name, const char *want, msb_error *
 			     name);
 }
 
+/* The same for the egress proxy's configuration (none for `closed`). */
+static int egress_match(int dfd, const char *name, const char *want, msb_error **err)
+{
+	_cleanup_free_ char *have = NULL;
+	int r = msb__read_file_at(dfd, MSB_NS_EGRESS_CONFIG, 1u << 20, &have, NULL);
+	if (r < 0 && r != -ENOENT)
+		return msb__error_errno(err, r, "vm: cannot read `%s`'s egress configuration",
+					name);
+	if (msb__streq_null(have, want))
+		return 0;
+	return msb_error_set(
+		err, MSB_E_VALUE,
+		"vm: the warm VM `%s` runs with another egress configuration than this "
+		"spec asks for; dispose it first",
+		name);
+}
+
 /* A new VM: restored from its template when snapshots are on (the template
  * made first if need be), else - or when the restore fails: a stale or
  * broken state file is removed - booted. */
@@ -538,10 +571,19 @@ static int vm_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 	if (work_dir[0] != '/')
 		return msb_error_set(err, MSB_E_VALUE,
 				     "vm: work_dir `%s` must be an absolute guest path", work_dir);
-	if (msb_spec_egress(spec) != MSB_EGRESS_CLOSED)
+	/* allowlist: the proxy's configuration, in the state directory for
+	 * the shim (egress.json); closed: none, and no proxy. */
+	_cleanup_free_ char *egress = NULL;
+	if (msb_spec_egress(spec) == MSB_EGRESS_ALLOWLIST) {
+		int q = msb_backends__egress_rules(b->egress_config, "vm options.egress_config",
+						   "vm", spec, &egress, err);
+		if (q < 0)
+			return q;
+	} else if (msb_spec_egress(spec) != MSB_EGRESS_CLOSED) {
 		return msb_error_set(err, MSB_E_VALUE,
-				     "vm: only egress `closed` is served (the VM has no network "
-				     "device)");
+				     "vm: egress `closed` or `allowlist` only (the VM has no "
+				     "network device; allowlist goes through the proxy)");
+	}
 	char name[37];
 	msb_ns__name(key, kind, name);
 	_cleanup_free_ char *cfg = NULL;
@@ -580,6 +622,8 @@ static int vm_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 		    msb__streq_null(labels.kind, kind)) {
 			r = config_match(dfd, name, cfg, err);
 			if (r == 0)
+				r = egress_match(dfd, name, egress, err);
+			if (r == 0)
 				r = msb_vm__sandbox_new(b, name, &labels, out, err);
 			msb_ns__labels_clear(&labels);
 			return r;
@@ -609,6 +653,10 @@ static int vm_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 		r = msb__write_file_atomic_at(dfd, "shim.json", cfg, strlen(cfg), 0600);
 		if (r < 0)
 			return msb__error_errno(err, r, "vm: cannot write the shim configuration");
+		if (egress && (r = msb__write_file_atomic_at(dfd, MSB_NS_EGRESS_CONFIG, egress,
+							     strlen(egress), 0600)) < 0)
+			return msb__error_errno(err, r,
+						"vm: cannot write the egress configuration");
 		_cleanup_free_ char *dir = msb__asprintf("%s/%s", b->state_dir, name);
 		if (!dir)
 			return msb__error_nomem(err);
@@ -628,9 +676,20 @@ static int vm_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 static int sweep_purge(void *ctx, const char *name, int dfd, const msb_ns_labels *l,
 		       msb_error **err)
 {
-	(void)dfd;
-	(void)l;
-	return purge_sandbox(ctx, name, err);
+	vm_backend *b = ctx;
+	int r = purge_sandbox(b, name, err);
+	/* The shim and its proxy are down: the records of the tunnels it
+	 * closed are in; report them before the directory goes. */
+	msb_vm__egress_drain(dfd, l, &b->reporter);
+	return r;
+}
+
+void msb_vm__egress_drain(int dfd, const msb_ns_labels *l, const msb_egress_reporter *rep)
+{
+	if (!rep || !rep->report || !l)
+		return;
+	msb_key key = {l->scope, l->thread_id, l->agent_dir, l->call_id};
+	msb_ns__egress_drain(dfd, &key, rep);
 }
 
 static int vm_dispose(void *impl, const msb_key *key, const char *kind, const char *instance_id,
@@ -650,8 +709,9 @@ static int vm_dispose_scope(void *impl, const char *scope, const char *thread_id
 
 static void vm_set_egress_reporter(void *impl, const msb_egress_reporter *reporter)
 {
-	(void)impl;
-	(void)reporter; /* egress is `closed`: there is nothing to observe */
+	vm_backend *b = impl;
+	if (reporter)
+		b->reporter = *reporter;
 }
 
 static void vm_free(void *impl)

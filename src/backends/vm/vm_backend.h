@@ -30,6 +30,8 @@ typedef struct vm_backend {
 	pthread_mutex_t ram_lock;
 	int ram_fd;
 	char ram_digest[65];
+	char *egress_config;	      /* the proxy's settings (JSON), validated; NULL = defaults */
+	msb_egress_reporter reporter; /* set once, at registration */
 } vm_backend;
 
 /* Resolve options; with `build`, also build the initramfs and the image and
@@ -58,6 +60,9 @@ int msb_vm__purge(const char *dir, bool remove_dir, msb_error **err);
 /* A handle onto one running VM (vm_sandbox.c). */
 int msb_vm__sandbox_new(const vm_backend *b, const char *name, const msb_ns_labels *labels,
 			msb_sandbox **out, msb_error **err);
+/* Report the egress proxy's records in the sandbox's state directory as
+ * EgressObserved events, and consume them (the `ns` code: ns_egress.c). */
+void msb_vm__egress_drain(int dfd, const msb_ns_labels *l, const msb_egress_reporter *rep);
 
 /* The backend from its JSON object (vm_doctor.c): what the backend-type
  * table's `from_json` for "vm" calls. */

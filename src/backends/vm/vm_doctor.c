@@ -5,6 +5,7 @@
  */
 #include <stdio.h>
 
+#include "egress/egress.h"
 #include "util/json.h"
 #include "vm_backend.h"
 
@@ -26,6 +27,7 @@ static const char *const vm_keys[] = {"type",
 				      "start_timeout",
 				      "kvm_probe_timeout",
 				      "snapshots",
+				      "egress",
 				      NULL};
 
 int msb_vm__from_object(json_t *obj, const char *where, msb_backend **out, msb_error **err)
@@ -65,6 +67,18 @@ int msb_vm__from_object(json_t *obj, const char *where, msb_backend **out, msb_e
 	}
 	o.vcpus = (uint32_t)vcpus;
 	o.snapshots = snapshots ? 1 : -1;
+	/* "egress": the proxy's settings, checked strictly by the backend. */
+	json_t *egress = json_object_get(obj, "egress");
+	if (egress && !json_is_object(egress)) {
+		free(progs);
+		return msb_error_set(err, MSB_E_TYPE, "%s: `egress` must be an object", where);
+	}
+	_cleanup_free_ char *egress_text = egress ? json_dumps(egress, JSON_COMPACT) : NULL;
+	if (egress && !egress_text) {
+		free(progs);
+		return msb__error_nomem(err);
+	}
+	o.egress_config = egress_text;
 	_cleanup_free_ const char **list = NULL;
 	if (has_progs) {
 		list = calloc(n_progs + 1, sizeof(*list));
@@ -163,6 +177,12 @@ int msb_vm_doctor(const msb_vm_options *opts, msb_doctor_report **out, msb_error
 			 b.kvm ? "microvm: hardware-assisted KVM proved working"
 			       : "container: qemu's TCG emulation, for which qemu makes no "
 				 "security promise");
+		r |= add(p, n, "vm.egress", true,
+			 "closed: the VM has no network device (only its own loopback); "
+			 "allowlist: the guest agent's proxy port 127.0.0.1:%u is relayed over "
+			 "the serial port to msb-vm-shim's proxy, which decides by the sandbox's "
+			 "rules and dials from the host (records in <state>/egress.log)",
+			 (unsigned)MSB_EGRESS_PORT);
 		r |= add(&rep->backends, &rep->n_backends, "vm", true,
 			 "usable: accelerator %s, declares `%s`, kernel %s%s",
 			 b.kvm ? "kvm" : "tcg", b.kvm ? "microvm" : "container", b.host.kernel,

@@ -37,4 +37,17 @@ int msb_vm__reclaim(const vm_files *f, const char *directory, const char *wd, ms
 int msb_vm__outcome(const vm_files *f, uint64_t *oom_kill, uint64_t *pids_refused, bool *no_space,
 		    msb_error **err);
 
+/* The fingerprint (vm_fingerprint.c): the guest's agent walks its writable
+ * layer, /dev/shm and the workloads' processes (the file request `layer`),
+ * the answer counted against the `ns` fingerprint's budgets. MSB_E_RUNTIME
+ * "cannot attest" when the guest refuses or the answer is over budget,
+ * MSB_E_PROTOCOL when it is malformed. */
+int msb_vm__fingerprint(const vm_files *f, msb_fingerprint *out, msb_error **err);
+/* The answer's parser alone (tests): records "p/PATH\0" and "rID\0";
+ * budget NULL = the `ns` defaults. */
+struct msb_ns_fingerprint_budget;
+int msb_vm__fingerprint_parse(const uint8_t *bytes, size_t len,
+			      const struct msb_ns_fingerprint_budget *budget, msb_fingerprint *out,
+			      msb_error **err);
+
 #endif

@@ -10,11 +10,25 @@
 #include "util/json.h"
 
 static const char *const vm_keys[] = {
-	"name",	     "state_dir",    "cache_dir",     "qemu",
-	"kernel",    "modules_dir",  "image",	      "host_programs",
-	"accel",     "memory_bytes", "vcpus",	      "writable_bytes",
-	"pids_max",  "cpu_millis",   "start_timeout", "kvm_probe_timeout",
-	"snapshots", NULL,
+	"name",
+	"state_dir",
+	"cache_dir",
+	"qemu",
+	"kernel",
+	"modules_dir",
+	"image",
+	"host_programs",
+	"accel",
+	"memory_bytes",
+	"vcpus",
+	"writable_bytes",
+	"pids_max",
+	"cpu_millis",
+	"start_timeout",
+	"kvm_probe_timeout",
+	"snapshots",
+	"egress",
+	NULL,
 };
 
 static int vm_from_json(const msb_backend_json *in, msb_backend **out, msb_error **err)

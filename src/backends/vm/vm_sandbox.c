@@ -33,7 +33,19 @@ typedef struct vm_sandbox {
 	size_t n_idle;
 	bool seen_known; /* the guest's counters seen last (under lock) */
 	uint64_t oom_seen, pids_seen;
+	/* Egress records become events when an exec ends and at reset. */
+	msb_ns_labels key; /* scope, thread_id, agent_dir, call_id */
+	msb_egress_reporter reporter;
 } vm_sandbox;
+
+static void drain_egress(vm_sandbox *s)
+{
+	if (!s->reporter.report)
+		return;
+	_cleanup_close_ int dfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd >= 0)
+		msb_vm__egress_drain(dfd, &s->key, &s->reporter);
+}
 
 /* Is the VM's shim (and so its VMM) still there? A shim whose VMM died is
  * on its way out: give it a moment to finish. */
@@ -140,6 +152,7 @@ static int run(vm_sandbox *s, const msb_exec_request *req, msb_exec_result *out,
 		return r;
 	r = msb_client__exec(c, req, out, err);
 	give_client(s, c);
+	drain_egress(s);
 	if (r < 0 && r != MSB_E_TIMEOUT && r != MSB_E_CANCELLED && r != MSB_E_VALUE &&
 	    r != MSB_E_NOT_FOUND && r != MSB_E_NOT_DIRECTORY && r != MSB_E_PERMISSION)
 		r = gone(s, r, err);
@@ -232,6 +245,7 @@ static int vm_reset(void *impl, double timeout, msb_error **err)
 {
 	vm_sandbox *s = impl;
 	int r;
+	drain_egress(s);
 	{
 		_cleanup_close_ int dfd =
 			open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -246,14 +260,22 @@ static int vm_reset(void *impl, double timeout, msb_error **err)
 	s->n_idle = 0;
 	s->seen_known = false;
 	pthread_mutex_unlock(&s->lock);
+	drain_egress(s);
 	if (r < 0)
 		return msb_error_wrap(err, "vm");
 	return 0;
 }
 
+/* Taken inside the guest (vm_fingerprint.c, agent/layer.c). */
 static int vm_fingerprint(void *impl, bool *supported, msb_fingerprint *out, msb_error **err)
 {
-	*supported = false;
+	vm_sandbox *s = impl;
+	msb_fingerprint fp = {NULL, NULL};
+	int r = msb_vm__fingerprint(&s->files, &fp, err);
+	if (r < 0)
+		return r;
+	*out = fp;
+	*supported = true;
 	return 0;
 }
 
@@ -276,6 +298,10 @@ static void vm_release(void *impl)
 	free(s->sock_path);
 	free(s->instance_id);
 	free(s->guest_base);
+	free(s->key.scope);
+	free(s->key.thread_id);
+	free(s->key.agent_dir);
+	free(s->key.call_id);
 	free(s);
 }
 
@@ -312,8 +338,15 @@ int msb_vm__sandbox_new(const vm_backend *b, const char *name, const msb_ns_labe
 	s->sock_path = msb__asprintf("%s/%s/%s", b->state_dir, name, MSB_NS_STATE_SOCKET);
 	s->instance_id = strdup(labels->instance_id);
 	s->guest_base = strdup(labels->work_dir ? labels->work_dir : MSB_DEFAULT_WORK_DIR);
+	s->key.scope = msb__strdup(labels->scope);
+	s->key.thread_id = msb__strdup(labels->thread_id);
+	s->key.agent_dir = msb__strdup(labels->agent_dir);
+	s->key.call_id = msb__strdup(labels->call_id);
+	s->reporter = b->reporter;
 	if (!s->backend || !s->name || !s->dir || !s->sock_path || !s->instance_id ||
-	    !s->guest_base) {
+	    !s->guest_base || (labels->scope && !s->key.scope) ||
+	    (labels->thread_id && !s->key.thread_id) || (labels->agent_dir && !s->key.agent_dir) ||
+	    (labels->call_id && !s->key.call_id)) {
 		vm_release(s);
 		return msb__error_nomem(err);
 	}

@@ -1,24 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The filesystem sink (checklist 12.22, 12.26-12.29): artifacts land under
- * one host directory, every component resolved with openat2 beneath it and
- * never through a link, written to an anonymous file and linked into place.
+ * one host directory, never through a link, whole or not at all. What
+ * holds the root and lands a file is the platform's (sink_fs.h); the
+ * refusals, their typed errors and the landed record are here, the same on
+ * every platform.
  */
-#include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdio.h>
-#include <sys/stat.h>
 
 #include <msb/outputs.h>
 
-#include "util/fs.h"
-#include "util/syscalls.h"
+#include "core/files/sink_fs.h"
 #include "util/util.h"
 
-#define RESOLVE_STRICT (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
-
 struct fs_sink {
-	int root_fd;
+	fs_sink_root *root_h;
 	char *root; /* absolute, resolved once */
 	msb_fs_sink_options opts;
 };
@@ -28,8 +24,7 @@ static void fs_sink_free(void *ud)
 	struct fs_sink *s = ud;
 	if (!s)
 		return;
-	if (s->root_fd >= 0)
-		close(s->root_fd);
+	msb_fs_sink__root_close(s->root_h);
 	free(s->root);
 	free(s);
 }
@@ -52,101 +47,6 @@ static int landing_exists(msb_error **err, const char *name, const char *what)
 	return MSB_E_LANDING_EXISTS;
 }
 
-static int open_dir_beneath(int dirfd, const char *seg)
-{
-	struct open_how how = {
-		.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-		.resolve = RESOLVE_STRICT,
-	};
-	return msb__sys_openat2(dirfd, seg, &how);
-}
-
-/* Walk (creating) the parents of `name` beneath the root; *dirfd receives
- * the parent's fd and *leaf points into name. */
-static int walk_parents(struct fs_sink *s, const char *name, int *dirfd, const char **leaf,
-			msb_error **err)
-{
-	_cleanup_close_ int cur = fcntl(s->root_fd, F_DUPFD_CLOEXEC, 0);
-	if (cur < 0)
-		return msb__error_errno(err, -errno, "artifact `%s`: the sink's root", name);
-	const char *seg = name;
-	for (const char *slash; (slash = strchr(seg, '/'));) {
-		_cleanup_free_ char *part = msb__strndup(seg, (size_t)(slash - seg));
-		if (!part)
-			return msb__error_nomem(err);
-		if (mkdirat(cur, part, 0755) < 0 && errno != EEXIST)
-			return msb__error_errno(err, -errno, "artifact `%s`: creating a parent",
-						name);
-		int next = open_dir_beneath(cur, part);
-		if (next == -ELOOP || next == -EXDEV)
-			return not_confined(err, name);
-		if (next == -ENOTDIR)
-			return landing_exists(err, name, "a parent exists and is not a directory");
-		if (next < 0)
-			return msb__error_errno(err, next, "artifact `%s`: opening a parent", name);
-		close(cur);
-		cur = next;
-		seg = slash + 1;
-	}
-	*dirfd = TAKE_FD(cur);
-	*leaf = seg;
-	return 0;
-}
-
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-/*
- * Write the artifact and give it its name dirfd/leaf. The bytes go to an
- * anonymous file (O_TMPFILE) named only once they are whole and synced, so a
- * process killed mid-way leaves nothing in the sink (issue 15); where the
- * filesystem cannot, to a hidden sibling renamed into place. Neither follows
- * a link at the leaf: a link is replaced (REPLACE) or refused (-EEXIST).
- */
-static int land(struct fs_sink *s, int dirfd, const char *leaf, const msb_artifact *a)
-{
-	bool replace = s->opts.existing == MSB_LANDING_REPLACE;
-	unsigned mode = s->opts.file_mode ? s->opts.file_mode : 0644;
-	_cleanup_close_ int fd = msb__tmpfile_open(dirfd, mode);
-	if (fd >= 0) {
-		int r = write_all(fd, a->content, a->len);
-		if (r == 0 && fsync(fd) < 0)
-			r = -errno;
-		return r < 0 ? r : msb__tmpfile_link(fd, dirfd, leaf, replace, ".msb-landing-");
-	}
-	if (fd != -EOPNOTSUPP && fd != -EISDIR && fd != -EINVAL)
-		return fd;
-	uint8_t rnd[6];
-	if (getentropy(rnd, sizeof(rnd)) < 0)
-		return -errno;
-	char tmp[64];
-	snprintf(tmp, sizeof(tmp), ".msb-landing-%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
-		 rnd[3], rnd[4], rnd[5]);
-	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-	if (fd < 0)
-		return -errno;
-	int r = write_all(fd, a->content, a->len);
-	if (r == 0 && fsync(fd) < 0)
-		r = -errno;
-	if (r == 0 && renameat2(dirfd, tmp, dirfd, leaf, replace ? 0 : RENAME_NOREPLACE) < 0)
-		r = -errno;
-	if (r < 0)
-		unlinkat(dirfd, tmp, 0);
-	return r;
-}
-
 static int default_display(const msb_artifact *a, char **out)
 {
 	*out = msb__asprintf("%s (%zu bytes)", a->name, a->len);
@@ -160,30 +60,34 @@ static int fs_deliver(void *ud, const msb_artifact *a, const char *call_id,
 	int r = msb_validate_artifact_name(a->name, err);
 	if (r < 0)
 		return r;
-	_cleanup_close_ int dirfd = -1;
-	const char *leaf = NULL;
-	r = walk_parents(s, a->name, &dirfd, &leaf, err);
-	if (r < 0)
-		return r;
-	/* The leaf itself must not be a link (checked again by the rename,
-	 * which replaces a link rather than following it). */
-	struct stat st;
-	if (fstatat(dirfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-		if (S_ISLNK(st.st_mode))
-			return not_confined(err, a->name);
-		if (s->opts.existing == MSB_LANDING_REFUSE)
-			return landing_exists(err, a->name, "the destination exists");
-		if (S_ISDIR(st.st_mode))
-			return landing_exists(err, a->name, "the destination is a directory");
-	}
-	r = land(s, dirfd, leaf, a);
-	if (r == -EEXIST)
+	const char *stage = "landing it";
+	r = msb_fs_sink__land(s->root_h, a->name, a->content, a->len,
+			      s->opts.file_mode ? s->opts.file_mode : 0644, s->opts.existing,
+			      &stage);
+	switch (r) {
+	case 0:
+		break;
+	case FS_SINK_NOT_CONFINED:
+		return not_confined(err, a->name);
+	case FS_SINK_PARENT_NOT_DIR:
+		return landing_exists(err, a->name, "a parent exists and is not a directory");
+	case FS_SINK_EXISTS:
 		return landing_exists(err, a->name, "the destination exists");
-	if (r == -EISDIR)
+	case FS_SINK_IS_DIR:
 		return landing_exists(err, a->name, "the destination is a directory");
-	if (r < 0)
-		return msb__error_errno(err, r, "artifact `%s`: landing it", a->name);
-	out->handle = msb__asprintf("%s/%s", s->root, a->name);
+	case FS_SINK_BAD_NAME:
+		msb_error_set(err, MSB_E_ARTIFACT_NAME_INVALID,
+			      "artifact name is invalid here: a segment this system cannot hold as "
+			      "a file name (a stream, a reserved character or device name, a "
+			      "trailing dot or space)");
+		msb__error_set_path(err, a->name);
+		return MSB_E_ARTIFACT_NAME_INVALID;
+	default:
+		if (r == -ENOMEM)
+			return msb__error_nomem(err);
+		return msb__error_errno(err, r, "artifact `%s`: %s", a->name, stage);
+	}
+	out->handle = msb_fs_sink__handle(s->root, a->name);
 	if (!out->handle)
 		return msb__error_nomem(err);
 	if (s->opts.display)
@@ -216,23 +120,11 @@ int msb_fs_sink_new(const char *root, const msb_fs_sink_options *opts, msb_outpu
 		return msb__error_nomem(err);
 	}
 	s->opts = opts ? *opts : defaults;
-	s->root_fd = -1;
-	/* guest-names: ok - the sink's root is the host's choice, resolved once; artifacts land
-	 * beneath its fd */
-	s->root = realpath(root, NULL);
-	if (!s->root) {
-		int e = errno;
+	int r = msb_fs_sink__root_open(root, &s->root_h, &s->root);
+	if (r < 0) {
 		fs_sink_free(s);
 		free(sink);
-		return msb__error_errno(err, -e, "file system sink: root `%s`", root);
-	}
-	/* guest-names: ok - the sink's root, resolved once */
-	s->root_fd = open(s->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (s->root_fd < 0) {
-		int e = errno;
-		fs_sink_free(s);
-		free(sink);
-		return msb__error_errno(err, -e, "file system sink: root `%s`", root);
+		return msb__error_errno(err, r, "file system sink: root `%s`", root);
 	}
 	*sink = (msb_output_sink)MSB_OUTPUT_SINK_INIT;
 	sink->userdata = s;

@@ -300,18 +300,46 @@ static msb_signal_outcome signal_targets(struct supervisor *s, const char *sig,
 	return out;
 }
 
-static bool alive_in(const struct snapshot *snap, int64_t pid, int64_t pgid)
+/* A survivor: the recorded process or group, or a tracked descendant. */
+static bool survives(const struct supervisor *s, const struct proc *p)
+{
+	return p->pid == s->pid || (s->pgid > 0 && p->pgid == s->pgid) || tracked(s, p);
+}
+
+static bool any_survivor(const struct supervisor *s, const struct snapshot *snap)
 {
 	for (size_t i = 0; i < snap->n; i++)
-		if (snap->p[i].pid == pid || (pgid > 0 && snap->p[i].pgid == pgid))
+		if (survives(s, &snap->p[i]))
 			return true;
 	return false;
 }
 
 /*
+ * A signal is delivered when its target next runs: a process just sent
+ * SIGKILL is still listed as running until then, longer on a loaded host.
+ * Observe again until no survivor is listed or `for_s` (within the grace)
+ * has passed; `last` keeps the final observation.
+ */
+static void settle(struct supervisor *s, const char *phase, double for_s, int64_t grace,
+		   struct snapshot *last)
+{
+	int64_t until = msb__now_ns() + (int64_t)(for_s * 1e9);
+	for (;;) {
+		snapshot_free(last);
+		observe(s, phase, remaining(grace), last);
+		if (!last->available || !any_survivor(s, last) || msb__now_ns() >= until ||
+		    remaining(grace) <= 0)
+			return;
+		sleep_s(0.05);
+	}
+}
+
+/*
  * 14.20, 14.22, 14.23: one shared grace for observations and signals, the
  * pre-signal observation at most a quarter of it. `term` first sends SIGTERM
- * (a run that overran), then SIGKILL to whatever remains.
+ * (a run that overran) and gives it a second, then SIGKILL to whatever
+ * remains; the final observation waits (within the grace) for the signals
+ * to be delivered before it counts survivors.
  */
 static msb_signal_outcome cleanup(struct supervisor *s, bool term)
 {
@@ -322,30 +350,24 @@ static msb_signal_outcome cleanup(struct supervisor *s, bool term)
 	msb_signal_outcome outcome =
 		signal_targets(s, term ? "TERM" : "KILL", &before, &targets, remaining(grace));
 	if (term && s->pid > 0) {
-		/* Give SIGTERM a moment, then SIGKILL whatever is left. */
-		int64_t until = msb__now_ns() + (int64_t)(1.0e9);
 		struct snapshot mid = {0};
-		for (;;) {
-			snapshot_free(&mid);
-			observe(s, "after-term", fmin(remaining(grace), 1.0), &mid);
-			if (!mid.available || !alive_in(&mid, s->pid, s->pgid) ||
-			    msb__now_ns() >= until)
-				break;
-			sleep_s(0.05);
-		}
-		if (!mid.available || alive_in(&mid, s->pid, s->pgid)) {
+		settle(s, "after-term", 1.0, grace, &mid);
+		if (!mid.available || any_survivor(s, &mid)) {
 			size_t more = 0;
 			signal_targets(s, "KILL", &mid, &more, remaining(grace));
 		}
 		snapshot_free(&mid);
 	}
-	observe(s, "after-cleanup", remaining(grace), &after);
+	if (s->pid > 0)
+		settle(s, "after-cleanup", 1.0, grace, &after);
+	else
+		observe(s, "after-cleanup", remaining(grace), &after);
 	/* Survivors: the recorded process or group, and tracked descendants. */
 	size_t n_surv = 0;
 	_cleanup_free_ msb_ev_process *surv = calloc(after.n + 1, sizeof(*surv));
 	for (size_t i = 0; surv && i < after.n; i++) {
 		const struct proc *p = &after.p[i];
-		if (p->pid == s->pid || (s->pgid > 0 && p->pgid == s->pgid) || tracked(s, p))
+		if (survives(s, p))
 			surv[n_surv++] =
 				(msb_ev_process){p->pid, p->ppid, p->start, p->uid, p->comm};
 	}

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -71,4 +72,64 @@ bool msb__plat_fd_readable(int fd)
 {
 	int fl = fcntl(fd, F_GETFL);
 	return fl >= 0 && (fl & O_ACCMODE) != O_WRONLY;
+}
+
+void *msb__plat_alloc_large(size_t size)
+{
+	const size_t huge = (size_t)2 << 20;
+	if (size < huge)
+		return malloc(size ? size : 1);
+	void *p = NULL;
+	if (posix_memalign(&p, huge, size) != 0)
+		return NULL;
+	(void)madvise(p, size & ~(huge - 1), MADV_HUGEPAGE);
+	return p;
+}
+
+int msb__plat_read_path(const char *path, size_t max, char **out, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	char *buf = NULL;
+	size_t used = 0, cap = 0;
+	int r = 0;
+	for (;;) {
+		if (cap - used < 4096) {
+			size_t ncap = cap ? cap * 2 : 8192;
+			char *nb = realloc(buf, ncap + 1);
+			if (!nb) {
+				r = -ENOMEM;
+				break;
+			}
+			buf = nb;
+			cap = ncap;
+		}
+		ssize_t n = read(fd, buf + used, 4096);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = -errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		used += (size_t)n;
+		if (used > max) {
+			r = -EFBIG;
+			break;
+		}
+	}
+	close(fd);
+	if (r < 0) {
+		free(buf);
+		return r;
+	}
+	if (!buf && !(buf = malloc(1)))
+		return -ENOMEM;
+	buf[used] = '\0';
+	*out = buf;
+	if (len)
+		*len = used;
+	return 0;
 }

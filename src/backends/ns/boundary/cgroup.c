@@ -14,6 +14,7 @@
  * the limits of whoever started it.
  */
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -637,9 +638,11 @@ static bool pid_in(pid_t pid, const char *suffix)
 
 /* SIGKILL what cgroup.procs lists; returns how many were listed. A pid is
  * pinned with a pidfd and checked to still be in the cgroup before the
- * signal, so a recycled pid is never hit. */
-static int kill_listed(const char *dir, const char *suffix)
+ * signal, so a recycled pid is never hit. The pidfds of the first `max`
+ * signalled go to fds (*nfds), for the caller to wait on. */
+static int kill_listed(const char *dir, const char *suffix, int *fds, size_t max, size_t *nfds)
 {
+	*nfds = 0;
 	_cleanup_free_ char *procs = NULL, *path = msb__asprintf("%s/cgroup.procs", dir);
 	if (!path)
 		return -ENOMEM;
@@ -657,14 +660,35 @@ static int kill_listed(const char *dir, const char *suffix)
 		int fd = msb__sys_pidfd_open((pid_t)pid, 0);
 		if (fd < 0)
 			continue;
-		if (pid_in((pid_t)pid, suffix))
-			msb__sys_pidfd_send_signal(fd, SIGKILL, 0);
+		if (pid_in((pid_t)pid, suffix) && msb__sys_pidfd_send_signal(fd, SIGKILL, 0) == 0 &&
+		    *nfds < max) {
+			fds[(*nfds)++] = fd;
+			continue;
+		}
 		close(fd);
 	}
 	return n;
 }
 
-/* Empty and remove one cgroup directory. */
+/* Until every pidfd is readable (its process gone) or `ms` passed; closes
+ * them. */
+static void wait_gone(int *fds, size_t n, long ms)
+{
+	int64_t deadline = msb__now_ns() + (int64_t)ms * 1000000;
+	for (size_t i = 0; i < n; i++) {
+		int r;
+		do {
+			int64_t left = (deadline - msb__now_ns()) / 1000000;
+			struct pollfd p = {.fd = fds[i], .events = POLLIN};
+			r = poll(&p, 1, left > 0 ? (int)left : 0);
+		} while (r < 0 && errno == EINTR);
+		close(fds[i]);
+	}
+}
+
+/* Empty and remove one cgroup directory. What it lists is killed and
+ * waited for through pidfds (their exit is what the rmdir waits for); a
+ * short sleep only when nothing could be pinned. */
 static int remove_dir(const char *path, int version, msb_error **err)
 {
 	const char *leaf = strrchr(path, '/');
@@ -684,7 +708,13 @@ static int remove_dir(const char *path, int version, msb_error **err)
 			return msb_error_set(err, MSB_E_RUNTIME,
 					     "cgroup: `%s` still has processes after %d ms", path,
 					     DESTROY_TIMEOUT_MS);
-		kill_listed(path, suffix);
+		int fds[64];
+		size_t nfds;
+		kill_listed(path, suffix, fds, 64, &nfds);
+		if (nfds > 0) {
+			wait_gone(fds, nfds, 100);
+			continue;
+		}
 		sleep_ms(pause);
 		if (pause < 50)
 			pause *= 2;

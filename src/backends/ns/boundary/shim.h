@@ -25,10 +25,9 @@ void msb_ns__shim_report(int *ready_fd, const char *line);
  * when the value is not one. */
 int msb_ns__shim_ready_fd(const char *value);
 
-/* setsid (in a child when we lead a process group: the parent exits 0), cwd
- * "/", stdin from /dev/null, stdout and stderr to log_path (appended, created
- * 0600, never through a link) or /dev/null. 0, or -1 with what failed in
- * why. */
+/* A process group of its own (not a session: see shim.c), cwd "/", stdin
+ * from /dev/null, stdout and stderr to log_path (appended, created 0600,
+ * never through a link) or /dev/null. 0, or -1 with what failed in why. */
 int msb_ns__shim_detach(const char *log_path, char *why, size_t size);
 
 /* Open state_dir (a directory, not a link) into *dfd and check that it is
