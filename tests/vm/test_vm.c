@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -658,9 +659,24 @@ static void assert_jailed(pid_t vmm)
 		cr_assert(!same_ns(vmm, ns[i]), "the VMM shares our %s namespace", ns[i]);
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* SIGKILL the VMM two seconds from now (the exec is running by then). */
+static void *kill_vmm_soon(void *arg)
+{
+	sleep(2);
+	kill(*(pid_t *)arg, SIGKILL);
+	return NULL;
+}
+
 /* Reset boots the VM anew under the same instance. The VMM is jailed. A
- * killed VMM is seen: the next exec fails typed, naming the VM as gone, and
- * purge (dispose_scope) cleans everything. */
+ * VMM killed mid-exec is seen: that exec and the next fail typed (the next
+ * naming the VM as gone), and purge (dispose_scope) cleans everything. */
 Test(vm, killed_vmm, .init = make_backend, .fini = fini, .timeout = 240)
 {
 	msb_sandbox *sb = acquire("t2");
@@ -693,8 +709,19 @@ Test(vm, killed_vmm, .init = make_backend, .fini = fini, .timeout = 240)
 	cr_assert_eq(t.shim, before.shim);
 	cr_assert_neq(t.vmm, before.vmm);
 	assert_jailed(t.vmm);
-	cr_assert_eq(kill(t.vmm, SIGKILL), 0);
-	int r = run(sb, "true", 30, &res, &err);
+	/* Killed in the middle of an exec: that exec fails typed at once, not
+	 * at its timeout, and so does the next. */
+	pthread_t killer;
+	cr_assert_eq(pthread_create(&killer, NULL, kill_vmm_soon, &t.vmm), 0);
+	double t0 = now_s();
+	int r = run(sb, "echo started; sleep 120", 200, &res, &err);
+	pthread_join(killer, NULL);
+	cr_assert_lt(r, 0);
+	cr_assert_eq(r, MSB_E_RUNTIME, "%d: %s", r, msb_error_message(err));
+	cr_assert_lt(now_s() - t0, 100, "the exec waited for its timeout");
+	msb_error_free(err);
+	err = NULL;
+	r = run(sb, "true", 30, &res, &err);
 	cr_assert_lt(r, 0);
 	cr_assert_eq(r, MSB_E_RUNTIME, "%d: %s", r, msb_error_message(err));
 	cr_assert(strstr(msb_error_message(err), "is gone") != NULL, "%s", msb_error_message(err));
