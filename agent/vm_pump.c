@@ -64,16 +64,19 @@ static int apply_session(void *ud, const uint8_t *payload)
 	return n == 1 && answer == 'y' ? 0 : -EIO;
 }
 
-/* Until the port's host end is connected again (a hang-up is reported while
- * no host is): a new session follows. */
-static void wait_host(int port)
+/* Until the port's host end is connected again: a new session follows.
+ * While no host is, poll reports a hang-up at once and a read returns 0,
+ * so neither can wait; the driver signals a host's connection with SIGIO
+ * to the port's owner (set up in vm_pump_run, the signal blocked), which
+ * is waited for here - a second at most, should one ever be lost. */
+static void wait_host(int port, const sigset_t *io)
 {
 	for (;;) {
 		struct pollfd p = {.fd = port, .events = POLLIN};
 		if (poll(&p, 1, 0) >= 0 && !(p.revents & POLLHUP))
 			return;
-		struct timespec ts = {0, 5 * 1000 * 1000};
-		nanosleep(&ts, NULL);
+		struct timespec ts = {1, 0};
+		sigtimedwait(io, NULL, &ts);
 	}
 }
 
@@ -96,13 +99,22 @@ int vm_pump_run(int port, const char *path, int req, int ack)
 	}
 	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	/* The port's host connecting raises SIGIO (kept pending: blocked). */
+	sigset_t io;
+	sigemptyset(&io);
+	sigaddset(&io, SIGIO);
+	sigprocmask(SIG_BLOCK, &io, NULL);
+	int fl = fcntl(port, F_GETFL);
+	if (fcntl(port, F_SETOWN, getpid()) < 0 || fl < 0 || fcntl(port, F_SETFL, fl | O_ASYNC) < 0)
+		agent_log("vm pump: no SIGIO on the port (%s): waiting by the second",
+			  strerror(errno));
 	/* One link per host connection: it skips everything until the host's
 	 * SESSION (mux.h), which also ends a session whose hang-up was never
 	 * seen (qemu may deliver a close and a new connection at once). A
 	 * hang-up or a broken link ends the session, never the guest. */
 	struct pollfd fds[1 + MSB_MUX_MAX_STREAMS];
 	for (;;) {
-		wait_host(port);
+		wait_host(port, &io);
 		int fd = fcntl(port, F_DUPFD_CLOEXEC, 3);
 		msb_mux_link *l = fd < 0 ? NULL : msb_mux_link_new(fd, false, connect_agent, NULL);
 		if (!l) {

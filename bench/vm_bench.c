@@ -4,6 +4,7 @@
  * never as a test):
  *
  *   vm_bench [N_BOOTS] [N_EXECS]      (defaults 5 and 30)
+ *   vm_bench restore [N] [N_AT_ONCE]  (restores only: defaults 10 and 20)
  *
  *   vm_cold_boot     acquire of a new VM until its agent answers (qemu start,
  *                    kernel boot, guest init, port pump), p50 of N_BOOTS, each
@@ -17,14 +18,20 @@
  *   vm_idle_pss      Pss of the idle VM's qemu plus its shim (smaps_rollup)
  *   vm_restore       acquire of a new VM restored from its template's saved
  *                    state (snapshots on; the template made first, untimed)
- *                    until its agent answers, p50 of N_BOOTS; and the idle
- *                    Pss of a restored VM's qemu
+ *                    until its agent answers an exec, p50 of N_BOOTS (and
+ *                    the acquire alone: the shim reported READY); and the idle
+ *                    Pss of a restored VM's qemu and shim with two restored
+ *                    VMs up (the template's pages shared between them)
+ *   vm_at_once       N_AT_ONCE restores started together (one thread each)
+ *                    until every agent answers: the wall time, and the idle
+ *                    Pss of all their qemus and shims, total and per VM
  *
  * Environment: MSB_VM_SHIM, MSB_SHIM, MSB_AGENT as for the tests. State goes
  * to a private root under /tmp; the built initramfs and image are cached in
  * /tmp/msb-vm-bench-cache. Prints one JSON object.
  */
 #include <dirent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,9 +155,49 @@ static int read_pid(const char *dir, const char *file)
 	return pid;
 }
 
+/* Pss (KiB) of every VM's qemu and shim under <root>/vm; *n the VMs. */
+static long total_pss(const char *root, int *n)
+{
+	char vmroot[128];
+	snprintf(vmroot, sizeof(vmroot), "%s/vm", root);
+	DIR *d = opendir(vmroot);
+	long sum = 0;
+	*n = 0;
+	for (struct dirent *de; d && (de = readdir(d));) {
+		if (strncmp(de->d_name, "msb-", 4) != 0)
+			continue;
+		char vmdir[256];
+		snprintf(vmdir, sizeof(vmdir), "%s/%.40s", vmroot, de->d_name);
+		long q = pss_kib(read_pid(vmdir, "init.pid")),
+		     s = pss_kib(read_pid(vmdir, "shim.pid"));
+		if (q > 0 && s > 0) {
+			sum += q + s;
+			(*n)++;
+		}
+	}
+	if (d)
+		closedir(d);
+	return sum;
+}
+
+struct at_once {
+	msb_backend *be;
+	char thread[24];
+	msb_sandbox *sb;
+};
+
+static void *acquire_one(void *arg)
+{
+	struct at_once *a = arg;
+	a->sb = acquire(a->be, a->thread);
+	exec_true(a->sb);
+	return NULL;
+}
+
 /* Acquires restored from a template (made first, untimed) until the agent
- * answers, p50 of n; then a restored VM's idle Pss. Prints one JSON line. */
-static void measure_restores(const msb_vm_options *vo, const char *root, int boots)
+ * answers, p50 of n; then a restored VM's idle Pss with two up; then
+ * `together` restores at once. Prints one JSON line. */
+static void measure_restores(const msb_vm_options *vo, const char *root, int boots, int together)
 {
 	msb_error *err = NULL;
 	/* Restores: another backend on the same root, snapshots on. */
@@ -163,52 +210,89 @@ static void measure_restores(const msb_vm_options *vo, const char *root, int boo
 	msb_sandbox_free(tw);
 	dispose(snap, "template");
 	double *rest = calloc((size_t)boots, sizeof(*rest));
+	double *acq = calloc((size_t)boots, sizeof(*acq));
 	for (int i = 0; i < boots; i++) {
 		char th[24];
 		snprintf(th, sizeof(th), "restore%d", i);
 		double t = now_ms();
 		msb_sandbox *sb = acquire(snap, th);
+		acq[i] = now_ms() - t;
 		exec_true(sb);
 		rest[i] = now_ms() - t;
 		msb_sandbox_free(sb);
-		if (i + 1 < boots)
+		if (i + 2 < boots)
 			dispose(snap, th);
 	}
 	double restore_p50 = p50(rest, boots);
+	double restore_min = rest[0];
+	double acquire_p50 = p50(acq, boots);
 	free(rest);
+	free(acq);
 	sleep(5);
-	long rq_pss = -1, rs_pss = -1;
-	char vmroot[128], vmdir[256] = "";
-	snprintf(vmroot, sizeof(vmroot), "%s/vm", root);
-	DIR *d = opendir(vmroot);
-	for (struct dirent *de; d && (de = readdir(d));)
-		if (strncmp(de->d_name, "msb-", 4) == 0)
-			snprintf(vmdir, sizeof(vmdir), "%s/%.40s", vmroot, de->d_name);
-	if (d)
-		closedir(d);
-	rq_pss = pss_kib(read_pid(vmdir, "init.pid"));
-	rs_pss = pss_kib(read_pid(vmdir, "shim.pid"));
-	char last[24];
-	snprintf(last, sizeof(last), "restore%d", boots - 1);
-	dispose(snap, last);
+	/* The last two restored VMs are up. */
+	int up = 0;
+	long two = total_pss(root, &up);
+	for (int i = boots - 2; i < boots; i++) {
+		char th[24];
+		snprintf(th, sizeof(th), "restore%d", i);
+		dispose(snap, th);
+	}
+	long all = 0;
+	int n_all = 0;
+	double at_once = 0;
+	if (together > 0) {
+		struct at_once *v = calloc((size_t)together, sizeof(*v));
+		pthread_t *t = calloc((size_t)together, sizeof(*t));
+		double t0 = now_ms();
+		for (int i = 0; i < together; i++) {
+			v[i].be = snap;
+			snprintf(v[i].thread, sizeof(v[i].thread), "together%d", i);
+			pthread_create(&t[i], NULL, acquire_one, &v[i]);
+		}
+		for (int i = 0; i < together; i++)
+			pthread_join(t[i], NULL);
+		at_once = now_ms() - t0;
+		sleep(5);
+		all = total_pss(root, &n_all);
+		for (int i = 0; i < together; i++) {
+			msb_sandbox_free(v[i].sb);
+			dispose(snap, v[i].thread);
+		}
+		free(v);
+		free(t);
+	}
 	msb_backend_unref(snap);
-	printf("{\"vm_restore_p50_ms\": %.0f, \"vm_restored_idle_qemu_pss_kib\": %ld, "
-	       "\"vm_restored_idle_shim_pss_kib\": %ld}\n",
-	       restore_p50, rq_pss, rs_pss);
+	printf("{\"vm_restore_p50_ms\": %.0f, \"vm_restore_min_ms\": %.0f, "
+	       "\"vm_restore_acquire_only_p50_ms\": %.0f, \"restores\": %d, "
+	       "\"vm_restored_idle_pss_kib_per_vm_of_%d\": %ld, \"vm_at_once\": %d, "
+	       "\"vm_at_once_ms\": %.0f, \"vm_at_once_pss_kib_total\": %ld, "
+	       "\"vm_at_once_pss_kib_per_vm\": %ld}\n",
+	       restore_p50, restore_min, acquire_p50, boots, up, up ? two / up : -1, n_all, at_once,
+	       all, n_all ? all / n_all : -1);
 }
 
 int main(int argc, char **argv)
 {
-	int boots = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 5;
-	int execs = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 30;
-	if (boots < 1 || execs < 1)
-		return 2;
 	char root[] = "/tmp/msb-vm-bench-XXXXXX";
-	if (!mkdtemp(root))
-		return 1;
 	msb_vm_options vo = MSB_VM_OPTIONS_INIT;
 	vo.state_root = root;
 	vo.cache_dir = "/tmp/msb-vm-bench-cache";
+	vo.snapshots = -1; /* cold boots; measure_restores turns them on */
+	if (argc > 1 && strcmp(argv[1], "restore") == 0) {
+		int n = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 10;
+		int together = argc > 3 ? (int)strtol(argv[3], NULL, 10) : 20;
+		if (n < 2 || together < 0 || !mkdtemp(root))
+			return 2;
+		measure_restores(&vo, root, n, together);
+		msb__rm_rf(root);
+		return 0;
+	}
+	int boots = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 5;
+	int execs = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 30;
+	if (boots < 2 || execs < 1)
+		return 2;
+	if (!mkdtemp(root))
+		return 1;
 	msb_backend *vm = NULL;
 	msb_error *err = NULL;
 	if (msb_vm_backend_new(&vo, &vm, &err) < 0)
@@ -286,7 +370,7 @@ int main(int argc, char **argv)
 	msb_sandbox_free(n);
 	dispose(ns, "warm");
 
-	measure_restores(&vo, root, boots);
+	measure_restores(&vo, root, boots, 0);
 
 	double load[1] = {0};
 	getloadavg(load, 1);

@@ -5,7 +5,7 @@
  * down. docs/internals/vm.md.
  *
  *   msb-vm-shim --state DIR --config FILE [--ready-fd N] [--name NAME]
- *               [--log FILE]
+ *               [--restore STATE --ram-fd N] [--log FILE]
  *
  * A separate program from msb-shim: what the two share (detaching, pid files,
  * cgroups, the purge) is in the ns boundary library both link; what a VM
@@ -31,8 +31,8 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <sys/random.h>
 #include <sys/signalfd.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -47,47 +47,7 @@
 #include "util/json.h"
 #include "util/sha256.h"
 
-#define CONFIG_MAX (64 * 1024)
-#define STALE_TIMEOUT_MS 2000
-#define CONSOLE_KEEP 4096
-#define SERIAL_CONNECT_NS (20LL * 1000 * 1000 * 1000)
-#define JAIL_DIR "jail"
-/* The control request for a new host session with the same VM. */
-#define VM_CONTROL_RECONNECT "reconnect"
-
-struct shim {
-	char *state_dir;
-	char *config_path;
-	char *name;
-	const char *log_path;
-	const char *restore_arg; /* --restore: overrides the config's restore_from */
-	int ready_fd;
-	int dfd;
-	int listen_fd;
-	int console_fd; /* read end of the VMM's stdout/stderr */
-	int ctl_fd;	/* shim.sock: "reset" */
-	int ctl_conn;	/* the control request being served: die() answers it */
-	msb_mux_link *link;
-	msb_ns_cgroup *cg;
-	msb_vmm vmm;
-	bool vmm_started;
-	bool wrote_pid;
-	/* configuration */
-	char *qemu, *kernel, *initrd, *disk, *cmdline;
-	char *save_to;	    /* template: save the ready VM's state here, then go */
-	char *restore_from; /* restore that state instead of booting */
-	uint64_t memory_mib, vcpus, jail_uid, memory_max, pids_max, cpu_quota_us;
-	double ready_timeout;
-	bool kvm;
-	char instance_id[MSB_MUX_SESSION_ID]; /* hex, NUL-terminated */
-	/* egress allowlist: the proxy runs in a child of the shim (start_proxy) */
-	char *egress_json;
-	size_t egress_len;
-	vm_egress egress;
-	/* the guest console's last bytes */
-	char console[CONSOLE_KEEP];
-	size_t console_len;
-};
+#include "vm_shim.h"
 
 static void report(struct shim *s, const char *line)
 {
@@ -159,6 +119,11 @@ static int teardown(struct shim *s)
 		ssize_t w = write(STDERR_FILENO, s->console, s->console_len);
 		(void)w;
 	}
+	if (s->ram_tmp) {
+		unlink(s->ram_tmp);
+		free(s->ram_tmp);
+		s->ram_tmp = NULL;
+	}
 	if (s->listen_fd >= 0) {
 		close(s->listen_fd);
 		s->listen_fd = -1;
@@ -189,15 +154,12 @@ static int teardown(struct shim *s)
 	return ret;
 }
 
-static _Noreturn void die(struct shim *s, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static _Noreturn void die(struct shim *s, const char *fmt, ...)
+static _Noreturn void vdie(struct shim *s, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+static _Noreturn void vdie(struct shim *s, const char *fmt, va_list ap)
 {
 	char msg[900], line[1024];
-	va_list ap;
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	for (char *p = msg; *p; p++)
 		if ((unsigned char)*p < 0x20)
 			*p = ' ';
@@ -212,10 +174,26 @@ static _Noreturn void die(struct shim *s, const char *fmt, ...)
 	_exit(1);
 }
 
+static _Noreturn void die(struct shim *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static _Noreturn void die(struct shim *s, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vdie(s, fmt, ap);
+}
+
+_Noreturn void shim_die(struct shim *s, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vdie(s, fmt, ap);
+}
+
 static void usage(void)
 {
 	fputs("usage: msb-vm-shim --state DIR --config FILE [--ready-fd N] [--name NAME]\n"
-	      "                   [--restore STATE] [--log FILE]\n",
+	      "                   [--restore STATE --ram-fd N] [--log FILE]\n",
 	      stderr);
 }
 
@@ -235,6 +213,12 @@ static int parse_args(struct shim *s, int argc, char **argv)
 			s->name = (char *)v;
 		} else if (strcmp(a, "--restore") == 0) {
 			s->restore_arg = v;
+		} else if (strcmp(a, "--ram-fd") == 0) {
+			char *end = NULL;
+			long n = strtol(v, &end, 10);
+			if (!*v || *end || n < 3 || n > 1024)
+				return -1;
+			s->ram_fd = (int)n;
 		} else if (strcmp(a, "--log") == 0) {
 			s->log_path = v;
 		} else if (strcmp(a, "--ready-fd") == 0) {
@@ -297,11 +281,12 @@ static void load_config(struct shim *s)
 	int r = msb__read_file_at(AT_FDCWD, s->config_path, CONFIG_MAX, &text, &len);
 	if (r < 0)
 		die(s, "config `%s`: %s", s->config_path, strerror(-r));
-	static const char *const keys[] = {
-		"qemu",		 "kernel",     "initrd",       "disk",
-		"cmdline",	 "memory_mib", "vcpus",	       "kvm",
-		"jail_uid",	 "memory_max", "pids_max",     "cpu_quota_us",
-		"ready_timeout", "save_to",    "restore_from", NULL};
+	static const char *const keys[] = {"qemu",	    "kernel",	"initrd",
+					   "disk",	    "cmdline",	"memory_mib",
+					   "vcpus",	    "kvm",	"jail_uid",
+					   "memory_max",    "pids_max", "cpu_quota_us",
+					   "ready_timeout", "save_to",	"restore_from",
+					   "save_ram_to",   NULL};
 	json_t *o = NULL;
 	msb_error *e = NULL;
 	if (msb__json_load_object(text, len, "vm shim config", &o, &e) < 0 ||
@@ -313,6 +298,7 @@ static void load_config(struct shim *s)
 	s->disk = dup_string(s, o, "disk", true);
 	s->cmdline = dup_string(s, o, "cmdline", true);
 	s->save_to = dup_string(s, o, "save_to", false);
+	s->save_ram_to = dup_string(s, o, "save_ram_to", false);
 	s->restore_from = dup_string(s, o, "restore_from", false);
 	if (s->restore_arg) {
 		free(s->restore_from);
@@ -322,6 +308,10 @@ static void load_config(struct shim *s)
 	}
 	if (s->save_to && s->restore_from)
 		die(s, "vm shim config: `save_to` and `restore_from` together");
+	if (!s->save_to != !s->save_ram_to)
+		die(s, "vm shim config: `save_to` and `save_ram_to` go together");
+	if (s->restore_from && s->ram_fd < 0)
+		die(s, "a restore needs the template's RAM (--ram-fd)");
 	s->memory_mib = get_u64(s, o, "memory_mib", 256);
 	s->vcpus = get_u64(s, o, "vcpus", 1);
 	s->jail_uid = get_u64(s, o, "jail_uid", 0);
@@ -476,8 +466,15 @@ static void start_vmm(struct shim *s)
 		.gid = (gid_t)s->jail_uid,
 		.console_fd = pfd[1],
 		.cgroup = s->cg,
-		.qmp = s->save_to != NULL,
+		.qmp = s->save_to || s->restore_from,
 	};
+	if (s->save_ram_to && s->ram_fd < 0)
+		shim_make_ram_file(s);
+	if (s->ram_fd >= 0) {
+		c.ram = true;
+		c.ram_fd = s->ram_fd;
+		c.ram_shared = s->save_ram_to != NULL;
+	}
 	_cleanup_close_ int in = -1;
 	if (s->restore_from) {
 		in = open(s->restore_from, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -485,6 +482,9 @@ static void start_vmm(struct shim *s)
 			die(s, "saved state `%s`: %s", s->restore_from, strerror(errno));
 		c.incoming = true;
 		c.incoming_fd = in;
+		/* The capability first (QMP), then the stream (restore_incoming). */
+		c.incoming_defer = true;
+		s->incoming_fd = in;
 	}
 	msb_error *e = NULL;
 	int r = msb_vmm__start(&msb_vmm__qemu, &c, &s->vmm, &e);
@@ -497,6 +497,7 @@ static void start_vmm(struct shim *s)
 	r = msb_ns__write_pid_file(s->dfd, MSB_NS_STATE_INIT_PID, s->vmm.pid, s->vmm.start_time);
 	if (r < 0)
 		die(s, "write %s: %s", MSB_NS_STATE_INIT_PID, strerror(-r));
+	s->t_exec = msb__now_ns();
 }
 
 static bool vmm_exited(struct shim *s)
@@ -514,6 +515,16 @@ static _Noreturn void die_vm(struct shim *s, const char *what)
 	console_tail(s, tail, sizeof(tail));
 	die(s, "%s (status 0x%x); console: %s", what, (unsigned)s->vmm.status,
 	    tail[0] ? tail : "(nothing)");
+}
+
+/* The guest's instance id: 24 hex digits, new for every VM (a reset too). */
+static void new_instance_id(struct shim *s)
+{
+	uint8_t idb[12];
+	if (getrandom(idb, sizeof(idb), 0) != (ssize_t)sizeof(idb))
+		die(s, "getrandom: %s", strerror(errno));
+	for (size_t i = 0; i < sizeof(idb); i++)
+		snprintf(s->instance_id + 2 * i, 3, "%02x", idb[i]);
 }
 
 /* A new host session on a fresh link (mux.h): a random session number,
@@ -568,6 +579,7 @@ static void connect_serial(struct shim *s)
 			if (!s->link)
 				die(s, "out of memory");
 			begin_session(s);
+			s->t_serial = msb__now_ns();
 			return;
 		}
 		int e = errno;
@@ -609,130 +621,6 @@ static void start_proxy(struct shim *s, int sfd)
 		die(s, "egress: the VM or the shim stopped before the proxy was ready");
 	msb_ns__shim_log("msb-vm-shim: `%s`: egress proxy ready (pid %d) in %.3f s", s->name,
 			 (int)s->egress.pid, (double)(msb__now_ns() - t0) / 1e9);
-}
-
-/* ---- saving a template (QMP) ---------------------------------------------- */
-
-#define QMP_LINE_MAX 8192
-#define SAVE_TIMEOUT_NS (120LL * 1000 * 1000 * 1000)
-
-/* Send one command (with a descriptor, for getfd); read lines until its
- * answer, skipping events. true when it returned; the answer in out. */
-static bool qmp_cmd(struct shim *s, int q, const char *cmd, int pass_fd, char *out, size_t size)
-{
-	struct iovec iov = {.iov_base = (void *)cmd, .iov_len = strlen(cmd)};
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (pass_fd >= 0) {
-		memset(&u, 0, sizeof(u));
-		m.msg_control = u.buf;
-		m.msg_controllen = sizeof(u.buf);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
-	}
-	if (sendmsg(q, &m, MSG_NOSIGNAL) != (ssize_t)iov.iov_len)
-		die(s, "qmp: send: %s", strerror(errno));
-	int64_t until = msb__now_ns() + 10LL * 1000 * 1000 * 1000;
-	size_t len = 0;
-	for (;;) {
-		char *nl = memchr(out, '\n', len);
-		if (nl) {
-			*nl = '\0';
-			if (strstr(out, "\"return\""))
-				return true;
-			if (strstr(out, "\"error\""))
-				return false;
-			size_t rest = len - (size_t)(nl + 1 - out);
-			memmove(out, nl + 1, rest);
-			len = rest;
-			continue;
-		}
-		if (len + 1 >= size)
-			die(s, "qmp: a line too long");
-		struct pollfd p = {.fd = q, .events = POLLIN};
-		int64_t left = (until - msb__now_ns()) / 1000000;
-		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-			die(s, "qmp: no answer to %s", cmd);
-		ssize_t n = read(q, out + len, size - 1 - len);
-		if (n <= 0)
-			die(s, "qmp: the monitor went away");
-		len += (size_t)n;
-	}
-}
-
-static int qmp_connect(struct shim *s)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s/run/%s", s->state_dir, JAIL_DIR,
-			 MSB_VMM_QMP_SOCK);
-	if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
-		die(s, "qmp: the state directory's path is too long");
-	int q = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct ucred cr;
-	socklen_t crlen = sizeof(cr);
-	if (q < 0 || connect(q, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		die(s, "qmp: connect: %s", strerror(errno));
-	if (getsockopt(q, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0 || cr.pid != s->vmm.pid)
-		die(s, "qmp: the monitor socket is not the VMM's");
-	return q;
-}
-
-/* The template's state: the session ends (the pump waits for the next), the
- * running VM is migrated into a file renamed into place once complete. Not
- * stopped first: a running state autostarts on -incoming, no `cont` needed. */
-static void save_template(struct shim *s)
-{
-	int64_t t0 = msb__now_ns();
-	msb_mux_link_free(s->link);
-	s->link = NULL;
-	/* The guest may see the hang-up first (a SESSION would do as well). */
-	struct timespec ts = {0, 20 * 1000 * 1000};
-	nanosleep(&ts, NULL);
-	_cleanup_close_ int q = qmp_connect(s);
-	char ans[QMP_LINE_MAX];
-	/* The greeting (no "return") is skipped with the first answer. */
-	if (!qmp_cmd(s, q, "{\"execute\":\"qmp_capabilities\"}\n", -1, ans, sizeof(ans)))
-		die(s, "qmp: %s", ans);
-	_cleanup_free_ char *tmp = msb__asprintf("%s.%d.tmp", s->save_to, (int)getpid());
-	if (!tmp)
-		die(s, "out of memory");
-	_cleanup_close_ int f =
-		open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (f < 0)
-		die(s, "save `%s`: %s", tmp, strerror(errno));
-	if (!qmp_cmd(s, q, "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"state\"}}\n", f, ans,
-		     sizeof(ans)) ||
-	    !qmp_cmd(s, q, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:state\"}}\n", -1,
-		     ans, sizeof(ans))) {
-		unlink(tmp);
-		die(s, "qmp: %s", ans);
-	}
-	int64_t until = msb__now_ns() + SAVE_TIMEOUT_NS;
-	for (;;) {
-		if (!qmp_cmd(s, q, "{\"execute\":\"query-migrate\"}\n", -1, ans, sizeof(ans)))
-			break;
-		if (strstr(ans, "\"completed\""))
-			break;
-		if (strstr(ans, "\"failed\"") || msb__now_ns() > until) {
-			unlink(tmp);
-			die(s, "saving the template failed: %s", ans);
-		}
-		drain_console(s);
-		struct timespec p = {0, 10 * 1000 * 1000};
-		nanosleep(&p, NULL);
-	}
-	if (!strstr(ans, "\"completed\"") || fsync(f) < 0 || rename(tmp, s->save_to) < 0) {
-		unlink(tmp);
-		die(s, "saving the template failed: %s", ans);
-	}
-	msb_ns__shim_log("msb-vm-shim: `%s` saved to %s in %.3f s", s->name, s->save_to,
-			 (double)(msb__now_ns() - t0) / 1e9);
 }
 
 enum { P_VMM, P_SIG, P_CONSOLE, P_LISTEN, P_CTL, P_PROXY, P_LINK };
@@ -829,6 +717,28 @@ static void serve(struct shim *s, int sfd, bool until_ready)
 	}
 }
 
+/* The VMM started, the saved state given to it (a restore), the first
+ * session begun, served until the guest's READY; the time each step took
+ * logged (docs/internals/vm.md, "Where a restore's time goes"). */
+static void boot_vm(struct shim *s, int sfd)
+{
+	s->t_setup = msb__now_ns();
+	s->t_qmp = 0;
+	start_vmm(s);
+	if (s->restore_from)
+		shim_restore_incoming(s);
+	connect_serial(s);
+	serve(s, sfd, true);
+	s->t_ready = msb__now_ns();
+	int64_t qmp = s->t_qmp ? s->t_qmp : s->t_exec;
+	msb_ns__shim_log("msb-vm-shim: `%s` ready (%s), VMM pid %d: setup %.1f ms, jail and "
+			 "exec %.1f ms, monitor %.1f ms, serial %.1f ms, READY %.1f ms",
+			 s->name, s->restore_from ? "restored" : "booted", (int)s->vmm.pid,
+			 (double)(s->t_setup - s->t0) / 1e6, (double)(s->t_exec - s->t_setup) / 1e6,
+			 (double)(qmp - s->t_exec) / 1e6, (double)(s->t_serial - qmp) / 1e6,
+			 (double)(s->t_ready - s->t_serial) / 1e6);
+}
+
 /* Reset: the state of creation again - the VMM stopped, its jail and
  * cgroup made anew, a fresh VM booted from the same configuration. Every
  * host connection ends with the old VM. A failure takes the sandbox down. */
@@ -858,9 +768,17 @@ static void reset_vm(struct shim *s, int sfd)
 		die(s, "reset: remove jail/: %s", strerror(-r));
 	make_jail_dirs(s);
 	make_cgroup(s);
-	start_vmm(s);
-	connect_serial(s);
-	serve(s, sfd, true);
+	/* A new VM: a new identity in the guest (a restore gets it from its
+	 * first session, as any restored VM does). A template removed since
+	 * (stale, or swept): the VM boots, on RAM of its own. */
+	new_instance_id(s);
+	if (s->restore_from && access(s->restore_from, R_OK) != 0) {
+		free(s->restore_from);
+		s->restore_from = NULL;
+		close(s->ram_fd);
+		s->ram_fd = -1;
+	}
+	boot_vm(s, sfd);
 	start_proxy(s, sfd);
 }
 
@@ -926,6 +844,22 @@ static void serve_control(struct shim *s, int sfd)
 	close(conn);
 }
 
+/* For vm_shim_snapshot.c (vm_shim.h). */
+_Noreturn void shim_die_vm(struct shim *s, const char *what)
+{
+	die_vm(s, what);
+}
+
+bool shim_vmm_exited(struct shim *s)
+{
+	return vmm_exited(s);
+}
+
+void shim_drain_console(struct shim *s)
+{
+	drain_console(s);
+}
+
 int main(int argc, char **argv)
 {
 	static struct shim s = {.ready_fd = -1,
@@ -934,7 +868,9 @@ int main(int argc, char **argv)
 				.console_fd = -1,
 				.ctl_fd = -1,
 				.ctl_conn = -1,
+				.ram_fd = -1,
 				.egress = VM_EGRESS_INIT};
+	s.t0 = msb__now_ns();
 	if (parse_args(&s, argc, argv) < 0) {
 		usage();
 		if (s.ready_fd >= 0)
@@ -952,11 +888,9 @@ int main(int argc, char **argv)
 	resolve_paths(&s);
 	load_config(&s);
 	load_egress(&s);
-	uint8_t idb[12];
-	if (getrandom(idb, sizeof(idb), 0) != (ssize_t)sizeof(idb))
-		die(&s, "getrandom: %s", strerror(errno));
-	for (size_t i = 0; i < sizeof(idb); i++)
-		snprintf(s.instance_id + 2 * i, 3, "%02x", idb[i]);
+	new_instance_id(&s);
+	if (s.ram_fd >= 0)
+		shim_check_ram(&s);
 	detach(&s);
 	check_state_dir(&s);
 	write_pid(&s);
@@ -964,14 +898,9 @@ int main(int argc, char **argv)
 	s.listen_fd = listen_at(&s, MSB_NS_STATE_SOCKET, 128);
 	s.ctl_fd = listen_at(&s, MSB_NS_STATE_CONTROL, 16);
 	make_cgroup(&s);
-	int64_t t0 = msb__now_ns();
-	start_vmm(&s);
-	connect_serial(&s);
-	serve(&s, sfd, true);
-	msb_ns__shim_log("msb-vm-shim: `%s` ready, VMM pid %d, %.3f s after the VMM started",
-			 s.name, (int)s.vmm.pid, (double)(msb__now_ns() - t0) / 1e9);
+	boot_vm(&s, sfd);
 	if (s.save_to) {
-		save_template(&s);
+		shim_save_template(&s);
 		report(&s, "ok\n");
 		close(sfd);
 		int tr = teardown(&s);

@@ -52,9 +52,10 @@ typedef struct msb_vm_options {
 	uint64_t cpu_millis;	  /* the VMM's CPU quota; 0 = one CPU per vCPU */
 	double start_timeout;	  /* seconds to wait for a new VM's agent; 0 = 120 */
 	double kvm_probe_timeout; /* seconds the KVM probe guest gets; 0 = 5 */
-	/* Nonzero: each new VM is restored from its template's saved state
-	 * (booted and saved once per configuration, under cache_dir/snapshots),
-	 * a cold boot when that fails. Experimental (issue 18). */
+	/* Each new VM restored from its template (booted and saved once per
+	 * configuration, under cache_dir/snapshots; a cold boot when that
+	 * fails): 0 (the default) and positive yes, negative no - every VM
+	 * boots (issue 18). */
 	int snapshots;
 	/* The allowlist proxy's settings (docs/egress.md, the `ns` backend's
 	 * `egress` object as JSON text; NULL = the defaults), for specs with

@@ -14,7 +14,9 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -657,9 +659,24 @@ static void assert_jailed(pid_t vmm)
 		cr_assert(!same_ns(vmm, ns[i]), "the VMM shares our %s namespace", ns[i]);
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* SIGKILL the VMM two seconds from now (the exec is running by then). */
+static void *kill_vmm_soon(void *arg)
+{
+	sleep(2);
+	kill(*(pid_t *)arg, SIGKILL);
+	return NULL;
+}
+
 /* Reset boots the VM anew under the same instance. The VMM is jailed. A
- * killed VMM is seen: the next exec fails typed, naming the VM as gone, and
- * purge (dispose_scope) cleans everything. */
+ * VMM killed mid-exec is seen: that exec and the next fail typed (the next
+ * naming the VM as gone), and purge (dispose_scope) cleans everything. */
 Test(vm, killed_vmm, .init = make_backend, .fini = fini, .timeout = 240)
 {
 	msb_sandbox *sb = acquire("t2");
@@ -692,8 +709,19 @@ Test(vm, killed_vmm, .init = make_backend, .fini = fini, .timeout = 240)
 	cr_assert_eq(t.shim, before.shim);
 	cr_assert_neq(t.vmm, before.vmm);
 	assert_jailed(t.vmm);
-	cr_assert_eq(kill(t.vmm, SIGKILL), 0);
-	int r = run(sb, "true", 30, &res, &err);
+	/* Killed in the middle of an exec: that exec fails typed at once, not
+	 * at its timeout, and so does the next. */
+	pthread_t killer;
+	cr_assert_eq(pthread_create(&killer, NULL, kill_vmm_soon, &t.vmm), 0);
+	double t0 = now_s();
+	int r = run(sb, "echo started; sleep 120", 200, &res, &err);
+	pthread_join(killer, NULL);
+	cr_assert_lt(r, 0);
+	cr_assert_eq(r, MSB_E_RUNTIME, "%d: %s", r, msb_error_message(err));
+	cr_assert_lt(now_s() - t0, 100, "the exec waited for its timeout");
+	msb_error_free(err);
+	err = NULL;
+	r = run(sb, "true", 30, &res, &err);
 	cr_assert_lt(r, 0);
 	cr_assert_eq(r, MSB_E_RUNTIME, "%d: %s", r, msb_error_message(err));
 	cr_assert(strstr(msb_error_message(err), "is gone") != NULL, "%s", msb_error_message(err));
@@ -1076,6 +1104,19 @@ static void self_of(msb_sandbox *sb, struct self *me)
 	msb_exec_result_clear(&res);
 }
 
+/* Remove every saved state in dir (the next acquire makes its template). */
+static void remove_states(const char *dir)
+{
+	DIR *d = opendir(dir);
+	for (struct dirent *de; d && (de = readdir(d));) {
+		size_t len = strlen(de->d_name);
+		if (len >= 6 && strcmp(de->d_name + len - 6, ".state") == 0)
+			unlinkat(dirfd(d), de->d_name, 0);
+	}
+	if (d)
+		closedir(d);
+}
+
 /* Overwrite every saved state in dir with bytes qemu cannot load; how many. */
 static int corrupt_states(const char *dir)
 {
@@ -1094,6 +1135,73 @@ static int corrupt_states(const char *dir)
 	if (d)
 		closedir(d);
 	return n;
+}
+
+/* The VMMs of every VM under the test's root (init.pid), at most `max`. */
+static int vmm_pids(pid_t *out, int max)
+{
+	char vm[96];
+	snprintf(vm, sizeof(vm), "%s/vm", root);
+	DIR *d = opendir(vm);
+	int n = 0;
+	for (struct dirent *de; d && n < max && (de = readdir(d));) {
+		if (strncmp(de->d_name, "msb-", 4) != 0)
+			continue;
+		char dir[200];
+		snprintf(dir, sizeof(dir), "%s/%.60s", vm, de->d_name);
+		pid_t pid = read_pid(dir, "init.pid");
+		if (pid > 0)
+			out[n++] = pid;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* KiB of the template's RAM (the backend's sealed memfd) that this VMM maps
+ * and shares with another process; *private_map: every such mapping is
+ * private (copy-on-write). */
+static long template_shared_kib(pid_t pid, bool *private_map)
+{
+	char p[64], line[512];
+	snprintf(p, sizeof(p), "/proc/%d/smaps", (int)pid);
+	FILE *f = fopen(p, "re");
+	bool in = false;
+	long kib = 0, v;
+	*private_map = true;
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		char perms[8];
+		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3) {
+			in = strstr(line, "/memfd:msb-vm-template") != NULL;
+			if (in && perms[3] != 'p')
+				*private_map = false;
+		} else if (in && (sscanf(line, "Shared_Clean: %ld kB", &v) == 1 ||
+				  sscanf(line, "Shared_Dirty: %ld kB", &v) == 1)) {
+			kib += v; /* a memfd's pages count as dirty */
+		}
+	}
+	if (f)
+		fclose(f);
+	return kib;
+}
+
+/* Write `text` to dir/name (a planted cache file). */
+static void plant(const char *dir, const char *name, const char *text)
+{
+	char p[256];
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	cr_assert_geq(fd, 0, "%s: %s", p, strerror(errno));
+	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+static bool cache_has(const char *dir, const char *name)
+{
+	char p[256];
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	return access(p, F_OK) == 0;
 }
 
 /* Snapshots (issue 18): two VMs restored from one template (booted and saved
@@ -1117,8 +1225,56 @@ Test(vm, restored_vms_unique, .fini = fini, .timeout = 600)
 	msb_key k1 = {.scope = "vmtest", .thread_id = "s1", .agent_dir = "/agent"};
 	msb_key k2 = {.scope = "vmtest", .thread_id = "s2", .agent_dir = "/agent"};
 	msb_sandbox *a = NULL, *b = NULL;
+	/* Stale templates beside it: one whose inputs went, one of the format
+	 * before RAM files (a state alone). Making this run's template removes
+	 * both (every state removed first: each run makes one). */
+	const char *cache = "/tmp/msb-vm-test-cache/snapshots";
+	cr_assert_eq(msb__mkdir_p(cache, 0700), 0);
+	char gone[80], old[80], left[80], name[96], line[256];
+	memset(gone, 'f', 64);
+	gone[64] = '\0';
+	memset(old, 'e', 64);
+	old[64] = '\0';
+	memset(left, 'd', 64);
+	left[64] = '\0';
+	remove_states(cache);
+	snprintf(name, sizeof(name), "%s.inputs", gone);
+	plant(cache, name, "1\t1\t1\t/nonexistent/msb-kernel\n");
+	snprintf(name, sizeof(name), "%s.state", gone);
+	plant(cache, name, "x");
+	snprintf(name, sizeof(name), "%s.ram", gone);
+	plant(cache, name, "x");
+	snprintf(name, sizeof(name), "%s.state", old);
+	plant(cache, name, "x");
+	/* What is left of a template whose state went: current inputs, a RAM. */
+	struct stat qst;
+	cr_assert_eq(stat("/usr/bin/qemu-system-x86_64", &qst), 0);
+	snprintf(line, sizeof(line), "%lld\t%lld\t%ld\t/usr/bin/qemu-system-x86_64\n",
+		 (long long)qst.st_size, (long long)qst.st_mtim.tv_sec, qst.st_mtim.tv_nsec);
+	snprintf(name, sizeof(name), "%s.inputs", left);
+	plant(cache, name, line);
+	snprintf(name, sizeof(name), "%s.ram", left);
+	plant(cache, name, "x");
+	/* A killed template shim's temporary RAM file (its pid gone). */
+	pid_t dead = fork();
+	if (dead == 0)
+		_exit(0);
+	cr_assert_gt(dead, 0);
+	waitpid(dead, NULL, 0);
+	char tmp[112];
+	snprintf(tmp, sizeof(tmp), "%s.ram.%d.tmp", left, (int)dead);
+	plant(cache, tmp, "x");
 	cr_assert_eq(msb_backend_acquire(backend, &k1, spec, &a, &err), 0, "%s",
 		     msb_error_message(err));
+	cr_assert(!cache_has(cache, tmp), "a killed template shim's RAM file stayed");
+	snprintf(name, sizeof(name), "%s.ram", left);
+	cr_assert(!cache_has(cache, name), "the RAM of a template whose state went stayed");
+	snprintf(name, sizeof(name), "%s.state", gone);
+	cr_assert(!cache_has(cache, name), "a template of inputs that went stayed");
+	snprintf(name, sizeof(name), "%s.ram", gone);
+	cr_assert(!cache_has(cache, name), "a template's RAM of inputs that went stayed");
+	snprintf(name, sizeof(name), "%s.state", old);
+	cr_assert(!cache_has(cache, name), "a state of the older format stayed");
 	cr_assert_eq(msb_backend_acquire(backend, &k2, spec, &b, &err), 0, "%s",
 		     msb_error_message(err));
 	struct self sa, sb;
@@ -1130,6 +1286,18 @@ Test(vm, restored_vms_unique, .fini = fini, .timeout = 600)
 	cr_assert_str_neq(sa.rnd, sb.rnd);
 	cr_assert_eq(strlen(sa.rnd), 32, "%s", sa.rnd);
 	cr_assert_str_neq(sa.id, sb.id);
+
+	/* The template's RAM is one copy both VMMs map private: pages both
+	 * read are shared, not each VM's own. */
+	pid_t vmms[2];
+	cr_assert_eq(vmm_pids(vmms, 2), 2);
+	for (int i = 0; i < 2; i++) {
+		bool priv = false;
+		long kib = template_shared_kib(vmms[i], &priv);
+		cr_assert_geq(kib, 1024, "VMM %d shares %ld KiB of the template's RAM",
+			      (int)vmms[i], kib);
+		cr_assert(priv, "VMM %d maps the template's RAM shared", (int)vmms[i]);
+	}
 
 	msb_conformance_subject subj;
 	msb_posix_guest_subject(a, MSB_DEFAULT_WORK_DIR, caps, &subj);
@@ -1143,6 +1311,22 @@ Test(vm, restored_vms_unique, .fini = fini, .timeout = 600)
 	cr_assert_eq(msb_assert_files_out_conformance(&subj, &rep, &err), 0, "FILES_OUT: %s",
 		     msb_error_message(err));
 	check_report(rep);
+
+	/* A reset of a restored VM (9.28) restores again: a new VMM with a new
+	 * identity in the guest, nothing of the old writable layer. */
+	cr_assert_eq(msb_sandbox_write_file(a, "before-reset", (const uint8_t *)"x", 1, ".", &err),
+		     0, "%s", msb_error_message(err));
+	cr_assert_eq(msb_sandbox_reset(a, 120, &err), 0, "%s", msb_error_message(err));
+	struct self sr;
+	self_of(a, &sr);
+	cr_assert(sr.restored, "the reset booted cold");
+	cr_assert_str_eq(sr.host, sa.host);
+	cr_assert_str_neq(sr.id, sa.id, "the same instance id after a reset");
+	cr_assert_str_neq(sr.rnd, sa.rnd);
+	msb_exec_result res;
+	cr_assert_eq(run(a, "ls -A", 30, &res, &err), 0, "%s", msb_error_message(err));
+	cr_assert_str_eq((char *)res.stdout_bytes, "", "%s", (char *)res.stdout_bytes);
+	msb_exec_result_clear(&res);
 
 	msb_sandbox_free(b);
 	dispose_all("s2");
@@ -1205,6 +1389,9 @@ Test(vm, dir_image, .fini = fini, .timeout = 240)
 	char image[128];
 	snprintf(image, sizeof(image), "dir:%s", img);
 	o.image = image;
+	/* One VM of an image made for this run: a template would be a boot, a
+	 * save and a restore, and a RAM file per run in the shared cache. */
+	o.snapshots = -1;
 	msb_error *err = NULL;
 	cr_assert_eq(msb_vm_backend_new(&o, &backend, &err), 0, "%s", msb_error_message(err));
 	msb_sandbox *sb = acquire("t5");
@@ -1302,6 +1489,132 @@ Test(vm, kvm_jail_starts, .fini = fini, .timeout = 120)
 	msb_vm__backend_clear(&b);
 }
 
+/* The state file a shim restored its VM from (its --restore argument). */
+static bool restore_arg(pid_t shim, char *out, size_t size)
+{
+	char p[64], buf[4096];
+	snprintf(p, sizeof(p), "/proc/%d/cmdline", (int)shim);
+	FILE *f = fopen(p, "re");
+	if (!f)
+		return false;
+	size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[len] = '\0';
+	for (size_t i = 0; i < len; i += strlen(buf + i) + 1)
+		if (strcmp(buf + i, "--restore") == 0 && i + 10 < len) {
+			snprintf(out, size, "%s", buf + i + 10);
+			return true;
+		}
+	return false;
+}
+
+/* A reset after the VM's template went (swept as stale, or removed as
+ * broken) boots the VM anew instead of failing (9.28, issue 18). */
+Test(vm, reset_after_the_template_went, .init = make_backend, .fini = fini, .timeout = 300)
+{
+	msb_sandbox *sb = acquire("t7");
+	struct self me;
+	self_of(sb, &me);
+	cr_assert(me.restored, "not restored (snapshots are on by default)");
+	struct traces t;
+	collect(&t);
+	char state[512], aside[600];
+	cr_assert(restore_arg(t.shim, state, sizeof(state)), "the shim has no --restore");
+	snprintf(aside, sizeof(aside), "%s.aside", state);
+	/* Aside, not removed: the other cases restore from the same template. */
+	cr_assert_eq(rename(state, aside), 0, "%s: %s", state, strerror(errno));
+	msb_error *err = NULL;
+	int r = msb_sandbox_reset(sb, 120, &err);
+	cr_assert_eq(rename(aside, state), 0);
+	cr_assert_eq(r, 0, "%s", msb_error_message(err));
+	struct self after;
+	self_of(sb, &after);
+	cr_assert(!after.restored, "restored from a template that was gone");
+	cr_assert_str_neq(after.id, me.id);
+	collect(&t);
+	msb_sandbox_free(sb);
+	dispose_all("t7");
+	assert_nothing_left(&t);
+}
+
+/* The shim's answer on --ready-fd when started on `cfg` with `ram_fd` as
+ * its --ram-fd (a restore of a state that is never read). */
+static void shim_answer(const char *dir, const char *cfg, int ram_fd, char *line, size_t size)
+{
+	int p[2];
+	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int r = fcntl(ram_fd, F_DUPFD, 10);
+		if (r < 0 || dup2(p[1], 3) < 0 || dup2(r, 4) < 0)
+			_exit(127);
+		execl(getenv("MSB_VM_SHIM"), "msb-vm-shim", "--state", dir, "--config", cfg,
+		      "--ready-fd", "3", "--restore", "/nonexistent/state", "--ram-fd", "4",
+		      (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	size_t got = 0;
+	ssize_t n;
+	line[0] = '\0';
+	while (got < size - 1 && !memchr(line, '\n', got) &&
+	       (n = read(p[0], line + got, size - 1 - got)) > 0) {
+		got += (size_t)n;
+		line[got] = '\0';
+	}
+	close(p[0]);
+	waitpid(pid, NULL, 0);
+}
+
+/* A restore's RAM must be the template's sealed copy (issue 18): a file the
+ * VMM could write - every VM of the template would read what one VMM wrote
+ * there - or one of another size is refused before anything starts. */
+Test(vm, restore_refuses_writable_ram, .fini = fini, .timeout = 60)
+{
+	snprintf(root, sizeof(root), "/tmp/msbvm-XXXXXX");
+	cr_assert(mkdtemp(root));
+	char dir[128], cfg[160], ram[160], line[1024];
+	snprintf(dir, sizeof(dir), "%s/r", root);
+	snprintf(cfg, sizeof(cfg), "%s/r.json", root);
+	snprintf(ram, sizeof(ram), "%s/ram", root);
+	cr_assert_eq(mkdir(dir, 0700), 0);
+	FILE *f = fopen(cfg, "we");
+	cr_assert(f);
+	fprintf(f, "{\"qemu\":\"/usr/bin/qemu-system-x86_64\",\"kernel\":\"/k\",\"initrd\":\"/i\","
+		   "\"disk\":\"/d\",\"cmdline\":\"-- --vm\",\"memory_mib\":128,\"vcpus\":1,"
+		   "\"jail_uid\":900065535}");
+	fclose(f);
+	/* A plain file, writable. */
+	int fd = open(ram, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(ftruncate(fd, 128 << 20), 0);
+	shim_answer(dir, cfg, fd, line, sizeof(line));
+	close(fd);
+	cr_assert(strstr(line, "error: ") && strstr(line, "not a sealed memfd"), "%s", line);
+	/* A memfd, not sealed. */
+	fd = memfd_create("msb-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(ftruncate(fd, 128 << 20), 0);
+	shim_answer(dir, cfg, fd, line, sizeof(line));
+	cr_assert(strstr(line, "not a sealed memfd"), "%s", line);
+	/* Sealed, of another size than the guest's RAM. */
+	cr_assert_eq(ftruncate(fd, 64 << 20), 0);
+	cr_assert_eq(
+		fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL),
+		0);
+	shim_answer(dir, cfg, fd, line, sizeof(line));
+	close(fd);
+	cr_assert(strstr(line, "is not 128 MiB"), "%s", line);
+	DIR *d = opendir(dir);
+	int left = 0;
+	for (struct dirent *de; d && (de = readdir(d));)
+		if (de->d_name[0] != '.')
+			left++;
+	if (d)
+		closedir(d);
+	cr_assert_eq(left, 0, "the shim left files in %s", dir);
+}
+
 /* An `oci:` image (two layers from scripts/make-oci-image): the layers
  * stacked in the guest, the top one's /etc over the bottom one's busybox. */
 /* An `oci:` image (two layers from scripts/make-oci-image): the layers
@@ -1334,6 +1647,9 @@ Test(vm, oci_image, .fini = fini, .timeout = 240)
 	char image[128];
 	snprintf(image, sizeof(image), "oci:%s", layout);
 	o.image = image;
+	/* One VM of an image made for this run: a template would be a boot, a
+	 * save and a restore, and a RAM file per run in the shared cache. */
+	o.snapshots = -1;
 	msb_error *err = NULL;
 	cr_assert_eq(msb_vm_backend_new(&o, &backend, &err), 0, "%s", msb_error_message(err));
 	/* With limits: the guest's own cgroup around everything in it. */

@@ -187,6 +187,9 @@ static _Noreturn void child_main(struct jail_ctx *j)
 	/* The saved state to restore stays open, at the number argv names. */
 	if (c->incoming && fcntl(c->incoming_fd, F_SETFD, 0) < 0)
 		child_fail(fd, errno, "the saved state's descriptor");
+	/* So does the guest's RAM file (a sealed memfd on a restore). */
+	if (c->ram && fcntl(c->ram_fd, F_SETFD, 0) < 0)
+		child_fail(fd, errno, "the guest RAM's descriptor");
 	/* fd (the sync socket) is close-on-exec too: its end of file tells the
 	 * shim the exec happened. */
 	char *envp[] = {(char *)"PATH=/usr/bin", NULL};

@@ -96,7 +96,11 @@ void msb_vm__backend_clear(vm_backend *b)
 	free(b->accel_why);
 	free(b->egress_config);
 	msb_vm__host_clear(&b->host);
+	if (b->ram_fd >= 0)
+		close(b->ram_fd);
+	pthread_mutex_destroy(&b->ram_lock);
 	memset(b, 0, sizeof(*b));
+	b->ram_fd = -1;
 }
 
 /* <root>/vm and <root>/vm-cache, the root resolved as on `ns`. */
@@ -127,6 +131,8 @@ int msb_vm__backend_init(vm_backend *b, const msb_vm_options *opts, bool build, 
 		return msb_error_set(err, MSB_E_VALUE, "vm options: unsupported version %u",
 				     o->version);
 	memset(b, 0, sizeof(*b));
+	b->ram_fd = -1;
+	pthread_mutex_init(&b->ram_lock, NULL);
 	int r = 0;
 	b->name = strdup(o->name ? o->name : "vm");
 	b->shim_path = pick_path(o->shim_path, "MSB_VM_SHIM", "msb-vm-shim");
@@ -151,7 +157,7 @@ int msb_vm__backend_init(vm_backend *b, const msb_vm_options *opts, bool build, 
 	b->pids_max = o->pids_max ? o->pids_max : 64;
 	b->cpu_millis = o->cpu_millis ? o->cpu_millis : 1000ull * b->vcpus;
 	b->start_timeout = o->start_timeout > 0 ? o->start_timeout : 120.0;
-	b->snapshots = o->snapshots != 0;
+	b->snapshots = o->snapshots >= 0; /* on unless turned off */
 	if (r == 0 && o->egress_config) {
 		r = msb_ns__egress_check_config(o->egress_config, err);
 		if (r < 0)
@@ -322,18 +328,20 @@ int msb_vm__shim_config(const vm_backend *b, const msb_spec *spec, const char *w
 /* Start msb-vm-shim detached (never our zombie); it reports "ok\n" once the
  * guest agent listens, or "error: REASON\n". */
 int msb_vm__start_shim(const vm_backend *b, const char *dir, double timeout, const char *restore,
-		       msb_error **err)
+		       int ram_fd, msb_error **err)
 {
 	_cleanup_free_ char *cfg = msb__asprintf("%s/shim.json", dir);
 	_cleanup_free_ char *log = msb__asprintf("%s/shim.log", dir);
 	if (!cfg || !log)
 		return msb__error_nomem(err);
 	const char *debug = getenv("MSB_VM_SHIM_LOG");
-	const char *argv[12] = {b->shim_path, "--state", dir, "--config", cfg, "--ready-fd", "3"};
+	const char *argv[14] = {b->shim_path, "--state", dir, "--config", cfg, "--ready-fd", "3"};
 	size_t ac = 7;
 	if (restore) {
 		argv[ac++] = "--restore";
 		argv[ac++] = restore;
+		argv[ac++] = "--ram-fd";
+		argv[ac++] = "4";
 	}
 	if (debug) {
 		argv[ac++] = "--log";
@@ -349,12 +357,18 @@ int msb_vm__start_shim(const vm_backend *b, const char *dir, double timeout, con
 	if (child == 0) {
 		if (fork() != 0)
 			_exit(0);
+		/* The template's RAM becomes fd 4, out of the way of fd 3 first. */
+		int rfd = restore ? fcntl(ram_fd, F_DUPFD, 10) : -1;
+		if (restore && rfd < 0)
+			_exit(127);
 		if (pipefd[1] == 3) {
 			int fl = fcntl(3, F_GETFD);
 			fcntl(3, F_SETFD, fl & ~FD_CLOEXEC);
 		} else if (dup2(pipefd[1], 3) < 0) {
 			_exit(127);
 		}
+		if (rfd >= 0 && dup2(rfd, 4) < 0)
+			_exit(127);
 		int devnull = open("/dev/null", O_RDWR);
 		if (devnull >= 0) {
 			dup2(devnull, 0);
@@ -515,20 +529,35 @@ static int egress_match(int dfd, const char *name, const char *want, msb_error *
 /* A new VM: restored from its template when snapshots are on (the template
  * made first if need be), else - or when the restore fails: a stale or
  * broken state file is removed - booted. */
-static int start_vm(const vm_backend *b, const msb_spec *spec, const char *work_dir,
-		    const char *dir, msb_error **err)
+static int start_vm(vm_backend *b, const msb_spec *spec, const char *work_dir, const char *dir,
+		    msb_error **err)
 {
 	if (b->snapshots) {
 		_cleanup_free_ char *state = NULL;
 		msb_error *e = NULL;
-		if (msb_vm__template(b, spec, work_dir, &state, &e) == 0 &&
-		    msb_vm__start_shim(b, dir, b->start_timeout, state, &e) == 0)
+		int ram = -1;
+		pthread_mutex_lock(&b->ram_lock);
+		int r = msb_vm__template(b, spec, work_dir, &state, &ram, &e);
+		/* Our own copy: racing acquires start their shims at once. */
+		_cleanup_close_ int mine = r == 0 ? fcntl(ram, F_DUPFD_CLOEXEC, 3) : -1;
+		pthread_mutex_unlock(&b->ram_lock);
+		if (r == 0 && mine < 0)
+			r = msb__error_errno(&e, errno, "vm: the template's RAM");
+		if (r == 0)
+			r = msb_vm__start_shim(b, dir, b->start_timeout, state, mine, &e);
+		if (r == 0)
 			return 0;
-		if (state)
-			unlink(state);
+		if (state) {
+			msb_vm__template_remove(state);
+			pthread_mutex_lock(&b->ram_lock);
+			if (b->ram_fd >= 0)
+				close(b->ram_fd);
+			b->ram_fd = -1;
+			pthread_mutex_unlock(&b->ram_lock);
+		}
 		msb_error_free(e);
 	}
-	return msb_vm__start_shim(b, dir, b->start_timeout, NULL, err);
+	return msb_vm__start_shim(b, dir, b->start_timeout, NULL, -1, err);
 }
 
 static int vm_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_sandbox **out,

@@ -3,6 +3,8 @@
 #ifndef MSB_VM_BACKEND_H
 #define MSB_VM_BACKEND_H
 
+#include <pthread.h>
+
 #include "backends/ns/ns_state.h"
 #include "vm_int.h"
 
@@ -22,7 +24,12 @@ typedef struct vm_backend {
 	uint64_t memory_bytes, writable_bytes, pids_max, cpu_millis;
 	uint32_t vcpus;
 	double start_timeout;
-	bool snapshots;		      /* restore new VMs from a saved template (snapshot.c) */
+	bool snapshots; /* restore new VMs from a saved template (snapshot.c) */
+	/* The RAM of the template last restored from, as a sealed memfd every
+	 * VM restored by this backend maps private (snapshot.c); -1 none. */
+	pthread_mutex_t ram_lock;
+	int ram_fd;
+	char ram_digest[65];
 	char *egress_config;	      /* the proxy's settings (JSON), validated; NULL = defaults */
 	msb_egress_reporter reporter; /* set once, at registration */
 } vm_backend;
@@ -35,13 +42,19 @@ void msb_vm__backend_clear(vm_backend *b);
 int msb_vm__shim_config(const vm_backend *b, const msb_spec *spec, const char *work_dir,
 			const char *name, char **out, msb_error **err);
 /* Start msb-vm-shim for the state directory `dir` (its shim.json), restoring
- * the saved state `restore` when not NULL; returns once it reported. */
+ * the saved state `restore` over the template's RAM `ram_fd` (a sealed
+ * memfd, handed to the shim as its fd 4) when not NULL; returns once it
+ * reported. */
 int msb_vm__start_shim(const vm_backend *b, const char *dir, double timeout, const char *restore,
-		       msb_error **err);
-/* The saved state of the template for this spec (snapshot.c): made now (one
- * boot, under a lock) unless cached; *out its path. */
-int msb_vm__template(const vm_backend *b, const msb_spec *spec, const char *work_dir, char **out,
-		     msb_error **err);
+		       int ram_fd, msb_error **err);
+/* The template for this spec (snapshot.c): made now (one boot, under a
+ * lock) unless cached; *state the saved device state's path, *ram_fd the
+ * backend's sealed copy of its RAM (borrowed: valid while the backend is
+ * and no other template is asked for; call under b->ram_lock). */
+int msb_vm__template(vm_backend *b, const msb_spec *spec, const char *work_dir, char **state,
+		     int *ram_fd, msb_error **err);
+/* Remove a template's files (a state that did not restore). */
+void msb_vm__template_remove(const char *state);
 /* Take down what a shim left in `dir` (processes, cgroups, sockets, jail/). */
 int msb_vm__purge(const char *dir, bool remove_dir, msb_error **err);
 /* A handle onto one running VM (vm_sandbox.c). */

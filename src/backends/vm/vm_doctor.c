@@ -36,7 +36,7 @@ int msb_vm__from_object(json_t *obj, const char *where, msb_backend **out, msb_e
 	uint64_t vcpus = 0;
 	const char **progs = NULL;
 	size_t n_progs = 0;
-	bool has_progs = false, snapshots = false;
+	bool has_progs = false, snapshots = true;
 	int r;
 	if ((r = msb__json_check_keys(obj, vm_keys, where, err)) < 0 ||
 	    (r = msb__json_get_string(obj, "name", where, &o.name, NULL, err)) < 0 ||
@@ -66,7 +66,7 @@ int msb_vm__from_object(json_t *obj, const char *where, msb_backend **out, msb_e
 		return msb_error_set(err, MSB_E_VALUE, "%s.vcpus must be 1..64", where);
 	}
 	o.vcpus = (uint32_t)vcpus;
-	o.snapshots = snapshots;
+	o.snapshots = snapshots ? 1 : -1;
 	/* "egress": the proxy's settings, checked strictly by the backend. */
 	json_t *egress = json_object_get(obj, "egress");
 	if (egress && !json_is_object(egress)) {

@@ -41,7 +41,18 @@ typedef struct msb_vmm_config {
 	 * open into the VMM, same number) instead of booting. */
 	bool incoming;
 	int incoming_fd;
+	/* ... or later, through the monitor (`-incoming defer`): how a state
+	 * saved with x-ignore-shared is restored (the capability must be set
+	 * before the stream is read). */
+	bool incoming_defer;
 	bool qmp; /* a monitor socket, MSB_VMM_QMP_SOCK in the run directory */
+	/* Guest RAM in a file kept open into the VMM at ram_fd (mapped by
+	 * /proc/self/fd/N); without `ram`, anonymous RAM. `ram_shared`: written
+	 * through to the file (a template being saved); else mapped private,
+	 * copy-on-write (a restore over the template's sealed copy). */
+	bool ram;
+	int ram_fd;
+	bool ram_shared;
 } msb_vmm_config;
 
 typedef struct msb_vmm_ops {

@@ -21,7 +21,7 @@ static int qemu_argv(const msb_vmm_config *c, char ***out)
 	char mach[96], mem[32], smp[32], chardev[160];
 	/* ACPI stays on: the guest finds the virtio-mmio devices through it
 	 * (the Debian cloud kernel has no virtio_mmio.device= parameter). */
-	snprintf(mach, sizeof(mach), "microvm");
+	snprintf(mach, sizeof(mach), c->ram ? "microvm,memory-backend=mem" : "microvm");
 	snprintf(mem, sizeof(mem), "%lluM", (unsigned long long)c->memory_mib);
 	snprintf(smp, sizeof(smp), "%u", c->vcpus ? c->vcpus : 1);
 	snprintf(chardev, sizeof(chardev), "socket,path=%s/%s,server=on,wait=off,id=c0",
@@ -76,13 +76,23 @@ static int qemu_argv(const msb_vmm_config *c, char ***out)
 	for (size_t i = 0; args[i]; i++)
 		if (push(&v, args[i]) < 0)
 			return -ENOMEM;
-	char incoming[32], qmp[160];
+	char incoming[32], qmp[160], ram[192];
 	snprintf(incoming, sizeof(incoming), "fd:%d", c->incoming_fd);
+	/* The guest's RAM in a file the jail inherited: the template writes
+	 * its RAM there (share=on) so its saved state needs only the devices
+	 * (x-ignore-shared); a restore maps the template's sealed copy private
+	 * (share=off): pages read are shared by every VM until one writes. */
+	snprintf(ram, sizeof(ram),
+		 "memory-backend-file,id=mem,size=%lluM,mem-path=/proc/self/fd/%d,share=%s",
+		 (unsigned long long)c->memory_mib, c->ram_fd, c->ram_shared ? "on" : "off");
+	if (c->ram && (push(&v, "-object") < 0 || push(&v, ram) < 0))
+		return -ENOMEM;
 	snprintf(qmp, sizeof(qmp), "unix:%s/%s,server=on,wait=off", MSB_VMM_JAIL_RUN,
 		 MSB_VMM_QMP_SOCK);
 	/* The saved state comes in on an inherited descriptor: qemu's own
 	 * filter (spawn=deny) forbids the exec: transports. */
-	if (c->incoming && (push(&v, "-incoming") < 0 || push(&v, incoming) < 0))
+	if (c->incoming &&
+	    (push(&v, "-incoming") < 0 || push(&v, c->incoming_defer ? "defer" : incoming) < 0))
 		return -ENOMEM;
 	if (c->qmp && (push(&v, "-qmp") < 0 || push(&v, qmp) < 0))
 		return -ENOMEM;
