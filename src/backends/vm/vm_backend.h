@@ -68,5 +68,7 @@ void msb_vm__egress_drain(int dfd, const msb_ns_labels *l, const msb_egress_repo
  * table's `from_json` for "vm" calls. */
 #include <jansson.h>
 int msb_vm__from_object(json_t *obj, const char *where, msb_backend **out, msb_error **err);
+/* "type" and every key of the vm backend's JSON, NULL-terminated. */
+extern const char *const msb_vm__json_keys[];
 
 #endif

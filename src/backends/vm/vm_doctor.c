@@ -9,26 +9,28 @@
 #include "util/json.h"
 #include "vm_backend.h"
 
-static const char *const vm_keys[] = {"type",
-				      "name",
-				      "state_dir",
-				      "cache_dir",
-				      "qemu",
-				      "kernel",
-				      "modules_dir",
-				      "image",
-				      "host_programs",
-				      "accel",
-				      "memory_bytes",
-				      "vcpus",
-				      "writable_bytes",
-				      "pids_max",
-				      "cpu_millis",
-				      "start_timeout",
-				      "kvm_probe_timeout",
-				      "snapshots",
-				      "egress",
-				      NULL};
+/* "type", then every key of the vm backend's JSON: the one list, which the
+ * backend-type table (vm_json.c) takes from its second entry. */
+const char *const msb_vm__json_keys[] = {"type",
+					 "name",
+					 "state_dir",
+					 "cache_dir",
+					 "qemu",
+					 "kernel",
+					 "modules_dir",
+					 "image",
+					 "host_programs",
+					 "accel",
+					 "memory_bytes",
+					 "vcpus",
+					 "writable_bytes",
+					 "pids_max",
+					 "cpu_millis",
+					 "start_timeout",
+					 "kvm_probe_timeout",
+					 "snapshots",
+					 "egress",
+					 NULL};
 
 int msb_vm__from_object(json_t *obj, const char *where, msb_backend **out, msb_error **err)
 {
@@ -38,7 +40,7 @@ int msb_vm__from_object(json_t *obj, const char *where, msb_backend **out, msb_e
 	size_t n_progs = 0;
 	bool has_progs = false, snapshots = true;
 	int r;
-	if ((r = msb__json_check_keys(obj, vm_keys, where, err)) < 0 ||
+	if ((r = msb__json_check_keys(obj, msb_vm__json_keys, where, err)) < 0 ||
 	    (r = msb__json_get_string(obj, "name", where, &o.name, NULL, err)) < 0 ||
 	    (r = msb__json_get_string(obj, "state_dir", where, &o.state_root, NULL, err)) < 0 ||
 	    (r = msb__json_get_string(obj, "cache_dir", where, &o.cache_dir, NULL, err)) < 0 ||

@@ -9,28 +9,6 @@
 #include "backends/vm/vm_backend.h"
 #include "util/json.h"
 
-static const char *const vm_keys[] = {
-	"name",
-	"state_dir",
-	"cache_dir",
-	"qemu",
-	"kernel",
-	"modules_dir",
-	"image",
-	"host_programs",
-	"accel",
-	"memory_bytes",
-	"vcpus",
-	"writable_bytes",
-	"pids_max",
-	"cpu_millis",
-	"start_timeout",
-	"kvm_probe_timeout",
-	"snapshots",
-	"egress",
-	NULL,
-};
-
 static int vm_from_json(const msb_backend_json *in, msb_backend **out, msb_error **err)
 {
 	_cleanup_json_ json_t *obj = NULL;
@@ -68,7 +46,7 @@ const msb_backend_type msb_vm__type = {
 	.name = "vm",
 	.summary = "a qemu microVM per sandbox around msb-agent as the guest's init, held by a "
 		   "per-sandbox msb-vm-shim (microvm under a probed KVM, else container)",
-	.keys = vm_keys,
+	.keys = msb_vm__json_keys + 1, /* all but "type" */
 	.from_json = vm_from_json,
 	.doctor = vm_doctor,
 };
