@@ -42,106 +42,6 @@
 #define CMDLINE_MAX 4096
 #define STATUS_MAX (64u << 10)
 
-/* A growable msb_strv without the quadratic append, under a budget: at
- * most `max` strings, `max_len` bytes each and `max_bytes` in all (NULs
- * included). */
-struct strs {
-	char **v;
-	size_t n, cap, max;
-	size_t bytes, max_bytes, max_len;
-};
-
-/* -E2BIG past the count, -ENAMETOOLONG past one string's length, -EFBIG
- * past the bytes; the string is freed then, and nothing more is held. */
-static int strs_budget(struct strs *s, char *str)
-{
-	size_t len = strlen(str);
-	int r = s->n >= s->max			 ? -E2BIG
-		: len > s->max_len		 ? -ENAMETOOLONG
-		: len >= s->max_bytes - s->bytes ? -EFBIG
-						 : 0;
-	if (r < 0)
-		free(str);
-	else
-		s->bytes += len + 1;
-	return r;
-}
-
-/* The typed refusal for a strs_budget() failure (nomem for anything else). */
-static int strs_refusal(msb_error **err, int r, const struct strs *s, const char *things)
-{
-	if (r == -E2BIG)
-		return msb_error_set(err, MSB_E_RUNTIME,
-				     "ns fingerprint: cannot attest: more than %zu %s", s->max,
-				     things);
-	if (r == -ENAMETOOLONG)
-		return msb_error_set(err, MSB_E_RUNTIME,
-				     "ns fingerprint: cannot attest: one of the %s is longer than "
-				     "%zu bytes",
-				     things, s->max_len);
-	if (r == -EFBIG)
-		return msb_error_set(err, MSB_E_RUNTIME,
-				     "ns fingerprint: cannot attest: more than %zu bytes of %s",
-				     s->max_bytes, things);
-	return msb__error_nomem(err);
-}
-
-static int strs_add(struct strs *s, char *str)
-{
-	if (!str)
-		return -ENOMEM;
-	int b = strs_budget(s, str);
-	if (b < 0)
-		return b;
-	if (s->n + 1 >= s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 64;
-		char **v = msb__reallocarray(s->v, cap, sizeof(*v));
-		if (!v) {
-			free(str);
-			return -ENOMEM;
-		}
-		s->v = v;
-		s->cap = cap;
-	}
-	s->v[s->n++] = str;
-	s->v[s->n] = NULL;
-	return 0;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Sorted, duplicates dropped; an msb_strv (empty, never NULL). */
-static char **strs_finish(struct strs *s)
-{
-	if (!s->v && !(s->v = calloc(1, sizeof(char *))))
-		return NULL;
-	qsort(s->v, s->n, sizeof(char *), cmp_str);
-	size_t k = 0;
-	for (size_t i = 0; i < s->n; i++) {
-		if (k > 0 && strcmp(s->v[k - 1], s->v[i]) == 0) {
-			free(s->v[i]);
-			continue;
-		}
-		s->v[k++] = s->v[i];
-	}
-	s->v[k] = NULL;
-	char **v = s->v;
-	s->v = NULL;
-	s->n = s->cap = 0;
-	return v;
-}
-
-static void strs_clear(struct strs *s)
-{
-	for (size_t i = 0; i < s->n; i++)
-		free(s->v[i]);
-	free(s->v);
-	memset(s, 0, sizeof(*s));
-}
-
 /* ---- the shim's control socket ------------------------------------------------ */
 
 int msb_ns__control(int dfd, const char *dir, const char *req, int64_t deadline, int fds[2],
@@ -257,11 +157,11 @@ static int open_dir_beneath(int base, const char *rel)
  * opened from `base` by their relative path each time (one fd at a time);
  * one replaced by a link or removed meanwhile is reported, not entered.
  */
-static int walk(int base, const char *prefix, struct strs *out, const char *what, msb_error **err)
+static int walk(int base, const char *prefix, msb_ns_strs *out, const char *what, msb_error **err)
 {
 	/* Each queued directory is also one of `out`'s paths: out's budget bounds it. */
-	struct strs queue = {.max = SIZE_MAX, .max_bytes = SIZE_MAX, .max_len = SIZE_MAX};
-	int r = strs_add(&queue, strdup(""));
+	msb_ns_strs queue = {.max = SIZE_MAX, .max_bytes = SIZE_MAX, .max_len = SIZE_MAX};
+	int r = msb_ns__strs_add(&queue, strdup(""));
 	for (size_t qi = 0; r == 0 && qi < queue.n; qi++) {
 		const char *rel = queue.v[qi];
 		int fd = open_dir_beneath(base, rel);
@@ -289,10 +189,10 @@ static int walk(int base, const char *prefix, struct strs *out, const char *what
 				r = msb__error_nomem(err);
 				break;
 			}
-			r = strs_add(out, msb__asprintf("%s%s", prefix, child));
+			r = msb_ns__strs_add(out, msb__asprintf("%s%s", prefix, child));
 			if (r < 0) {
 				free(child);
-				r = strs_refusal(err, r, out, "changed paths");
+				r = msb_ns__strs_refusal(err, r, out, "ns", "changed paths");
 				break;
 			}
 			bool dir = de->d_type == DT_DIR;
@@ -303,7 +203,7 @@ static int walk(int base, const char *prefix, struct strs *out, const char *what
 				      S_ISDIR(st.st_mode);
 			}
 			if (dir) {
-				if (strs_add(&queue, child) < 0) {
+				if (msb_ns__strs_add(&queue, child) < 0) {
 					r = msb__error_nomem(err);
 					break;
 				}
@@ -313,7 +213,7 @@ static int walk(int base, const char *prefix, struct strs *out, const char *what
 		}
 		closedir(d);
 	}
-	strs_clear(&queue);
+	msb_ns__strs_clear(&queue);
 	return r;
 }
 
@@ -529,7 +429,7 @@ static char *identity(int procfd, const char *pid, long inner)
 	return msb__asprintf("%ld:%llu:%s", inner, start, argv);
 }
 
-static int processes(pid_t init, struct strs *out, msb_error **err)
+static int processes(pid_t init, msb_ns_strs *out, msb_error **err)
 {
 	/* guest-names: ok - the host's /proc */
 	_cleanup_close_ int procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -603,9 +503,9 @@ static int processes(pid_t init, struct strs *out, msb_error **err)
 		char *id = identity(procfd, de->d_name, pinner);
 		if (!id)
 			continue; /* exited meanwhile */
-		int q = strs_add(out, id);
+		int q = msb_ns__strs_add(out, id);
 		if (q < 0) {
-			r = strs_refusal(err, q, out, "processes");
+			r = msb_ns__strs_refusal(err, q, out, "ns", "processes");
 			break;
 		}
 	}
@@ -665,10 +565,10 @@ static int fingerprint(int dfd, const char *dir, const char *work_dir,
 		return msb_error_set(err, MSB_E_RUNTIME, "ns fingerprint: cannot attest: shim: %s",
 				     strncmp(reply, "error: ", 7) == 0 ? reply + 7 : reply);
 
-	struct strs paths = {
+	msb_ns_strs paths = {
 		.max = b->max_paths, .max_bytes = b->max_path_bytes, .max_len = b->max_path_len};
 	/* One identity is bounded where it is read (CMDLINE_MAX). */
-	struct strs procs = {
+	msb_ns_strs procs = {
 		.max = b->max_procs, .max_bytes = b->max_proc_bytes, .max_len = SIZE_MAX};
 	_cleanup_free_ char *work_prefix = msb__asprintf("%s/", work_dir);
 	_cleanup_close_ int upper =
@@ -696,21 +596,12 @@ static int fingerprint(int dfd, const char *dir, const char *work_dir,
 		r = msb_error_set(err, MSB_E_RUNTIME,
 				  "ns fingerprint: the sandbox stopped while it was read");
 	if (r < 0) {
-		strs_clear(&paths);
-		strs_clear(&procs);
+		msb_ns__strs_clear(&paths);
+		msb_ns__strs_clear(&procs);
 		return r;
 	}
-	char **cp = strs_finish(&paths);
-	char **rp = strs_finish(&procs);
-	if (!cp || !rp) {
-		msb_strv_free(cp);
-		msb_strv_free(rp);
-		strs_clear(&paths);
-		strs_clear(&procs);
-		return msb__error_nomem(err);
-	}
-	out->changed_paths = cp;
-	out->running_programs = rp;
+	if ((r = msb_ns__strs_fingerprint(&paths, &procs, out, err)) < 0)
+		return r;
 	*supported = true;
 	return 0;
 }

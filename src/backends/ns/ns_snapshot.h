@@ -35,6 +35,30 @@ typedef struct msb_ns_fingerprint_budget {
 	}
 
 /*
+ * A growable msb_strv under a budget, for what a fingerprint reads of a
+ * guest: at most `max` strings, `max_len` bytes each and `max_bytes` in all
+ * (NULs included). Zero-initialise with the limits set. (ns_strs.c)
+ */
+typedef struct msb_ns_strs {
+	char **v;
+	size_t n, cap, max;
+	size_t bytes, max_bytes, max_len;
+} msb_ns_strs;
+/* Takes str (NULL: -ENOMEM). -E2BIG past the count, -ENAMETOOLONG past one
+ * string's length, -EFBIG past the bytes, -ENOMEM; str is freed then and
+ * nothing more is held. */
+int msb_ns__strs_add(msb_ns_strs *s, char *str);
+/* The typed refusal for a failed add: "WHO fingerprint: cannot attest:
+ * more than ..." (MSB_E_RUNTIME), or out of memory. */
+int msb_ns__strs_refusal(msb_error **err, int r, const msb_ns_strs *s, const char *who,
+			 const char *things);
+void msb_ns__strs_clear(msb_ns_strs *s);
+/* Both lists sorted, duplicates dropped, into out->changed_paths and
+ * out->running_programs; the lists are emptied either way. */
+int msb_ns__strs_fingerprint(msb_ns_strs *paths, msb_ns_strs *procs, msb_fingerprint *out,
+			     msb_error **err);
+
+/*
  * What changed since the sandbox was created, read by the engine (the host),
  * never asked of the guest:
  *  - changed_paths: guest paths of every entry of the overlay's upper

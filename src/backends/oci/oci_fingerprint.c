@@ -20,81 +20,8 @@
 #define SPECIALS_TIMEOUT 60.0
 #define PS_TIMEOUT 30.0
 
-struct list {
-	char **v;
-	size_t n, cap, bytes, max, max_bytes;
-};
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Takes s. -E2BIG past the budget, -ENOMEM. */
-static int add(struct list *l, char *s)
-{
-	if (!s)
-		return -ENOMEM;
-	size_t len = strlen(s) + 1;
-	if (l->n >= l->max || len > l->max_bytes - l->bytes) {
-		free(s);
-		return -E2BIG;
-	}
-	if (l->n + 1 >= l->cap) {
-		size_t ncap = l->cap ? l->cap * 2 : 64;
-		char **nv = realloc(l->v, ncap * sizeof(*nv));
-		if (!nv) {
-			free(s);
-			return -ENOMEM;
-		}
-		l->v = nv;
-		l->cap = ncap;
-	}
-	l->v[l->n++] = s;
-	l->v[l->n] = NULL;
-	l->bytes += len;
-	return 0;
-}
-
-/* Sorted, duplicates dropped: an msb_strv (never NULL unless out of memory). */
-static char **finish(struct list *l)
-{
-	if (!l->v && !(l->v = calloc(1, sizeof(char *))))
-		return NULL;
-	qsort(l->v, l->n, sizeof(char *), cmp_str);
-	size_t k = 0;
-	for (size_t i = 0; i < l->n; i++) {
-		if (k > 0 && strcmp(l->v[k - 1], l->v[i]) == 0) {
-			free(l->v[i]);
-			continue;
-		}
-		l->v[k++] = l->v[i];
-	}
-	l->v[k] = NULL;
-	char **v = l->v;
-	memset(l, 0, sizeof(*l));
-	return v;
-}
-
-static void list_clear(struct list *l)
-{
-	for (size_t i = 0; i < l->n; i++)
-		free(l->v[i]);
-	free(l->v);
-	memset(l, 0, sizeof(*l));
-}
-
-static int refusal(msb_error **err, int r, const char *things)
-{
-	if (r == -ENOMEM)
-		return msb__error_nomem(err);
-	return msb_error_set(err, MSB_E_RUNTIME,
-			     "oci fingerprint: cannot attest: more %s than the budget allows",
-			     things);
-}
-
 /* The guest's sockets, fifos and device nodes below its writable places. */
-static int specials(msb_client *c, const char *guest_base, struct list *paths, msb_error **err)
+static int specials(msb_client *c, const char *guest_base, msb_ns_strs *paths, msb_error **err)
 {
 	const char *argv[] = {"specials", "/", guest_base, "/dev/shm", "/tmp", NULL};
 	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
@@ -126,9 +53,9 @@ static int specials(msb_client *c, const char *guest_base, struct list *paths, m
 					  "oci fingerprint: the guest named a special file badly");
 			break;
 		}
-		r = add(paths, strndup(p, len));
+		r = msb_ns__strs_add(paths, strndup(p, len));
 		if (r < 0)
-			r = refusal(err, r, "changed paths");
+			r = msb_ns__strs_refusal(err, r, paths, "oci", "changed paths");
 		p += len + 1;
 	}
 	msb_exec_result_clear(&res);
@@ -136,7 +63,7 @@ static int specials(msb_client *c, const char *guest_base, struct list *paths, m
 }
 
 /* "PID:STARTTIME:ARGV" of every guest process but the agent (PID 1). */
-static int processes(msb_client *c, struct list *procs, msb_error **err)
+static int processes(msb_client *c, msb_ns_strs *procs, msb_error **err)
 {
 	msb_client_proc *ps = NULL;
 	size_t n = 0;
@@ -165,9 +92,9 @@ static int processes(msb_client *c, struct list *procs, msb_error **err)
 				: msb__asprintf("%u:%llu:[%s]", ps[i].pid,
 						(unsigned long long)ps[i].start_ticks, ps[i].comm);
 		free(argv);
-		r = add(procs, id);
+		r = msb_ns__strs_add(procs, id);
 		if (r < 0)
-			r = refusal(err, r, "processes");
+			r = msb_ns__strs_refusal(err, r, procs, "oci", "processes");
 	}
 	msb_client__procs_free(ps, n);
 	return r;
@@ -176,10 +103,12 @@ static int processes(msb_client *c, struct list *procs, msb_error **err)
 int msb_oci__gvisor_fingerprint(msb_client *c, int dfd, const char *dir, const char *guest_base,
 				msb_fingerprint *out, msb_error **err)
 {
-	struct list paths = {.max = MSB_NS_FINGERPRINT_MAX_PATHS,
-			     .max_bytes = MSB_NS_FINGERPRINT_MAX_PATH_BYTES};
-	struct list procs = {.max = MSB_NS_FINGERPRINT_MAX_PROCS,
-			     .max_bytes = MSB_NS_FINGERPRINT_MAX_PROC_BYTES};
+	msb_ns_strs paths = {.max = MSB_NS_FINGERPRINT_MAX_PATHS,
+			     .max_bytes = MSB_NS_FINGERPRINT_MAX_PATH_BYTES,
+			     .max_len = MSB_NS_FINGERPRINT_MAX_PATH_LEN};
+	msb_ns_strs procs = {.max = MSB_NS_FINGERPRINT_MAX_PROCS,
+			     .max_bytes = MSB_NS_FINGERPRINT_MAX_PROC_BYTES,
+			     .max_len = SIZE_MAX};
 	msb_fingerprint host = {0};
 	int r = specials(c, guest_base, &paths, err);
 	if (r == 0)
@@ -194,27 +123,16 @@ int msb_oci__gvisor_fingerprint(msb_client *c, int dfd, const char *dir, const c
 			free(hp[i]);
 			continue;
 		}
-		r = add(&paths, hp[i]);
+		r = msb_ns__strs_add(&paths, hp[i]);
 		if (r < 0)
-			r = refusal(err, r, "changed paths");
+			r = msb_ns__strs_refusal(err, r, &paths, "oci", "changed paths");
 	}
 	free(hp);
 	msb_fingerprint_clear(&host);
 	if (r < 0) {
-		list_clear(&paths);
-		list_clear(&procs);
+		msb_ns__strs_clear(&paths);
+		msb_ns__strs_clear(&procs);
 		return r;
 	}
-	char **cp = finish(&paths);
-	char **rp = finish(&procs);
-	if (!cp || !rp) {
-		msb_strv_free(cp);
-		msb_strv_free(rp);
-		list_clear(&paths);
-		list_clear(&procs);
-		return msb__error_nomem(err);
-	}
-	out->changed_paths = cp;
-	out->running_programs = rp;
-	return 0;
+	return msb_ns__strs_fingerprint(&paths, &procs, out, err);
 }

@@ -16,74 +16,16 @@
 
 #define LAYER_TIMEOUT 120.0
 
-struct list {
-	char **v;
-	size_t n, cap, bytes, max, max_bytes;
-};
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static void list_clear(struct list *l)
-{
-	for (size_t i = 0; i < l->n; i++)
-		free(l->v[i]);
-	free(l->v);
-	memset(l, 0, sizeof(*l));
-}
-
-/* -E2BIG past the budget (nothing more is held), -ENOMEM. */
-static int add(struct list *l, const char *p, size_t len)
-{
-	if (l->n >= l->max || len + 1 > l->max_bytes - l->bytes)
-		return -E2BIG;
-	if (l->n + 1 >= l->cap) {
-		size_t ncap = l->cap ? l->cap * 2 : 64;
-		char **nv = msb__reallocarray(l->v, ncap, sizeof(*nv));
-		if (!nv)
-			return -ENOMEM;
-		l->v = nv;
-		l->cap = ncap;
-	}
-	char *s = strndup(p, len);
-	if (!s)
-		return -ENOMEM;
-	l->v[l->n++] = s;
-	l->v[l->n] = NULL;
-	l->bytes += len + 1;
-	return 0;
-}
-
-/* Sorted, duplicates dropped; an msb_strv (empty, never NULL). */
-static char **finish(struct list *l)
-{
-	if (!l->v && !(l->v = calloc(1, sizeof(char *))))
-		return NULL;
-	qsort(l->v, l->n, sizeof(char *), cmp_str);
-	size_t k = 0;
-	for (size_t i = 0; i < l->n; i++) {
-		if (k > 0 && strcmp(l->v[k - 1], l->v[i]) == 0) {
-			free(l->v[i]);
-			continue;
-		}
-		l->v[k++] = l->v[i];
-	}
-	l->v[k] = NULL;
-	char **v = l->v;
-	memset(l, 0, sizeof(*l));
-	return v;
-}
-
 int msb_vm__fingerprint_parse(const uint8_t *bytes, size_t len,
 			      const struct msb_ns_fingerprint_budget *budget, msb_fingerprint *out,
 			      msb_error **err)
 {
 	static const msb_ns_fingerprint_budget defaults = MSB_NS_FINGERPRINT_BUDGET_INIT;
 	const msb_ns_fingerprint_budget *b = budget ? budget : &defaults;
-	struct list paths = {.max = b->max_paths, .max_bytes = b->max_path_bytes};
-	struct list procs = {.max = b->max_procs, .max_bytes = b->max_proc_bytes};
+	msb_ns_strs paths = {
+		.max = b->max_paths, .max_bytes = b->max_path_bytes, .max_len = b->max_path_len};
+	msb_ns_strs procs = {
+		.max = b->max_procs, .max_bytes = b->max_proc_bytes, .max_len = SIZE_MAX};
 	const char *p = (const char *)bytes, *end = p + len;
 	int r = 0;
 	while (r == 0 && p < end) {
@@ -97,35 +39,19 @@ int msb_vm__fingerprint_parse(const uint8_t *bytes, size_t len,
 					  "vm fingerprint: the guest's answer is malformed");
 			break;
 		}
-		struct list *l = tag == 'p' ? &paths : &procs;
-		int a = add(l, p + 1, n - 1);
-		if (a == -ENOMEM)
-			r = msb__error_nomem(err);
-		else if (a < 0)
-			r = msb_error_set(err, MSB_E_RUNTIME,
-					  "vm fingerprint: cannot attest: more %s than the budget "
-					  "allows (%zu entries, %zu bytes)",
-					  tag == 'p' ? "changed paths" : "processes", l->max,
-					  l->max_bytes);
+		msb_ns_strs *l = tag == 'p' ? &paths : &procs;
+		int a = msb_ns__strs_add(l, strndup(p + 1, n - 1));
+		if (a < 0)
+			r = msb_ns__strs_refusal(err, a, l, "vm",
+						 tag == 'p' ? "changed paths" : "processes");
 		p = nul + 1;
 	}
 	if (r < 0) {
-		list_clear(&paths);
-		list_clear(&procs);
+		msb_ns__strs_clear(&paths);
+		msb_ns__strs_clear(&procs);
 		return r;
 	}
-	char **cp = finish(&paths);
-	char **rp = finish(&procs);
-	if (!cp || !rp) {
-		msb_strv_free(cp);
-		msb_strv_free(rp);
-		list_clear(&paths);
-		list_clear(&procs);
-		return msb__error_nomem(err);
-	}
-	out->changed_paths = cp;
-	out->running_programs = rp;
-	return 0;
+	return msb_ns__strs_fingerprint(&paths, &procs, out, err);
 }
 
 int msb_vm__fingerprint(const vm_files *f, msb_fingerprint *out, msb_error **err)
