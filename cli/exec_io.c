@@ -152,3 +152,40 @@ void cli_exec_io_clear(cli_exec_io *o)
 	o->env = o->cli_env = NULL;
 	o->n_env = o->n_cli_env = 0;
 }
+
+int cli_read_whole_stdin(uint8_t **out, size_t *len, msb_error **err)
+{
+	size_t cap = 65536, n = 0;
+	uint8_t *buf = malloc(cap);
+	for (;;) {
+		if (!buf)
+			return msb_error_set(err, MSB_E_NOMEM, "out of memory");
+		if (n == cap) {
+			if (cap >= CLI_STDIN_WHOLE_MAX) {
+				free(buf);
+				return msb_error_set(err, MSB_E_VALUE,
+						     "stdin exceeds %u bytes, the most msb reads "
+						     "whole for a backend that cannot stream it",
+						     CLI_STDIN_WHOLE_MAX);
+			}
+			uint8_t *nb = realloc(buf, cap * 2);
+			if (!nb)
+				free(buf);
+			buf = nb;
+			cap *= 2;
+			continue;
+		}
+		ssize_t r = cli_os_read_stdin(buf + n, cap - n);
+		if (r < 0) {
+			free(buf);
+			return msb_error_set(err, MSB_E_OS, "cannot read stdin: %s",
+					     strerror((int)-r));
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	*out = buf;
+	*len = n;
+	return 0;
+}

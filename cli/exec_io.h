@@ -61,5 +61,8 @@ int cli_exec_io_run(msb_sandbox *sb, msb_exec_request *req, bool bounded, cli_ex
 /* The signal (SIGINT, SIGTERM, SIGHUP) that stopped the last
  * cli_exec_io_run, or 0: `msb run` dies of it once its sandbox is disposed. */
 int cli_exec_io_signal(void);
+/* stdin to its end (at most CLI_STDIN_WHOLE_MAX bytes), for a backend that
+ * takes it only whole. (exec_io.c; the platform's read in os.h) */
+int cli_read_whole_stdin(uint8_t **out, size_t *len, msb_error **err);
 
 #endif

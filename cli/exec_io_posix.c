@@ -116,51 +116,6 @@ static bool is_dev_null(int fd)
 	       st.st_rdev == nul.st_rdev;
 }
 
-/* stdin to its end, for a backend that takes it only whole. */
-static int read_whole_stdin(uint8_t **out, size_t *len, msb_error **err)
-{
-	size_t cap = 65536, n = 0;
-	uint8_t *buf = malloc(cap);
-	for (;;) {
-		if (!buf)
-			return msb_error_set(err, MSB_E_NOMEM, "out of memory");
-		if (n == cap) {
-			if (cap >= CLI_STDIN_WHOLE_MAX) {
-				free(buf);
-				return msb_error_set(err, MSB_E_VALUE,
-						     "stdin exceeds %u bytes, the most msb reads "
-						     "whole for a backend that cannot stream it",
-						     CLI_STDIN_WHOLE_MAX);
-			}
-			uint8_t *nb = realloc(buf, cap * 2);
-			if (!nb)
-				free(buf);
-			buf = nb;
-			cap *= 2;
-			continue;
-		}
-		ssize_t r = read(STDIN_FILENO, buf + n, cap - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0 && errno == EAGAIN) {
-			struct pollfd pf = {.fd = STDIN_FILENO, .events = POLLIN};
-			poll(&pf, 1, -1);
-			continue;
-		}
-		if (r < 0) {
-			int e = errno;
-			free(buf);
-			return msb_error_set(err, MSB_E_OS, "cannot read stdin: %s", strerror(e));
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	*out = buf;
-	*len = n;
-	return 0;
-}
-
 static int first_terminal(void)
 {
 	for (int fd = 0; fd < 3; fd++)
@@ -196,7 +151,7 @@ int cli_exec_io_run(msb_sandbox *sb, msb_exec_request *req, bool bounded, cli_ex
 		 * a pipe only with -i (it may never end), else said, not dropped */
 		struct stat st;
 		if (o->interactive || (fstat(STDIN_FILENO, &st) == 0 && S_ISREG(st.st_mode))) {
-			if ((r = read_whole_stdin(&whole, &req->stdin_len, err)) < 0)
+			if ((r = cli_read_whole_stdin(&whole, &req->stdin_len, err)) < 0)
 				return r;
 			req->stdin_data = whole;
 		} else {

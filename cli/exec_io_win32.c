@@ -57,44 +57,6 @@ static int on_output(void *ud, int stream, const uint8_t *bytes, size_t len)
 	return r < 0 ? MSB_E_OS : 0;
 }
 
-static int read_whole_stdin(uint8_t **out, size_t *len, msb_error **err)
-{
-	size_t cap = 65536, n = 0;
-	uint8_t *buf = malloc(cap);
-	for (;;) {
-		if (!buf)
-			return msb_error_set(err, MSB_E_NOMEM, "out of memory");
-		if (n == cap) {
-			if (cap >= CLI_STDIN_WHOLE_MAX) {
-				free(buf);
-				return msb_error_set(err, MSB_E_VALUE,
-						     "stdin exceeds %u bytes, the most msb reads "
-						     "whole for a backend that cannot stream it",
-						     CLI_STDIN_WHOLE_MAX);
-			}
-			uint8_t *nb = realloc(buf, cap * 2);
-			if (!nb)
-				free(buf);
-			buf = nb;
-			cap *= 2;
-			continue;
-		}
-		unsigned want = cap - n > (1u << 30) ? (1u << 30) : (unsigned)(cap - n);
-		int r = _read(0, buf + n, want);
-		if (r < 0) {
-			int e = errno;
-			free(buf);
-			return msb_error_set(err, MSB_E_OS, "cannot read stdin: %s", strerror(e));
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	*out = buf;
-	*len = n;
-	return 0;
-}
-
 /* The NUL device or no stdin at all: nothing to attach. */
 static bool nothing_to_attach(void)
 {
@@ -122,7 +84,7 @@ int cli_exec_io_run(msb_sandbox *sb, msb_exec_request *req, bool bounded, cli_ex
 	if (attach && (can & MSB_EXEC_CAN_STDIN_FD)) {
 		io.stdin_fd = 0;
 	} else if (attach) {
-		if ((r = read_whole_stdin(&whole, &req->stdin_len, err)) < 0)
+		if ((r = cli_read_whole_stdin(&whole, &req->stdin_len, err)) < 0)
 			return r;
 		req->stdin_data = whole;
 	}

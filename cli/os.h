@@ -54,5 +54,7 @@ ssize_t cli_os_event_read(int fd, char *buf, size_t cap);
  * POSIX blocks until then, Windows' pipe is looked at every 20 ms. */
 bool cli_os_event_wait(int fd, const atomic_bool *stop);
 void cli_os_event_wake(int writer);
+/* Up to n bytes of stdin, waiting for them: > 0, 0 at its end, -errno. */
+ssize_t cli_os_read_stdin(void *buf, size_t n);
 
 #endif

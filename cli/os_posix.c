@@ -110,3 +110,18 @@ bool cli_os_event_wait(int fd, const atomic_bool *stop)
 	}
 	return false;
 }
+
+ssize_t cli_os_read_stdin(void *buf, size_t n)
+{
+	for (;;) {
+		ssize_t r = read(STDIN_FILENO, buf, n);
+		if (r >= 0)
+			return r;
+		if (errno == EAGAIN) { /* a non-blocking stdin: wait for it */
+			struct pollfd pf = {.fd = STDIN_FILENO, .events = POLLIN};
+			poll(&pf, 1, -1);
+		} else if (errno != EINTR) {
+			return -errno;
+		}
+	}
+}

@@ -115,3 +115,10 @@ bool cli_os_event_wait(int fd, const atomic_bool *stop)
 	}
 	return false;
 }
+
+ssize_t cli_os_read_stdin(void *buf, size_t n)
+{
+	unsigned want = n > (1u << 30) ? (1u << 30) : (unsigned)n;
+	int r = _read(0, buf, want);
+	return r < 0 ? -errno : r;
+}
