@@ -332,5 +332,14 @@ struct msb_ns_entry;
 struct msb_ns_pool_entry;
 void cli_ls_print(const struct msb_ns_entry *e, size_t n, const struct msb_ns_pool_entry *pe,
 		  size_t pn, const char *backend, bool as_json);
+/* The engine backends' rows of `msb ls` (cli/ls_engine.c, every platform):
+ * what msb_engine_list reads back from the engine, in the shape above. */
+int cli_ls_engine(msb_backend *b, bool as_json, msb_error **err);
+/* Seconds since created_ns (the epoch's), -1 when unknown; "42s", "3m",
+ * "5h", "2d" or "-". */
+int64_t cli_age_seconds(int64_t created_ns);
+void cli_format_age(int64_t s, char *out, size_t size);
+/* The header line of `msb ls`'s table. */
+void cli_ls_header(void);
 
 #endif
