@@ -55,4 +55,17 @@ ssize_t cli_os_event_read(int fd, char *buf, size_t cap);
 bool cli_os_event_wait(int fd, const atomic_bool *stop);
 void cli_os_event_wake(int writer);
 
+/*
+ * Where this platform keeps the configuration file (docs/cli.md "The
+ * configuration file"): the per-user one, then the system-wide one, each
+ * written to out ("" when the variables name none) with how it was found
+ * ("$XDG_CONFIG_HOME", "%APPDATA%", ...). $MSB_SYSTEM_CONFIG, for tests,
+ * replaces the system-wide path on both.
+ */
+void cli_os_config_user(char *out, size_t size, const char **found_by);
+void cli_os_config_system(char *out, size_t size, const char **found_by);
+/* The same places in words, for --help and msb man: "A, B" and the
+ * environment's lines naming the variables. */
+extern const char cli_os_config_places[], cli_os_config_env[];
+
 #endif
