@@ -2,13 +2,14 @@
 /*
  * What the CLI asks of the Linux-only backends (ns, oci, vm; docs/windows.md):
  * their state roots, an image's unpacking progress, the ns listing of
- * `msb ls`. Windows has backends_win32.c.
+ * `msb ls` (an engine backend's is ls_engine.c's). Windows has backends_win32.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <msb/engine.h>
 #include <msb/ns.h>
 #include <msb/oci_backend.h>
 #include <msb/vm.h>
@@ -60,10 +61,13 @@ int cli_ls_list(msb_backend *b, bool json, msb_error **err)
 	o.state_root = msb_ns_backend_state_root(b);
 	msb_ns_entry *e = NULL;
 	size_t n = 0;
+	if (!o.state_root && msb_engine_backend_is(b))
+		return cli_ls_engine(b, json, err);
 	int r = o.state_root ? msb_ns_list(&o, &e, &n, err)
 			     : msb_error_set(err, MSB_E_VALUE,
-					     "msb ls lists what an `ns` backend keeps on disk; "
-					     "backend `%s` is not one",
+					     "msb ls lists what an `ns` backend keeps on disk and "
+					     "what a `docker` or `wslc` engine holds; backend `%s` "
+					     "is neither",
 					     msb_backend_name(b));
 	msb_ns_pool_entry *pe = NULL;
 	size_t pn = 0;

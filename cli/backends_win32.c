@@ -2,9 +2,11 @@
 /*
  * What the CLI asks of the Linux-only backends, on Windows, which builds none
  * of them (docs/windows.md): no state root, no image to unpack, and `msb ls`
- * - the ns backend's listing of what it keeps on disk - refused with why.
+ * the engine's listing (ls_engine.c), any other backend refused with why.
  */
 #include <stdio.h>
+
+#include <msb/engine.h>
 
 #include "cli.h"
 #include "conformance_cli.h"
@@ -26,11 +28,14 @@ int cli_pool_drain(msb_backend *b, size_t *n, msb_error **err)
 	return 0;
 }
 
+/* The engines' listing (ls_engine.c): what `msb ls` lists here. */
 int cli_ls_list(msb_backend *b, bool json, msb_error **err)
 {
+	if (msb_engine_backend_is(b))
+		return cli_ls_engine(b, json, err);
 	return msb_error_set(err, MSB_E_NOT_IMPLEMENTED,
-			     "msb ls lists what an `ns` backend keeps on disk; Windows has no ns "
-			     "backend (backend `%s` keeps its sandboxes in its engine)",
+			     "msb ls lists what a `wslc` engine holds (or an `ns` backend keeps "
+			     "on disk, on Linux); backend `%s` is neither",
 			     msb_backend_name(b));
 }
 

@@ -177,15 +177,17 @@ bool cli_parse_count(const char *s, bool suffixes, uint64_t *out);
 #define CLI_OPTION_BACKEND(id)                                                                     \
 	{                                                                                          \
 		"backend", "TYPE",                                                                 \
-			"the backend type: `ns` (default), `docker`, `wslc`, `oci`, ...\n"         \
-			"(`msb doctor` lists them; docs/engine.md for the engines)",               \
+			"the backend type (default `" CLI_DEFAULT_BACKEND                          \
+			"`; `msb doctor` lists\n"                                                  \
+			"this build's: ns, docker, wslc, oci, ... on Linux; docs/engine.md)",      \
 			id, CLI_VALUE_TEXT, NULL                                                   \
 	}
 #define CLI_OPTION_CONFIG(id)                                                                      \
 	{                                                                                          \
 		"config", "FILE",                                                                  \
 			"the backend as backend JSON (docs/policy.md); default: the\n"             \
-			"configuration file's `backend`, else {\"type\": \"ns\"}; the flags\n"     \
+			"configuration file's `backend`, else {\"type\": \"" CLI_DEFAULT_BACKEND   \
+			"\"}; the flags\n"                                                         \
 			"below write over its keys",                                               \
 			id, CLI_VALUE_FILE, NULL                                                   \
 	}
@@ -319,7 +321,11 @@ int cli_target_acquire(const cli_target *t, msb_capset requires, msb_router **ro
 		       msb_sandbox **sb, msb_spec **spec, msb_error **err);
 
 /* The texts msb --help and msb(1) share (cli/msb.c). */
-extern const char cli_overview[], cli_config_overview[], cli_environment[], cli_exit_status[];
+extern const char cli_overview[], cli_exit_status[];
+/* The configuration file and the environment, for this platform (os.h's
+ * places, the default backend); built once. */
+const char *cli_config_overview(void);
+const char *cli_environment(void);
 
 extern const cli_verb verb_run, verb_acquire, verb_exec, verb_ls, verb_dispose, verb_purge,
 	verb_doctor, verb_config, verb_cp, verb_files;
@@ -332,5 +338,14 @@ struct msb_ns_entry;
 struct msb_ns_pool_entry;
 void cli_ls_print(const struct msb_ns_entry *e, size_t n, const struct msb_ns_pool_entry *pe,
 		  size_t pn, const char *backend, bool as_json);
+/* The engine backends' rows of `msb ls` (cli/ls_engine.c, every platform):
+ * what msb_engine_list reads back from the engine, in the shape above. */
+int cli_ls_engine(msb_backend *b, bool as_json, msb_error **err);
+/* Seconds since created_ns (the epoch's), -1 when unknown; "42s", "3m",
+ * "5h", "2d" or "-". */
+int64_t cli_age_seconds(int64_t created_ns);
+void cli_format_age(int64_t s, char *out, size_t size);
+/* The header line of `msb ls`'s table. */
+void cli_ls_header(void);
 
 #endif

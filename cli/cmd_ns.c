@@ -234,11 +234,14 @@ static const cli_option ls_options[] = {
 
 const cli_verb verb_ls = {
 	.name = "ls",
-	.summary = "list the sandboxes recorded under the state root",
-	.synopsis = "msb ls [--config FILE] [--state-dir DIR] [--json]",
-	.description = "One line per sandbox an `ns` backend keeps on disk, made by any process:\n"
-		       "name, state, backend, image, age and key. Sandboxes of the warm pool\n"
-		       "(msb pool) are listed as `pooled`.\n",
+	.summary = "list the sandboxes a backend holds (an ns state root, an engine)",
+	.synopsis = "msb ls [--backend TYPE] [--config FILE] [--state-dir DIR] [--json]",
+	.description =
+		"One line per sandbox, made by any process: name, state, backend, image, age\n"
+		"and key. An `ns` backend's are those it keeps on disk; sandboxes of its warm\n"
+		"pool (msb pool) are listed as `pooled`. A `docker` or `wslc` backend's are\n"
+		"the containers its engine holds with msb's labels (the ones dispose and\n"
+		"purge select), `running` or `stopped`.\n",
 	.options = ls_options,
 	.run = cmd_ls,
 };

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The configuration file (docs/cli.md "Configuration"): the first of
- * $MSB_CONFIG, $XDG_CONFIG_HOME/msb/config.json (else ~/.config/...) and
- * /etc/msb/config.json that exists, read once per process, strict:
+ * $MSB_CONFIG, the per-user file and the system-wide one that exists
+ * (os.h: $XDG_CONFIG_HOME/msb/config.json, else ~/.config/..., and
+ * /etc/msb/config.json; on Windows %APPDATA%\msb\config.json and
+ * %ProgramData%\msb\config.json), read once per process, strict:
  *
  *   {"router":   router JSON without "backends" (docs/policy.md),
  *    "backend":  one backend JSON object (the default backend),
@@ -239,7 +241,7 @@ int cli_config_get(const cli_config **out, msb_error **err)
 	cli_config c = {0};
 	bool missing = true;
 	int r = 0;
-	char xdg[4096];
+	char path[4096];
 	const char *env = getenv("MSB_CONFIG");
 	if (env) {
 		/* Set: that file and no other; set and empty: no file at all. */
@@ -252,23 +254,19 @@ int cli_config_get(const cli_config **out, msb_error **err)
 						  env);
 		}
 	} else {
-		const char *home = getenv("XDG_CONFIG_HOME");
-		const char *sys = getenv("MSB_SYSTEM_CONFIG");
-		/* XDG: a relative $XDG_CONFIG_HOME is ignored, as the spec says. */
-		if (home && home[0] == '/') {
-			snprintf(xdg, sizeof(xdg), "%s/msb/config.json", home);
-			c.found_by = "$XDG_CONFIG_HOME";
-		} else if ((home = getenv("HOME")) && home[0] == '/') {
-			snprintf(xdg, sizeof(xdg), "%s/.config/msb/config.json", home);
-			c.found_by = "$HOME/.config";
-		} else {
-			xdg[0] = '\0';
+		/* The platform's places (os.h): per-user, then system-wide. */
+		const char *by = NULL;
+		cli_os_config_user(path, sizeof(path), &by);
+		if (path[0]) {
+			c.found_by = by;
+			r = load(&c, path, &missing, err);
 		}
-		if (xdg[0])
-			r = load(&c, xdg, &missing, err);
 		if (r == 0 && missing) {
-			c.found_by = sys && *sys ? "$MSB_SYSTEM_CONFIG" : "/etc";
-			r = load(&c, sys && *sys ? sys : "/etc/msb/config.json", &missing, err);
+			cli_os_config_system(path, sizeof(path), &by);
+			if (path[0]) {
+				c.found_by = by;
+				r = load(&c, path, &missing, err);
+			}
 		}
 	}
 	if (r < 0) {
@@ -324,10 +322,12 @@ const cli_verb verb_config = {
 	.synopsis = "msb config show [--json] [FLAGS...]",
 	.description =
 		"Print the configuration every verb uses: the configuration file found (the\n"
-		"first of $MSB_CONFIG, $XDG_CONFIG_HOME/msb/config.json and\n"
-		"/etc/msb/config.json), then each value of the router, the backend and the\n"
+		"first of $MSB_CONFIG and the per-user and system-wide files `msb --help`\n"
+		"names) and how, then each value of the router, the backend and the\n"
 		"defaults with its source: `flag`, `file` or `built-in default`. The flags are\n"
-		"those of `msb run`; given here, they show what they change.\n",
+		"those of `msb run`; given here, they show what they change. With no backend\n"
+		"named by a flag or the file, the backend is `" CLI_DEFAULT_BACKEND "`, this\n"
+		"platform's default.\n",
 	.options = config_options,
 	.operands = "show",
 	.run = cmd_config,

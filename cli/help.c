@@ -416,9 +416,9 @@ static int cmd_man(int argc, char **argv)
 	for (size_t i = 0; i < n; i++)
 		roff_verb(f, v[i]);
 	fputs(".SH CONFIGURATION\n", f);
-	roff_paragraphs(f, cli_config_overview);
+	roff_paragraphs(f, cli_config_overview());
 	fputs(".SH ENVIRONMENT\n", f);
-	roff_paragraphs(f, cli_environment);
+	roff_paragraphs(f, cli_environment());
 	fputs(".SH EXIT STATUS\n", f);
 	roff_paragraphs(f, cli_exit_status);
 	fputs(".SH SEE ALSO\n"

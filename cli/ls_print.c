@@ -6,37 +6,11 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include <jansson.h>
 #include <msb/ns.h>
 
 #include "cli.h"
-
-/* Seconds since `created_ns` (CLOCK_REALTIME); -1 when unknown. */
-static int64_t age_seconds(int64_t created_ns)
-{
-	struct timespec now;
-	if (created_ns <= 0 || clock_gettime(CLOCK_REALTIME, &now) < 0)
-		return -1;
-	int64_t d = (int64_t)now.tv_sec - created_ns / 1000000000;
-	return d < 0 ? 0 : d;
-}
-
-/* 42s, 3m, 5h, 2d. */
-static void format_age(int64_t s, char *out, size_t size)
-{
-	if (s < 0)
-		snprintf(out, size, "-");
-	else if (s < 60)
-		snprintf(out, size, "%llds", (long long)s);
-	else if (s < 3600)
-		snprintf(out, size, "%lldm", (long long)(s / 60));
-	else if (s < 86400)
-		snprintf(out, size, "%lldh", (long long)(s / 3600));
-	else
-		snprintf(out, size, "%lldd", (long long)(s / 86400));
-}
 
 /* The state as the library's listing judges it (msb_ns_list): the row
  * formats it and adds nothing of its own. */
@@ -50,10 +24,9 @@ static const char *state_name(const msb_ns_entry *e)
 static void print_entries(const msb_ns_entry *e, size_t n, const char *backend, json_t *arr)
 {
 	if (!arr && n)
-		printf("%-36s %-8s %-8s %-24s %-5s %s\n", "NAME", "STATE", "BACKEND", "IMAGE",
-		       "AGE", "KEY");
+		cli_ls_header();
 	for (size_t i = 0; i < n; i++) {
-		int64_t age = age_seconds(e[i].created_ns);
+		int64_t age = cli_age_seconds(e[i].created_ns);
 		if (arr) {
 			json_t *o = json_pack(
 				"{s:s, s:s, s:s, s:s, s:s, s:s, s:s?, s:s, s:s, s:s?, s:o, s:o, "
@@ -71,7 +44,7 @@ static void print_entries(const msb_ns_entry *e, size_t n, const char *backend, 
 			continue;
 		}
 		char a[32];
-		format_age(age, a, sizeof(a));
+		cli_format_age(age, a, sizeof(a));
 		printf("%-36s %-8s %-8s %-24s %-5s scope=%s thread=%s agent=%s kind=%s%s%s%s%s\n",
 		       e[i].name, state_name(&e[i]), backend, e[i].image ? e[i].image : "-", a,
 		       e[i].scope, e[i].thread_id, e[i].agent_dir, e[i].kind,
@@ -85,10 +58,9 @@ static void print_pooled(const msb_ns_pool_entry *e, size_t n, const char *backe
 			 json_t *arr)
 {
 	if (!arr && n && header)
-		printf("%-36s %-8s %-8s %-24s %-5s %s\n", "NAME", "STATE", "BACKEND", "IMAGE",
-		       "AGE", "KEY");
+		cli_ls_header();
 	for (size_t i = 0; i < n; i++) {
-		int64_t age = age_seconds(e[i].created_ns);
+		int64_t age = cli_age_seconds(e[i].created_ns);
 		if (arr) {
 			json_t *o = json_pack(
 				"{s:s, s:s, s:s, s:o, s:o, s:b, s:I, s:{s:s, s:s}}", "name",
@@ -102,7 +74,7 @@ static void print_pooled(const msb_ns_pool_entry *e, size_t n, const char *backe
 			continue;
 		}
 		char a[32];
-		format_age(age, a, sizeof(a));
+		cli_format_age(age, a, sizeof(a));
 		printf("%-36s %-8s %-8s %-24s %-5s template=%s %s\n", e[i].name, "pooled", backend,
 		       "-", a, e[i].template_id, e[i].state);
 	}

@@ -31,34 +31,51 @@ const cli_verb *const *cli_verbs(size_t *n)
 const char cli_overview[] =
 	"msb runs model-written code in sandboxes through a policy router: every verb that\n"
 	"creates or uses a sandbox asks the router, whose default floor is microvm, so a\n"
-	"weaker backend (the `ns` backend is a container sandbox) is refused until the\n"
-	"caller opts down - with --min-isolation container, or once, in the configuration\n"
-	"file.\n";
+	"weaker backend (the default one here, `" CLI_DEFAULT_BACKEND "`, is a container\n"
+	"sandbox) is refused until the caller opts down - with --min-isolation container,\n"
+	"or once, in the configuration file.\n";
 
-const char cli_config_overview[] =
-	"Every verb reads one configuration file, the first that exists of $MSB_CONFIG,\n"
-	"$XDG_CONFIG_HOME/msb/config.json (else ~/.config/msb/config.json) and\n"
-	"/etc/msb/config.json. It is one JSON object with three optional keys, each strict:\n"
-	"`router` (router JSON without backends: min_isolation, selection, denied\n"
-	"capabilities, ...), `backend` (one backend JSON object: the default backend, e.g.\n"
-	"its image and egress settings) and `defaults` (`resources`: the spec's\n"
-	"memory_bytes, pids_max, cpu_millis, writable_bytes; `pool_size`: read by the warm\n"
-	"pool; `env`: the spec's env, {\"NAME\": \"value\"}, under --env). A flag beats\n"
-	"the file, the file beats the built-in default; `msb config\n"
-	"show` prints each value and its source. With no file the floor is microvm; a file\n"
-	"holding only\n"
-	"\n"
-	"  {\"router\": {\"min_isolation\": \"container\"}}\n"
-	"\n"
-	"opts down and keeps the default backend (ns).\n";
+const char *cli_config_overview(void)
+{
+	static char text[2048];
+	if (!text[0])
+		snprintf(text, sizeof(text),
+			 "Every verb reads one configuration file, the first that exists of\n"
+			 "$MSB_CONFIG, %s. It is one JSON object with three optional keys, each\n"
+			 "strict: `router` (router JSON without backends: min_isolation, "
+			 "selection,\n"
+			 "denied capabilities, ...), `backend` (one backend JSON object: the "
+			 "default\n"
+			 "backend, e.g. its image and egress settings) and `defaults` "
+			 "(`resources`:\n"
+			 "the spec's memory_bytes, pids_max, cpu_millis, writable_bytes;\n"
+			 "`pool_size`: read by the warm pool; `env`: the spec's env, {\"NAME\":\n"
+			 "\"value\"}, under --env). A flag beats the file, the file beats the\n"
+			 "built-in default; `msb config show` prints each value and its source, "
+			 "and\n"
+			 "which file it found and how. With no file the floor is microvm; a file\n"
+			 "holding only\n"
+			 "\n"
+			 "  {\"router\": {\"min_isolation\": \"container\"}}\n"
+			 "\n"
+			 "opts down and keeps the default backend (" CLI_DEFAULT_BACKEND ").\n",
+			 cli_os_config_places);
+	return text;
+}
 
-const char cli_environment[] =
-	"MSB_CONFIG: the configuration file, and no other; set and empty: none at all.\n"
-	"XDG_CONFIG_HOME, HOME: where the per-user configuration file is looked for.\n"
-	"MSB_SYSTEM_CONFIG: for tests only - the system-wide file instead of\n"
-	"/etc/msb/config.json.\n"
-	"MSB_STATE_DIR: the ns state root (else /run/msb as root, $XDG_RUNTIME_DIR/msb).\n"
-	"MSB_SHIM, MSB_AGENT: the msb-shim and msb-agent binaries.\n";
+const char *cli_environment(void)
+{
+	static char text[1024];
+	if (!text[0])
+		snprintf(text, sizeof(text),
+			 "MSB_CONFIG: the configuration file, and no other; set and empty: none at "
+			 "all.\n%s"
+			 "MSB_STATE_DIR: the ns state root (else /run/msb as root, "
+			 "$XDG_RUNTIME_DIR/msb).\n"
+			 "MSB_SHIM, MSB_AGENT: the msb-shim and msb-agent binaries.\n",
+			 cli_os_config_env);
+	return text;
+}
 
 const char cli_exit_status[] =
 	"0 served/ok, 2 bad input, 3 policy refusal, 4 not implemented, 5 file error,\n"

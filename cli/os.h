@@ -57,4 +57,17 @@ void cli_os_event_wake(int writer);
 /* Up to n bytes of stdin, waiting for them: > 0, 0 at its end, -errno. */
 ssize_t cli_os_read_stdin(void *buf, size_t n);
 
+/*
+ * Where this platform keeps the configuration file (docs/cli.md "The
+ * configuration file"): the per-user one, then the system-wide one, each
+ * written to out ("" when the variables name none) with how it was found
+ * ("$XDG_CONFIG_HOME", "%APPDATA%", ...). $MSB_SYSTEM_CONFIG, for tests,
+ * replaces the system-wide path on both.
+ */
+void cli_os_config_user(char *out, size_t size, const char **found_by);
+void cli_os_config_system(char *out, size_t size, const char **found_by);
+/* The same places in words, for --help and msb man: "A, B" and the
+ * environment's lines naming the variables. */
+extern const char cli_os_config_places[], cli_os_config_env[];
+
 #endif

@@ -111,6 +111,38 @@ bool cli_os_event_wait(int fd, const atomic_bool *stop)
 	return false;
 }
 
+/* ---- the configuration file's places (docs/cli.md) ---- */
+
+const char cli_os_config_places[] =
+	"$XDG_CONFIG_HOME/msb/config.json (else ~/.config/msb/config.json) and\n"
+	"/etc/msb/config.json";
+const char cli_os_config_env[] =
+	"XDG_CONFIG_HOME, HOME: where the per-user configuration file is looked for.\n"
+	"MSB_SYSTEM_CONFIG: for tests only - the system-wide file instead of\n"
+	"/etc/msb/config.json.\n";
+
+void cli_os_config_user(char *out, size_t size, const char **found_by)
+{
+	/* XDG: a relative $XDG_CONFIG_HOME is ignored, as the spec says. */
+	const char *home = getenv("XDG_CONFIG_HOME");
+	out[0] = '\0';
+	*found_by = NULL;
+	if (home && home[0] == '/') {
+		snprintf(out, size, "%s/msb/config.json", home);
+		*found_by = "$XDG_CONFIG_HOME";
+	} else if ((home = getenv("HOME")) && home[0] == '/') {
+		snprintf(out, size, "%s/.config/msb/config.json", home);
+		*found_by = "$HOME/.config";
+	}
+}
+
+void cli_os_config_system(char *out, size_t size, const char **found_by)
+{
+	const char *sys = getenv("MSB_SYSTEM_CONFIG");
+	*found_by = sys && *sys ? "$MSB_SYSTEM_CONFIG" : "/etc";
+	snprintf(out, size, "%s", sys && *sys ? sys : "/etc/msb/config.json");
+}
+
 ssize_t cli_os_read_stdin(void *buf, size_t n)
 {
 	for (;;) {

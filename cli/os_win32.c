@@ -116,6 +116,54 @@ bool cli_os_event_wait(int fd, const atomic_bool *stop)
 	return false;
 }
 
+/* ---- the configuration file's places (docs/cli.md, docs/windows.md) ---- */
+
+const char cli_os_config_places[] = "%APPDATA%\\msb\\config.json (the per-user one) and\n"
+				    "%ProgramData%\\msb\\config.json (the system-wide one)";
+const char cli_os_config_env[] =
+	"APPDATA, ProgramData: where the per-user and the system-wide configuration\n"
+	"files are looked for.\n"
+	"MSB_SYSTEM_CONFIG: for tests only - the system-wide file instead of\n"
+	"%ProgramData%\\msb\\config.json.\n";
+
+/* A drive's absolute path (C:\\...) or a UNC one (\\\\server\\...): a
+ * relative one names nothing, as a relative XDG directory does not. */
+static bool absolute(const char *p)
+{
+	return p && ((((p[0] | 0x20) >= 'a' && (p[0] | 0x20) <= 'z') && p[1] == ':' &&
+		      (p[2] == '\\' || p[2] == '/')) ||
+		     (p[0] == '\\' && p[1] == '\\'));
+}
+
+static void under(const char *var, char *out, size_t size, const char **found_by, const char *label)
+{
+	const char *dir = getenv(var);
+	out[0] = '\0';
+	*found_by = NULL;
+	if (absolute(dir)) {
+		size_t n = strlen(dir);
+		bool sep = n > 0 && (dir[n - 1] == '\\' || dir[n - 1] == '/');
+		snprintf(out, size, "%s%smsb\\config.json", dir, sep ? "" : "\\");
+		*found_by = label;
+	}
+}
+
+void cli_os_config_user(char *out, size_t size, const char **found_by)
+{
+	under("APPDATA", out, size, found_by, "%APPDATA%");
+}
+
+void cli_os_config_system(char *out, size_t size, const char **found_by)
+{
+	const char *sys = getenv("MSB_SYSTEM_CONFIG");
+	if (sys && *sys) {
+		snprintf(out, size, "%s", sys);
+		*found_by = "$MSB_SYSTEM_CONFIG";
+		return;
+	}
+	under("ProgramData", out, size, found_by, "%ProgramData%");
+}
+
 ssize_t cli_os_read_stdin(void *buf, size_t n)
 {
 	unsigned want = n > (1u << 30) ? (1u << 30) : (unsigned)n;

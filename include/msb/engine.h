@@ -133,6 +133,37 @@ MSB_EXTERN int msb_wslc_backend_from_json(const char *json, size_t len, msb_back
 MSB_EXTERN int msb_wslc_doctor(const char *json, size_t len, bool *ok, char **reason,
 			       msb_error **err);
 
+/* ---- listing (msb ls) ------------------------------------------------------------ */
+
+/* One sandbox an engine holds for msb: a workload container named with this
+ * backend's prefix and carrying msb's labels (21.13, 21.16). */
+typedef struct msb_engine_entry {
+	char *name; /* the container's name */
+	char *id;   /* the engine's id (the acquire's instance_id) */
+	/* The key's labels as the engine holds them, or NULL where absent: a
+	 * value over 63 bytes or outside [A-Za-z0-9._-] reads as its digest,
+	 * "sha256-" and 48 hex (21.17). The kind is always there. */
+	char *scope, *thread_id, *agent_dir, *kind;
+	char *image;	    /* as the engine names it, or NULL when not said */
+	int64_t created_ns; /* creation time (the engine's, to the second); 0 = not said */
+	bool running;	    /* false: created, exited, paused, ... */
+} msb_engine_entry;
+
+/*
+ * The sandboxes the engine behind a `docker` or `wslc` backend holds for
+ * msb, made by any process: listed from the engine by msb's kind label (the
+ * selection dispose_scope uses, 21.30-21.31), its egress proxies left out.
+ * The listing is bounded (16 MiB); a container whose state the listing does
+ * not give is asked about by name (wslc). MSB_E_VALUE for another backend;
+ * the engine's errors as acquire reports them. *out is freed with
+ * msb_engine_entries_free.
+ */
+MSB_EXTERN int msb_engine_list(msb_backend *b, msb_engine_entry **out, size_t *n, msb_error **err);
+MSB_EXTERN void msb_engine_entries_free(msb_engine_entry *v, size_t n);
+/* Whether b is a `docker` or `wslc` backend (any name), whose sandboxes
+ * msb_engine_list lists. */
+MSB_EXTERN bool msb_engine_backend_is(const msb_backend *b);
+
 /* ---- for the escape suite ---------------------------------------------------------- */
 
 /* The engine's unix socket a docker backend speaks to (the path alone), or

@@ -73,6 +73,16 @@ def test_config_absent_keeps_the_microvm_floor_and_ns(msb, cfg_env):
     assert v["defaults.pool_size"] == {"value": 2, "source": "built-in default"}
 
 
+def test_help_names_this_platforms_default_backend(msb):
+    # generated from the build's default (cli/meson.build), not written per
+    # text: ns on Linux (tests/windows/test_serve_wine.py: wslc on Windows)
+    assert "(default `ns`;" in msb("run", "--help").stdout.decode()
+    assert "else {\"type\": \"ns\"}" in msb("ls", "--help").stdout.decode()
+    assert "the backend is `ns`, this" in msb("config", "--help").stdout.decode()
+    man = msb("man").stdout.decode()
+    assert "XDG_CONFIG_HOME" in man and "APPDATA" not in man
+
+
 def test_config_precedence_env_over_xdg_over_system(msb, cfg_env, tmp_path):
     system = put(cfg_env["MSB_SYSTEM_CONFIG"], {"router": {"min_isolation": "vm"}})
     out = show(msb, cfg_env)

@@ -506,6 +506,47 @@ def test_docker_passes_every_suite_it_declares(docker, engine):
 
 
 @DOCKERD_ONLY
+def test_msb_ls_lists_what_the_engine_holds(docker, wslc, engine, msb, tmp_path):
+    """`msb ls --backend docker|wslc`: the engine's sandboxes read back by
+    msb's labels (21.30-21.31), any process's; a stopped one as `stopped`."""
+    env = dict(engine.env(), MSB_CONFIG="")
+    k = key("ls-" + str(time.monotonic_ns()))
+    cid = docker.ok("acquire", key=k, kind="lsk")["instance_id"]
+    wcid = wslc.ok("acquire", key=k, kind="lsk")["instance_id"]
+    wcfg = tmp_path / "wslc.json"
+    wcfg.write_text(wslc.cfg)
+    try:
+        rows = {}
+        for flags in (["--backend", "docker"], ["--config", str(wcfg)]):
+            p, doc = msb.json("ls", *flags, "--json", env=env)
+            assert p.returncode == 0, p.stderr
+            mine = [r for r in doc if r["thread_id"] == k["thread"]]
+            assert len(mine) == 1, doc  # the workload only, no other backend's
+            rows[flags[1]] = mine[0]
+        d, w = rows["docker"], rows[str(wcfg)]
+        assert d["instance_id"] == cid and d["name"].startswith("maf-sandbox-docker-")
+        # the CLI's listing gives the short id (`container run` the long one)
+        assert wcid.startswith(w["instance_id"]) and w["name"].startswith("maf-sandbox-wslc-")
+        for r in (d, w):
+            assert (r["scope"], r["agent_dir"], r["kind"]) == ("e2e", "agent", "lsk"), r
+            assert r["state"] == "running" and r["alive"] is True, r
+            # the image and the creation time as the engine reports them
+            # (the wslc fixture prints the docker CLI's "CreatedAt" text)
+            assert r["image"] == IMAGE and r["age_s"] is not None and r["age_s"] >= 0, r
+        engine.cli("kill", cid, check=True)
+        p = msb("ls", "--backend", "docker", env=env)
+        line = [ln for ln in p.stdout.decode().splitlines() if d["name"] in ln]
+        assert p.returncode == 0 and len(line) == 1, p
+        assert line[0].split()[1:3] == ["stopped", "docker"], line
+        assert f"thread={k['thread']} agent=agent kind=lsk" in line[0]
+    finally:
+        docker.ok("dispose", key=k, any_kind=True)
+        wslc.ok("dispose", key=k, any_kind=True)
+    p, doc = msb.json("ls", "--backend", "docker", "--json", env=env)
+    assert p.returncode == 0 and not [r for r in doc if r["thread_id"] == k["thread"]]
+
+
+@DOCKERD_ONLY
 def test_wslc_through_the_fixture(wslc, engine):
     k = key("wslc")
     decl = wslc.ok("declarations")["declarations"]

@@ -78,6 +78,48 @@ Test(engine, label_digest_21_17)
 	cr_assert(strncmp(out, "sha256-", 7) == 0);
 }
 
+/* msb ls: the listing's state, image and creation time, in the forms the
+ * Engine API, the docker CLI and wslc print (engine_list.c). */
+Test(engine, listing_fields)
+{
+	const int64_t t = 1767323045; /* 2026-01-02 03:04:05 UTC */
+	static const struct {
+		const char *text;
+		int64_t want;
+	} cases[] = {
+		{"2026-01-02 03:04:05 +0000 UTC", t}, /* docker ps --format json */
+		{"2026-01-02T03:04:05Z", t},
+		{"2026-01-02T03:04:05.123456789Z", t},
+		{"2026-01-02T05:04:05+02:00", t},
+		{"2026-01-02 01:04:05 -0200", t},
+		{"2026-01-02T03:04:05", t}, /* no offset: UTC */
+		{"2026-13-02T03:04:05Z", 0},
+		{"2 hours ago", 0},
+		{"", 0},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		engine_container c = {0};
+		cr_assert_eq(msb_engine__container_fields(&c, NULL, NULL, 0, cases[i].text), 0);
+		cr_assert_eq(c.created_s, cases[i].want, "%s: %lld", cases[i].text,
+			     (long long)c.created_s);
+		cr_assert_null(c.image);
+		cr_assert_eq(c.state, ENGINE_ABSENT);
+	}
+	engine_container c = {0};
+	cr_assert_eq(
+		msb_engine__container_fields(&c, "python:3", "Running", 42, "2026-01-02T03:04:05Z"),
+		0);
+	cr_assert_str_eq(c.image, "python:3");
+	cr_assert_eq(c.state, ENGINE_RUNNING);
+	cr_assert_eq(c.created_s, 42); /* seconds win over the text */
+	free(c.image);
+	engine_container d = {0};
+	cr_assert_eq(msb_engine__container_fields(&d, "", "exited", 0, NULL), 0);
+	cr_assert_null(d.image);
+	cr_assert_eq(d.state, ENGINE_STOPPED);
+	cr_assert_eq(d.created_s, 0);
+}
+
 Test(engine, labels_21_16)
 {
 	msb_key k = {"s", "long thread id with spaces", NULL, NULL};

@@ -7,6 +7,7 @@ it, and the recording wslc.exe stand-in (tests/windows/wslc_standin.c).
 import base64
 import json
 import os
+import shutil
 import subprocess
 import threading
 
@@ -209,3 +210,128 @@ def test_run_lands_outputs_through_the_windows_sink_12_26_12_27(env, tmp_path):
     p = run(linked)
     assert p.returncode == 8 and b"SandboxLandingNotConfined" in p.stderr, p
     assert list(outside.iterdir()) == []
+
+
+def test_ls_lists_what_the_wslc_engine_holds(env, tmp_path):
+    """`msb.exe ls` with the wslc backend (issue 21; 21.30-21.31): the
+    containers `container list` reports with msb's labels, this backend's
+    workloads only (no proxy, no other prefix); a state the listing leaves
+    out asked by name."""
+    log = tmp_path / "log"
+    script = tmp_path / "script"
+    lab = '"maf-sandbox.scope":"s","maf-sandbox.thread":"t","maf-sandbox.agent":"a"'
+    script.write_text(
+        "when container list -a --format json --filter label=maf-sandbox.kind\n"
+        'out [{"ID":"c1","Names":["' + NAME + '"],"Image":"python:3","State":"running",'
+        '"CreatedAt":"2026-01-02 03:04:05 +0000 UTC","Labels":{' + lab +
+        ',"maf-sandbox.kind":"k"}},\n'
+        'out {"ID":"c2","Names":"maf-sandbox-wslc-000000000002","Image":"alpine",'
+        '"State":"exited","Created":1767323045,"Labels":"maf-sandbox.thread=t2,'
+        'maf-sandbox.kind=job"},\n'
+        'out {"ID":"c3","Names":"maf-sandbox-wslc-000000000003","Labels":'
+        '"maf-sandbox.thread=t3,maf-sandbox.kind=k"},\n'
+        'out {"ID":"p1","Names":"' + NAME + '-proxy","State":"running","Labels":{' + lab +
+        ',"maf-sandbox.kind":"k","maf-sandbox.role":"proxy"}},\n'
+        'out {"ID":"d1","Names":"maf-sandbox-docker-000000000001","State":"running",'
+        '"Labels":{"maf-sandbox.kind":"k"}}]\n'
+        "when container list -a --format json --filter name=maf-sandbox-wslc-000000000003\n"
+        'out {"ID":"c3","Names":"maf-sandbox-wslc-000000000003"}\n'
+        "when container list --format json --filter name=maf-sandbox-wslc-000000000003\n"
+        'out {"ID":"c3","Names":"maf-sandbox-wslc-000000000003"}\n'
+        "when container\n"
+        "err unexpected\n"
+        "exit 1\n")
+    cfg = tmp_path / "wslc.json"
+    cfg.write_text(json.dumps({"type": "wslc", "wslc_path": win(STANDIN)}))
+    env = dict(env, MSB_STANDIN_LOG=win(str(log)), MSB_STANDIN_SCRIPT=win(str(script)))
+
+    def ls(*extra):
+        return subprocess.run(["wine", MSB, "ls", "--config", win(str(cfg)), *extra],
+                              stdin=subprocess.DEVNULL, capture_output=True, env=env, timeout=120)
+    p = ls("--json")
+    assert p.returncode == 0, p
+    rows = {r["name"]: r for r in json.loads(p.stdout)}
+    assert set(rows) == {NAME, "maf-sandbox-wslc-000000000002",
+                         "maf-sandbox-wslc-000000000003"}, rows
+    r = rows[NAME]
+    assert (r["scope"], r["thread_id"], r["agent_dir"], r["kind"]) == ("s", "t", "a", "k")
+    assert (r["state"], r["alive"], r["image"], r["backend"]) == ("running", True, "python:3",
+                                                                  "wslc")
+    assert r["instance_id"] == "c1" and r["created_ns"] == 1767323045 * 10**9
+    assert r["age_s"] > 0
+    r = rows["maf-sandbox-wslc-000000000002"]
+    assert (r["state"], r["scope"], r["kind"], r["image"]) == ("stopped", None, "job", "alpine")
+    assert r["created_ns"] == 1767323045 * 10**9
+    r = rows["maf-sandbox-wslc-000000000003"]
+    assert r["state"] == "running" and r["image"] is None and r["created_ns"] is None
+    calls = log.read_text().splitlines()
+    assert calls == [
+        "container list -a --format json --filter label=maf-sandbox.kind",
+        "container list -a --format json --filter name=maf-sandbox-wslc-000000000003",
+        "container list --format json --filter name=maf-sandbox-wslc-000000000003"]
+    p = ls()
+    lines = p.stdout.decode().splitlines()
+    assert p.returncode == 0 and lines[0].split()[:3] == ["NAME", "STATE", "BACKEND"], p
+    assert lines[1].split()[:4] == [NAME, "running", "wslc", "python:3"]
+    assert lines[1].endswith("scope=s thread=t agent=a kind=k")
+    # the engine's refusal is the verb's, typed
+    script.write_text("when container\nerr WSLC_E_SERVICE_UNAVAILABLE\nexit 1\n")
+    p = ls()
+    assert p.returncode != 0 and b"WSLC_E_SERVICE_UNAVAILABLE" in p.stderr, p
+
+
+def test_config_lookup_appdata_then_programdata(env):
+    """msb.exe's configuration file: %MSB_CONFIG%, else
+    %APPDATA%\\msb\\config.json, else %ProgramData%\\msb\\config.json;
+    `msb config show` says which and how. With none, the backend is wslc,
+    Windows' default, as the help says. Wine sets both variables from its
+    prefix (a value from the environment is not kept), so the files go in the
+    test prefix's own folders and are removed after."""
+    env = {k: v for k, v in env.items() if k != "MSB_CONFIG"}
+    p = subprocess.run(["wine", "cmd", "/c", "echo %APPDATA%^|%ProgramData%"],
+                       stdin=subprocess.DEVNULL, capture_output=True, env=env, timeout=120)
+    appdata_w, progdata_w = p.stdout.decode().strip().split("|")
+    assert appdata_w[:3].upper() == "C:\\" and progdata_w[:3].upper() == "C:\\", p
+
+    def unix(w):
+        return os.path.join(env["WINEPREFIX"], "drive_c", *w[3:].split("\\"), "msb")
+    appdata, progdata = unix(appdata_w), unix(progdata_w)
+    assert not os.path.exists(appdata) and not os.path.exists(progdata), "left by a run"
+
+    def show():
+        p = subprocess.run(["wine", MSB, "config", "show", "--json"], stdin=subprocess.DEVNULL,
+                           capture_output=True, env=env, timeout=120)
+        assert p.returncode == 0, p
+        return json.loads(p.stdout)
+    try:
+        out = show()
+        assert out["file"] is None and out["found_by"] is None
+        assert out["values"]["backend.type"] == {"value": "wslc",
+                                                 "source": "built-in default"}
+        os.makedirs(progdata)
+        with open(os.path.join(progdata, "config.json"), "w") as f:
+            f.write('{"router": {"min_isolation": "vm"}}')
+        out = show()
+        assert out["file"] == progdata_w + "\\msb\\config.json", out
+        assert out["found_by"] == "%ProgramData%"
+        assert out["values"]["router.min_isolation"] == {"value": "vm", "source": "file"}
+        os.makedirs(appdata)
+        with open(os.path.join(appdata, "config.json"), "w") as f:
+            f.write('{"router": {"min_isolation": "none"}}')
+        out = show()
+        assert out["file"] == appdata_w + "\\msb\\config.json"
+        assert out["found_by"] == "%APPDATA%"
+        assert out["values"]["router.min_isolation"]["value"] == "none"
+        p = subprocess.run(["wine", MSB, "config", "show"], stdin=subprocess.DEVNULL,
+                           capture_output=True, env=env, timeout=120)
+        assert b"(found by %APPDATA%)" in p.stdout, p
+    finally:
+        shutil.rmtree(appdata, ignore_errors=True)
+        shutil.rmtree(progdata, ignore_errors=True)
+    # --help and the manual name this platform's default and places
+    p = subprocess.run(["wine", MSB, "run", "--help"], stdin=subprocess.DEVNULL,
+                       capture_output=True, env=env, timeout=120)
+    assert b"(default `wslc`;" in p.stdout, p
+    p = subprocess.run(["wine", MSB, "man"], stdin=subprocess.DEVNULL, capture_output=True,
+                       env=env, timeout=120)
+    assert b"ProgramData" in p.stdout and b"XDG_CONFIG_HOME" not in p.stdout

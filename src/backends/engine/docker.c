@@ -410,7 +410,11 @@ static int docker_list(void *t, char *const *labels, engine_container **out, siz
 				rc = -ENOMEM;
 			}
 		}
-		if (!e->id || !e->name)
+		if (!e->id || !e->name ||
+		    msb_engine__container_fields(e, json_string_value(json_object_get(c, "Image")),
+						 json_string_value(json_object_get(c, "State")),
+						 json_integer_value(json_object_get(c, "Created")),
+						 NULL) < 0)
 			rc = -ENOMEM;
 	}
 	json_decref(doc);

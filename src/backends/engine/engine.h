@@ -69,10 +69,22 @@ typedef struct engine_container {
 	char *name; /* without docker's leading "/" */
 	char *id;
 	char **labels; /* msb_strv of "k=v" */
+	/* What `msb ls` shows (msb_engine_list), when the engine says: */
+	char *image;	    /* or NULL */
+	int64_t created_s;  /* seconds since the epoch, 0 = not said */
+	engine_state state; /* ENGINE_ABSENT = not said */
 } engine_container;
 void msb_engine__containers_free(engine_container *v, size_t n);
 /* The value of label `key` on c, or NULL. */
 const char *msb_engine__container_label(const engine_container *c, const char *key);
+/* A listing's fields onto c: the state from a state word ("running" or
+ * another), the creation time from seconds (> 0) or else a date-time string
+ * ("2026-12-01 21:07:22 +0000 UTC", "2026-12-01T21:07:22Z"). Fields absent
+ * (NULL, 0) or not understood are left unsaid; out of memory: -ENOMEM. */
+int msb_engine__container_fields(engine_container *c, const char *image, const char *state,
+				 int64_t created_s, const char *created_text);
+/* The engine backend behind b, or NULL for another backend. */
+struct engine_backend *msb_engine__of(const msb_backend *b);
 
 typedef struct engine_create {
 	const char *name;

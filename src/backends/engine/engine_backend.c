@@ -554,6 +554,11 @@ char *msb_engine__agent_path(const char *configured)
 	return msb__strdup(MSB_LIBEXECDIR "/msb-agent");
 }
 
+engine_backend *msb_engine__of(const msb_backend *b)
+{
+	return msb_backend_impl(b, &engine_ops);
+}
+
 const char *msb_engine_backend_socket(const msb_backend *b)
 {
 	const engine_backend *e = msb_backend_impl(b, &engine_ops);

@@ -144,6 +144,7 @@ void msb_engine__containers_free(engine_container *v, size_t n)
 	for (size_t i = 0; v && i < n; i++) {
 		free(v[i].name);
 		free(v[i].id);
+		free(v[i].image);
 		msb_strv_free(v[i].labels);
 	}
 	free(v);

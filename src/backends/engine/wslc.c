@@ -148,6 +148,16 @@ static int add_listed(json_t *c, engine_container **v, size_t *n)
 	e->id = msb__strdup(id ? id : nm);
 	if (!e->name || !e->id)
 		return -ENOMEM;
+	/* For msb ls: the docker CLI's forms and lower-case ones. */
+	json_t *cr = json_object_get(c, "Created");
+	if (!cr)
+		cr = json_object_get(c, "created");
+	if (msb_engine__container_fields(
+		    e, field(c, "Image", "image", "Image"), field(c, "State", "state", "status"),
+		    json_integer_value(cr),
+		    json_is_string(cr) ? json_string_value(cr)
+				       : field(c, "CreatedAt", "createdAt", "created_at")) < 0)
+		return -ENOMEM;
 	json_t *labels = json_object_get(c, "Labels");
 	if (!labels)
 		labels = json_object_get(c, "labels");
