@@ -3,6 +3,7 @@
 """Where a cold `msb run` on the `oci` backend spends its milliseconds, step by step.
 
     bench/oci_breakdown.py [--build DIR] [-n N] [--runtimes runsc,crun] [--idle-ms MS]
+                           [--trace-cli]
 
 Needs root and the runtimes. Runs `msb run --config {"type":"oci","runtime":R}
 -- true` N times per runtime (MS of idle before each, default 150: a cold
@@ -44,7 +45,28 @@ this script's clock (time.monotonic_ns). The steps, in order:
   exit+        the library's purge (the shim's exit, the state directory's
                removal) and the CLI's exit
 
-Prints each step's median and p90 and the total, in ms. Never a test.
+Prints each step's median and p90 and the total, in ms.
+
+--trace-cli splits the CLI's side instead (exec+ and what follows it), from
+`strace -ttt -T` of the `msb` process alone (never the shim or the runtime:
+runsc's ptrace platform would not run under a tracer). strace slows the CLI's
+own syscalls, so the CLI's steps read high; the waits (exec, teardown) are
+the shim's, the runtime's and the guest's, and read true:
+
+  acquire      the CLI's start to the shim's "ok" read by the library
+  connect      the library's return, the exec's set-up, the connection to
+               agent.sock
+  hello        HELLO to the relay and its answer (the relay answers alone)
+  exec         the exec's OPEN sent to its last frame (exit) received: the
+               relay to the agent, the agent's fork, the child's set-up and
+               execve, /bin/true, the exit back through the relay
+  release      the exec's outcome checks, the connection closed, dispose up
+               to its SIGTERM to the shim (state root, flock, labels, pidfd)
+  teardown     the SIGTERM to the shim's exit seen on its pidfd: the shim's
+               stop (kill, cgroup, mounts, files) and its own exit
+  purge+exit   the library's purge (state directory removed), the CLI's exit
+
+Never a test.
 """
 import argparse
 import json
@@ -98,15 +120,65 @@ def one(msb, cfg, log):
     return steps
 
 
+def trace_one(msb, cfg, out):
+    """One `msb run` under strace -ttt -T; the CLI's steps in ms."""
+    if os.path.exists(out):
+        os.unlink(out)
+    p = subprocess.run(["strace", "-ttt", "-T", "-o", out, "-e",
+                        "trace=execve,read,connect,sendto,recvfrom,pidfd_send_signal,poll,"
+                        "exit_group", msb, "run", "--config", cfg, "--min-isolation",
+                        "container", "--", "true"], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
+    if p.returncode != 0:
+        raise RuntimeError(f"msb run exited {p.returncode}: {p.stderr[-300:]!r}")
+    lines = [(float(x.split(" ", 1)[0]), x.split(" ", 1)[1]) for x in open(out)
+             if x[:1].isdigit()]
+    t = {"start": lines[0][0]}
+    sock = None
+    for i, (ts, call) in enumerate(lines):
+        if "ok" not in t and call.startswith("read(") and '"ok\\n"' in call:
+            t["ok"] = ts
+        elif "ok" in t and "connect" not in t and call.startswith("connect(") and \
+                "agent.sock" in call:
+            t["connect"] = ts
+            sock = call[len("connect("):].split(",", 1)[0]
+        elif sock and call.startswith(f"sendto({sock},"):
+            t.setdefault("hello_sent", ts)
+            if ts != t["hello_sent"]:
+                t.setdefault("exec_sent", ts)
+        elif sock and call.startswith(f"recvfrom({sock},") and "exec_sent" in t and \
+                "term" not in t:
+            t["exec_done"] = ts
+        elif sock and call.startswith(f"recvfrom({sock},") and "hello_sent" in t:
+            t.setdefault("hello_done", ts)
+        elif call.startswith("pidfd_send_signal(") and "SIGTERM" in call:
+            t["term"] = ts
+            for ts2, call2 in lines[i + 1:]:
+                if call2.startswith("poll("):
+                    t["gone"] = ts2 + float(call2.rsplit("<", 1)[1].rstrip(">\n"))
+                    break
+        elif call.startswith("exit_group("):
+            t["exit"] = ts
+    ms = lambda a, b: (t[b] - t[a]) * 1000  # noqa: E731
+    return [("acquire", ms("start", "ok")), ("connect", ms("ok", "connect")),
+            ("hello", ms("hello_sent", "hello_done")), ("exec", ms("exec_sent", "exec_done")),
+            ("release", ms("exec_done", "term")), ("teardown", ms("term", "gone")),
+            ("purge+exit", ms("gone", "exit")), ("total", ms("start", "exit"))]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("-n", type=int, default=20)
     ap.add_argument("--runtimes", default="runsc,crun")
     ap.add_argument("--idle-ms", type=float, default=150)
+    ap.add_argument("--trace-cli", action="store_true",
+                    help="split the CLI's side with strace (see above)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("oci_breakdown: needs root")
+    if args.trace_cli and not shutil.which("strace"):
+        sys.exit("oci_breakdown: --trace-cli needs strace")
     msb = os.path.join(args.build, "cli", "msb")
     os.environ.setdefault("MSB_OCI_SHIM", os.path.join(args.build, "src", "backends", "oci",
                                                        "msb-oci-shim"))
@@ -128,7 +200,8 @@ def main():
             runs = []
             for _ in range(args.n):
                 time.sleep(args.idle_ms / 1000)
-                runs.append(one(msb, cfg, log))
+                runs.append(trace_one(msb, cfg, os.path.join(tmp, "strace.txt"))
+                            if args.trace_cli else one(msb, cfg, log))
             print(f"== {rt} (n={args.n}, {args.idle_ms:g} ms idle before each; ms)")
             print("| step | p50 | p90 |")
             print("| --- | ---: | ---: |")
