@@ -16,7 +16,7 @@ this script's clock (time.monotonic_ns). The steps, in order:
                start, the router, the library's acquire (state directory,
                flock, labels, shim.json) and the shim's exec
   config       realpaths, shim.json parsed
-  detach       setsid, stdio to /dev/null
+  detach       setpgid, stdio to /dev/null
   mountns      the shim's private mount namespace
   state        the state directory checked, shim.pid
   cgroup       the control socket; the cgroup planned, recorded and set up
