@@ -15,6 +15,10 @@
  */
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "backends/ns/ns_files.h"
@@ -77,6 +81,47 @@ static bool open_plane(engine_backend *b, const char *id, const char *base, ns_f
 	return *fd >= 0;
 }
 
+/* The replaced file's last reference (ns_files.replaced), dropped on a
+ * short-lived detached thread: freeing a large file's pages and blocks then
+ * happens beside the caller, not in its write_file. At most RELEASING_MAX at
+ * once, so a burst of writes does not pile up threads; over that, or with no
+ * thread, it is closed here as before. The total work is the same. */
+#define RELEASING_MAX 4
+static atomic_int releasing;
+
+static void *release_main(void *arg)
+{
+	close((int)(intptr_t)arg);
+	atomic_fetch_sub(&releasing, 1);
+	return NULL;
+}
+
+static void release_later(int fd)
+{
+	if (fd < 0)
+		return;
+	if (atomic_fetch_add(&releasing, 1) < RELEASING_MAX) {
+		pthread_attr_t at;
+		pthread_t th;
+		sigset_t all, old;
+		int e = pthread_attr_init(&at);
+		if (e == 0) {
+			pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+			pthread_attr_setstacksize(&at, 64u << 10);
+			/* No signal of the caller's is ever delivered there. */
+			sigfillset(&all);
+			pthread_sigmask(SIG_SETMASK, &all, &old);
+			e = pthread_create(&th, &at, release_main, (void *)(intptr_t)fd);
+			pthread_sigmask(SIG_SETMASK, &old, NULL);
+			pthread_attr_destroy(&at);
+		}
+		if (e == 0)
+			return;
+	}
+	atomic_fetch_sub(&releasing, 1);
+	close(fd);
+}
+
 int msb_engine__hostfs_write(engine_backend *b, const char *id, const char *base, const char *path,
 			     const uint8_t *data, size_t len, const char *working_directory,
 			     msb_error **err)
@@ -85,7 +130,11 @@ int msb_engine__hostfs_write(engine_backend *b, const char *id, const char *base
 	_cleanup_close_ int fd = -1;
 	if (!open_plane(b, id, base, &f, &fd))
 		return ENGINE_HOSTFS_NONE;
-	return msb_ns__write_file(&f, path, data, len, working_directory, err);
+	int replaced = -1;
+	f.replaced = &replaced;
+	int r = msb_ns__write_file(&f, path, data, len, working_directory, err);
+	release_later(replaced);
+	return r;
 }
 
 int msb_engine__hostfs_stat(engine_backend *b, const char *id, const char *base, const char *path,

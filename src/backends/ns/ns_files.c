@@ -330,9 +330,32 @@ static int write_named_temp(const ns_target *t, int parent, const uint8_t *data,
 	return r;
 }
 
+/* A reference on the file about to be replaced, so that its last one is
+ * dropped by the caller's close and not by the rename (for a 64 MiB file,
+ * freeing its pages and blocks was two thirds of a write_file's time). An
+ * O_PATH no-follow open of one name in a held directory: a link the guest
+ * swapped in is held as the link itself, a different file is let go. Only
+ * ever closed, never read or written. */
+static void hold_replaced(int parent, const char *leaf, const struct stat *st, int *out)
+{
+	struct stat now;
+	/* guest-names: ok - one component under a held fd, O_PATH|O_NOFOLLOW */
+	int fd = openat(parent, leaf, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (fstat(fd, &now) < 0 || !S_ISREG(now.st_mode) || now.st_ino != st->st_ino ||
+	    now.st_dev != st->st_dev) {
+		close(fd);
+		return;
+	}
+	*out = fd;
+}
+
 int msb_ns__write_file(const ns_files *f, const char *path, const uint8_t *data, size_t len,
 		       const char *working_directory, msb_error **err)
 {
+	if (f->replaced)
+		*f->replaced = -1;
 	_cleanup_(target_clear) ns_target t = {.basefd = -1};
 	int r = target_open(f, path, working_directory, &t, err);
 	if (r < 0)
@@ -356,6 +379,8 @@ int msb_ns__write_file(const ns_files *f, const char *path, const uint8_t *data,
 			return msb_error_set(err, MSB_E_IS_DIRECTORY, "`%s` is a directory", path);
 		if (!S_ISREG(st.st_mode))
 			return msb_error_set(err, MSB_E_OS, "`%s` is not a regular file", path);
+		if (f->replaced && (uint64_t)st.st_size >= NS_RELEASE_LATER_MIN)
+			hold_replaced(parent, t.leaf, &st, f->replaced);
 	}
 
 	/* The bytes go to an anonymous file (O_TMPFILE) that gets its name only

@@ -29,7 +29,15 @@ typedef struct ns_files {
 	 * host_base only names it in messages. */
 	bool has_base_fd;
 	int base_fd;
+	/* When set, write_file stores here an O_PATH fd (the caller's to close)
+	 * on the regular file of NS_RELEASE_LATER_MIN bytes or more that it
+	 * replaced, else -1: its pages and blocks are then freed when that fd is
+	 * closed, not in write_file's rename (the engine's host plane closes it
+	 * off the caller's path, docs/internals/engine.md). */
+	int *replaced;
 } ns_files;
+
+#define NS_RELEASE_LATER_MIN ((uint64_t)1 << 20)
 
 /* write_file (9.11-9.18): parents created, a temporary sibling created with
  * O_EXCL then renamed into place, owned by the sandbox's mapped root. */
