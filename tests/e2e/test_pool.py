@@ -11,6 +11,8 @@ sandbox's cgroup as a keyed one of the same state root).
 import json
 import os
 import re
+import select
+import subprocess
 import time
 
 import pytest
@@ -190,3 +192,28 @@ def test_msb_run_keeps_a_pool_of_two_by_default_and_purge_drains_it(msb, state, 
     p = msb("run", "--state-dir", state, "--", "true", env=dict(os.environ, MSB_CONFIG=conf))
     assert p.returncode == 0, p.stderr
     assert not os.path.exists(os.path.join(state, "ns", "pool"))
+
+
+def test_a_pipe_the_caller_leaks_ends_with_msb_run_not_with_its_pool(msb, state):
+    # A caller that leaks a pipe's write end into `msb run` (pass_fds here;
+    # a fork without close-on-exec in practice) reads that pipe's end when
+    # msb exits: the warm sandboxes it leaves behind hold none of its
+    # descriptors (the shims are started with nothing above fd 3).
+    r, w = os.pipe()
+    try:
+        p = subprocess.Popen([msb.path, "run", *FLOOR, "--state-dir", state, "--", "true"],
+                             pass_fds=(w,), stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             env=dict(os.environ, MSB_CONFIG=""))
+        os.close(w)
+        w = -1
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        wait_ready(msb, 2, "--state-dir", state)  # the pool is up now
+        ready, _, _ = select.select([r], [], [], 10)
+        assert ready and os.read(r, 1) == b"", "a pooled sandbox holds the caller's pipe"
+    finally:
+        os.close(r)
+        if w >= 0:
+            os.close(w)
+        assert msb("pool", "drain", "--state-dir", state).returncode == 0

@@ -246,6 +246,11 @@ int msb_ns__shim_spawn(const ns_backend *b, const char *dir, bool egress, bool p
 			r = posix_spawn_file_actions_adddup2(&fa, 0, 2);
 		if (r == 0 && pipefd[1] >= 0)
 			r = posix_spawn_file_actions_adddup2(&fa, pipefd[1], 3);
+		/* Nothing else of the caller's: an inherited descriptor (a pipe a
+		 * caller leaked) would stay open in a shim that outlives it, and
+		 * whoever reads that pipe would wait for the sandbox's end. */
+		if (r == 0)
+			r = posix_spawn_file_actions_addclosefrom_np(&fa, 4);
 		if (r == 0 && (r = posix_spawnattr_init(&at)) == 0) {
 			posix_spawnattr_setsigmask(&at, &none);
 			posix_spawnattr_setsigdefault(&at, &all);

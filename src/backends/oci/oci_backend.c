@@ -22,6 +22,7 @@
 #include "backends/types.h"
 #include "util/fs.h"
 #include "util/json.h"
+#include "util/syscalls.h"
 
 #ifndef MSB_LIBEXECDIR
 #define MSB_LIBEXECDIR "/usr/local/libexec/msb"
@@ -268,6 +269,8 @@ static int start_shim(const oci_backend *b, const char *dir, double timeout, msb
 			dup2(devnull, 1);
 			dup2(devnull, 2);
 		}
+		/* Nothing else of the caller's outlives it in the shim. */
+		msb__sys_close_range(4, ~0U, 0);
 		struct sigaction dfl = {.sa_handler = SIG_DFL};
 		for (int s = 1; s < 65; s++)
 			sigaction(s, &dfl, NULL);

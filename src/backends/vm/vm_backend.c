@@ -29,6 +29,7 @@
 #include "util/fs.h"
 #include "util/json.h"
 #include "util/sha256.h"
+#include "util/syscalls.h"
 #include "vm_backend.h"
 
 #ifndef MSB_LIBEXECDIR
@@ -375,6 +376,8 @@ int msb_vm__start_shim(const vm_backend *b, const char *dir, double timeout, con
 			dup2(devnull, 1);
 			dup2(devnull, 2);
 		}
+		/* Nothing else of the caller's outlives it in the shim. */
+		msb__sys_close_range(rfd >= 0 ? 5 : 4, ~0U, 0);
 		struct sigaction dfl = {.sa_handler = SIG_DFL};
 		for (int s = 1; s < 65; s++)
 			sigaction(s, &dfl, NULL);
