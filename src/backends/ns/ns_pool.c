@@ -419,10 +419,11 @@ int msb_ns__pool_claim(ns_backend *b, const ns_template *t, const msb_key *key, 
 		if (read_pool_file(sfd, digest, &created) < 0 || strcmp(digest, t->digest) != 0)
 			continue; /* not (or no longer) a pooled sandbox of t */
 		int64_t shim = 0;
-		msb_ns_liveness live = msb_ns__liveness(sfd, &shim, NULL);
+		bool init = false;
+		msb_ns_liveness live = msb_ns__liveness_init(sfd, &shim, NULL, &init);
 		if (live == MSB_NS_STALE)
 			continue; /* its shim has not started yet: a fill's business */
-		if (live != MSB_NS_RUNNING || !msb_ns__init_alive(sfd)) {
+		if (live != MSB_NS_RUNNING || !init) {
 			/* Gone stale (its shim or agent died): never handed out. */
 			discard(b, t->dir, tfd, names[i], sfd, NULL);
 			continue;

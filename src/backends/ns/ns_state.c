@@ -242,9 +242,16 @@ bool msb_ns__init_alive(int dirfd)
 
 msb_ns_liveness msb_ns__liveness(int dirfd, int64_t *shim_pid, char **why)
 {
+	return msb_ns__liveness_init(dirfd, shim_pid, why, NULL);
+}
+
+msb_ns_liveness msb_ns__liveness_init(int dirfd, int64_t *shim_pid, char **why, bool *init_alive)
+{
 	int64_t pid = 0;
 	if (why)
 		*why = NULL;
+	if (init_alive)
+		*init_alive = false;
 	msb_ns__shim_alive(dirfd, &pid, NULL);
 	if (shim_pid)
 		*shim_pid = pid;
@@ -272,8 +279,11 @@ msb_ns_liveness msb_ns__liveness(int dirfd, int64_t *shim_pid, char **why)
 		if (msb_ns__read_pid_file(dirfd, MSB_NS_STATE_INIT_PID, &ip, &istart) < 0)
 			return MSB_NS_RUNNING;
 		int fd = msb_ns__pidfd_if_same(ip, istart);
-		if (fd >= 0)
+		if (fd >= 0) {
 			close(fd);
+			if (init_alive)
+				*init_alive = true;
+		}
 		if (fd != -ESRCH)
 			return MSB_NS_RUNNING; /* alive, or not known to be dead */
 		if (why)

@@ -69,6 +69,11 @@ typedef enum msb_ns_liveness {
  * for MSB_NS_DEAD, *why (may be NULL; free it) says what happened, one line. */
 msb_ns_liveness msb_ns__liveness(int dirfd, int64_t *shim_pid, char **why);
 
+/* As msb_ns__liveness, and *init_alive what msb_ns__init_alive would say,
+ * from the same read of init.pid (false unless RUNNING): one look at the
+ * agent where a caller needs both (issue 17: the pool's claim). */
+msb_ns_liveness msb_ns__liveness_init(int dirfd, int64_t *shim_pid, char **why, bool *init_alive);
+
 /* As msb_ns__liveness, but an agent found dead before its live shim recorded
  * how is given up to settle_ns for that record, so that *why says how it
  * died (the shim writes it within moments). */
