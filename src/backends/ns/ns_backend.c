@@ -446,7 +446,7 @@ static int create_sandbox(ns_backend *b, const msb_key *key, const char *kind, c
 		unlinkat(statefd, name, AT_REMOVEDIR);
 		return r;
 	}
-	return msb_ns__sandbox_new(b, name, dfd, &nl, out, err);
+	return msb_ns__sandbox_new(b, name, dfd, &nl, -1, out, err);
 }
 
 /* new_sandbox: a pooled sandbox took the key's name and then failed. */
@@ -556,7 +556,7 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 			if (r == 0)
 				r = msb_ns__egress_match(dfd, name, egress, err);
 			if (r == 0)
-				r = msb_ns__sandbox_new(b, name, dfd, &labels, out, err);
+				r = msb_ns__sandbox_new(b, name, dfd, &labels, -1, out, err);
 			msb_ns__labels_clear(&labels);
 			return r;
 		}

@@ -373,17 +373,20 @@ static const msb_sandbox_ops ns_sandbox_ops = {
 };
 
 int msb_ns__sandbox_new(const ns_backend *b, const char *name, int dfd, const msb_ns_labels *labels,
-			msb_sandbox **out, msb_error **err)
+			int shim_fd, msb_sandbox **out, msb_error **err)
 {
 	ns_sandbox *s = calloc(1, sizeof(*s));
-	if (!s)
+	if (!s) {
+		if (shim_fd >= 0)
+			close(shim_fd);
 		return msb__error_nomem(err);
+	}
 	pthread_mutex_init(&s->lock, NULL);
-	s->shim_fd = -1;
+	s->shim_fd = shim_fd;
 	/* An open file description of its own: the caller's holds the lock,
 	 * which must not outlive the acquire. */
 	s->dfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (s->dfd >= 0) {
+	if (s->dfd >= 0 && s->shim_fd < 0) {
 		int64_t shim = 0;
 		msb_ns__shim_alive(s->dfd, &shim, &s->shim_fd);
 	}

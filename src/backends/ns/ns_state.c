@@ -242,17 +242,18 @@ bool msb_ns__init_alive(int dirfd)
 
 msb_ns_liveness msb_ns__liveness(int dirfd, int64_t *shim_pid, char **why)
 {
-	return msb_ns__liveness_init(dirfd, shim_pid, why, NULL);
+	return msb_ns__liveness_init(dirfd, shim_pid, why, NULL, NULL);
 }
 
-msb_ns_liveness msb_ns__liveness_init(int dirfd, int64_t *shim_pid, char **why, bool *init_alive)
+msb_ns_liveness msb_ns__liveness_init(int dirfd, int64_t *shim_pid, char **why, bool *init_alive,
+				      int *shim_pidfd)
 {
 	int64_t pid = 0;
 	if (why)
 		*why = NULL;
 	if (init_alive)
 		*init_alive = false;
-	msb_ns__shim_alive(dirfd, &pid, NULL);
+	msb_ns__shim_alive(dirfd, &pid, shim_pidfd);
 	if (shim_pid)
 		*shim_pid = pid;
 	/* The shim's record of its init's death: first, since the shim is

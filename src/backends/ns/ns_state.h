@@ -70,9 +70,12 @@ typedef enum msb_ns_liveness {
 msb_ns_liveness msb_ns__liveness(int dirfd, int64_t *shim_pid, char **why);
 
 /* As msb_ns__liveness, and *init_alive what msb_ns__init_alive would say,
- * from the same read of init.pid (false unless RUNNING): one look at the
- * agent where a caller needs both (issue 17: the pool's claim). */
-msb_ns_liveness msb_ns__liveness_init(int dirfd, int64_t *shim_pid, char **why, bool *init_alive);
+ * from the same read of init.pid (false unless RUNNING), and *shim_pidfd
+ * (may be NULL) a pidfd on the live shim or -1, the caller's to close: one
+ * look at the agent and the shim where a caller needs them all (issue 17:
+ * the pool's claim). */
+msb_ns_liveness msb_ns__liveness_init(int dirfd, int64_t *shim_pid, char **why, bool *init_alive,
+				      int *shim_pidfd);
 
 /* As msb_ns__liveness, but an agent found dead before its live shim recorded
  * how is given up to settle_ns for that record, so that *why says how it
