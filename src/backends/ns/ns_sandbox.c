@@ -115,7 +115,7 @@ static int instance_check(ns_sandbox *s, bool settle, msb_error **err)
 		free(why);
 		why = NULL;
 		int64_t left = until - msb__now_ns();
-		live = msb_ns__liveness_settled(s->dfd, NULL, &why, left > 0 ? left : 0);
+		live = msb_ns__liveness_settled(s->dfd, NULL, &why, left > 0 ? left : 0, NULL);
 		if (live != MSB_NS_RUNNING)
 			return gone(s, live, why, err);
 		if (msb__now_ns() >= until)

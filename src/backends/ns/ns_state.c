@@ -206,12 +206,18 @@ int msb_ns__shim_alive(int dirfd, int64_t *pid, int *pidfd)
 }
 
 msb_ns_liveness msb_ns__liveness_settled(int dirfd, int64_t *shim_pid, char **why,
-					 int64_t settle_ns)
+					 int64_t settle_ns, int *shim_pidfd)
 {
 	int64_t until = msb__now_ns() + settle_ns;
+	if (shim_pidfd)
+		*shim_pidfd = -1;
 	for (;;) {
 		int64_t shim = 0;
-		msb_ns_liveness live = msb_ns__liveness(dirfd, &shim, why);
+		if (shim_pidfd && *shim_pidfd >= 0) {
+			close(*shim_pidfd);
+			*shim_pidfd = -1;
+		}
+		msb_ns_liveness live = msb_ns__liveness_init(dirfd, &shim, why, NULL, shim_pidfd);
 		if (shim_pid)
 			*shim_pid = shim;
 		/* Dead with its shim alive and no record: the shim is writing it. */

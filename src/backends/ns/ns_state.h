@@ -79,9 +79,10 @@ msb_ns_liveness msb_ns__liveness_init(int dirfd, int64_t *shim_pid, char **why, 
 
 /* As msb_ns__liveness, but an agent found dead before its live shim recorded
  * how is given up to settle_ns for that record, so that *why says how it
- * died (the shim writes it within moments). */
+ * died (the shim writes it within moments). *shim_pidfd (may be NULL): as
+ * msb_ns__liveness_init's, from the last look. */
 msb_ns_liveness msb_ns__liveness_settled(int dirfd, int64_t *shim_pid, char **why,
-					 int64_t settle_ns);
+					 int64_t settle_ns, int *shim_pidfd);
 
 /* Is the init recorded in dirfd/init.pid alive (a zombie is not)? */
 bool msb_ns__init_alive(int dirfd);
