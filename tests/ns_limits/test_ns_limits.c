@@ -61,6 +61,9 @@ static void purge_all(void)
 		}
 		msb_ns_entries_free(e, n);
 	}
+	/* The pool `msb run` keeps (docs/pool.md) goes too. */
+	if (b)
+		msb_ns_pool_drain(b, NULL, NULL, NULL);
 	msb_backend_unref(b);
 }
 
@@ -651,7 +654,10 @@ static int run_cli(const char *const *args, char *err, size_t size)
 		argv[n] = args[n - 1];
 	argv[n] = NULL;
 	int p[2];
-	cr_assert_eq(pipe(p), 0);
+	/* Close-on-exec: only the CLI's stderr holds the pipe, never the
+	 * pooled shims its refill leaves running (`msb run` keeps a pool),
+	 * whose copy of a stray descriptor would keep the read below from EOF. */
+	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
 	pid_t pid = fork();
 	cr_assert(pid >= 0);
 	if (pid == 0) {

@@ -393,7 +393,7 @@ static bool dir_empty(int dfd)
 static int check_started(int dfd, msb_error **err)
 {
 	_cleanup_free_ char *why = NULL;
-	msb_ns_liveness live = msb_ns__liveness_settled(dfd, NULL, &why, NS_SETTLE_NS);
+	msb_ns_liveness live = msb_ns__liveness_settled(dfd, NULL, &why, NS_SETTLE_NS, NULL);
 	if (live == MSB_NS_RUNNING)
 		return 0;
 	return msb_error_set(err, MSB_E_RUNTIME,
@@ -451,7 +451,7 @@ static int create_sandbox(ns_backend *b, const msb_key *key, const char *kind, c
 		unlinkat(statefd, name, AT_REMOVEDIR);
 		return r;
 	}
-	return msb_ns__sandbox_new(b, name, dfd, &nl, out, err);
+	return msb_ns__sandbox_new(b, name, dfd, &nl, -1, out, err);
 }
 
 /* new_sandbox: a pooled sandbox took the key's name and then failed. */
@@ -547,7 +547,10 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 		msb__fault_point("acquire.locked");
 
 		_cleanup_free_ char *why = NULL;
-		msb_ns_liveness live = msb_ns__liveness_settled(dfd, NULL, &why, NS_SETTLE_NS);
+		/* The shim's pidfd from this look goes to the handle (issue 17). */
+		_cleanup_close_ int shim_fd = -1;
+		msb_ns_liveness live =
+			msb_ns__liveness_settled(dfd, NULL, &why, NS_SETTLE_NS, &shim_fd);
 		msb_ns_labels labels = {0};
 		bool labelled = msb_ns__labels_read(dfd, &labels, NULL) == 0;
 		/* A claim from the pool that died before the sandbox had its
@@ -561,7 +564,8 @@ static int ns_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_
 			if (r == 0)
 				r = msb_ns__egress_match(dfd, name, egress, err);
 			if (r == 0)
-				r = msb_ns__sandbox_new(b, name, dfd, &labels, out, err);
+				r = msb_ns__sandbox_new(b, name, dfd, &labels, TAKE_FD(shim_fd),
+							out, err);
 			msb_ns__labels_clear(&labels);
 			return r;
 		}

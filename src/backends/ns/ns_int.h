@@ -150,9 +150,10 @@ void msb_ns__pool_wait(ns_backend *b);
 /* A handle onto one running sandbox (ns_sandbox.c), bound to its instance:
  * it keeps a descriptor of the state directory dfd names (the directory of
  * one instance for the whole of its life) and reaches the sandbox only
- * through it. */
+ * through it. shim_fd: a pidfd on its shim, which the handle takes (closed
+ * on failure too), or -1: looked up here. */
 int msb_ns__sandbox_new(const ns_backend *b, const char *name, int dfd, const msb_ns_labels *labels,
-			msb_sandbox **out, msb_error **err);
+			int shim_fd, msb_sandbox **out, msb_error **err);
 /* A claimed pooled sandbox takes its identity (ns_pool.c): the agent is
  * given `hostname` (its connection is kept for the first exec) and, with
  * `egress`, the shim puts the egress.json now in the directory in force. */

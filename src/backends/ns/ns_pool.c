@@ -322,11 +322,13 @@ static int lock_slot(int tfd, const char *name, int64_t wait_ms, int *out)
 
 /* Give the locked pooled sandbox sfd (`slot` in tfd) the key's identity and
  * name. 1, or 2 when it failed after the rename (start over), or < 0 before
- * it (the caller discards the pooled sandbox). */
+ * it (the caller discards the pooled sandbox). shim_pidfd (taken): a pidfd
+ * on its shim, found alive under the lock (-1: not known). */
 static int take(ns_backend *b, const ns_template *t, const msb_key *key, const char *kind,
 		const char *work_dir, const char *egress, const char *name, int statefd, int tfd,
-		const char *slot, int sfd, msb_sandbox **out, msb_error **err)
+		const char *slot, int sfd, int shim_pidfd, msb_sandbox **out, msb_error **err)
 {
+	_cleanup_close_ int shim_fd = shim_pidfd;
 	char instance[33];
 	if (msb_ns__random_hex(instance, 16) < 0)
 		return msb__error_errno(err, errno, "ns: no randomness for an instance id");
@@ -358,7 +360,7 @@ static int take(ns_backend *b, const ns_template *t, const msb_key *key, const c
 		return msb__error_errno(err, errno, "ns pool: rename `%s` to `%s`", slot, name);
 
 	msb_sandbox *sb = NULL;
-	r = msb_ns__sandbox_new(b, name, sfd, &nl, &sb, err);
+	r = msb_ns__sandbox_new(b, name, sfd, &nl, TAKE_FD(shim_fd), &sb, err);
 	if (r == 0)
 		r = msb_ns__sandbox_identity(sb, name, egress != NULL, CLAIM_TIMEOUT, err);
 	if (r == 0 && unlinkat(sfd, MSB_NS_POOL_FILE, 0) < 0)
@@ -419,16 +421,18 @@ int msb_ns__pool_claim(ns_backend *b, const ns_template *t, const msb_key *key, 
 		if (read_pool_file(sfd, digest, &created) < 0 || strcmp(digest, t->digest) != 0)
 			continue; /* not (or no longer) a pooled sandbox of t */
 		int64_t shim = 0;
-		msb_ns_liveness live = msb_ns__liveness(sfd, &shim, NULL);
+		bool init = false;
+		_cleanup_close_ int shim_fd = -1;
+		msb_ns_liveness live = msb_ns__liveness_init(sfd, &shim, NULL, &init, &shim_fd);
 		if (live == MSB_NS_STALE)
 			continue; /* its shim has not started yet: a fill's business */
-		if (live != MSB_NS_RUNNING || !msb_ns__init_alive(sfd)) {
+		if (live != MSB_NS_RUNNING || !init) {
 			/* Gone stale (its shim or agent died): never handed out. */
 			discard(b, t->dir, tfd, names[i], sfd, NULL);
 			continue;
 		}
-		r = take(b, t, key, kind, work_dir, egress, name, statefd, tfd, names[i], sfd, out,
-			 err);
+		r = take(b, t, key, kind, work_dir, egress, name, statefd, tfd, names[i], sfd,
+			 TAKE_FD(shim_fd), out, err);
 		if (r == 1 && !b->pool_size)
 			tidy(statefd, t->dir, tfd); /* no refill comes: leave no empty pool */
 		if (r == 1 || r == 2)

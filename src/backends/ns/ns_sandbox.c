@@ -115,7 +115,7 @@ static int instance_check(ns_sandbox *s, bool settle, msb_error **err)
 		free(why);
 		why = NULL;
 		int64_t left = until - msb__now_ns();
-		live = msb_ns__liveness_settled(s->dfd, NULL, &why, left > 0 ? left : 0);
+		live = msb_ns__liveness_settled(s->dfd, NULL, &why, left > 0 ? left : 0, NULL);
 		if (live != MSB_NS_RUNNING)
 			return gone(s, live, why, err);
 		if (msb__now_ns() >= until)
@@ -373,17 +373,20 @@ static const msb_sandbox_ops ns_sandbox_ops = {
 };
 
 int msb_ns__sandbox_new(const ns_backend *b, const char *name, int dfd, const msb_ns_labels *labels,
-			msb_sandbox **out, msb_error **err)
+			int shim_fd, msb_sandbox **out, msb_error **err)
 {
 	ns_sandbox *s = calloc(1, sizeof(*s));
-	if (!s)
+	if (!s) {
+		if (shim_fd >= 0)
+			close(shim_fd);
 		return msb__error_nomem(err);
+	}
 	pthread_mutex_init(&s->lock, NULL);
-	s->shim_fd = -1;
+	s->shim_fd = shim_fd;
 	/* An open file description of its own: the caller's holds the lock,
 	 * which must not outlive the acquire. */
 	s->dfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (s->dfd >= 0) {
+	if (s->dfd >= 0 && s->shim_fd < 0) {
 		int64_t shim = 0;
 		msb_ns__shim_alive(s->dfd, &shim, &s->shim_fd);
 	}

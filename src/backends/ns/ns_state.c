@@ -206,12 +206,18 @@ int msb_ns__shim_alive(int dirfd, int64_t *pid, int *pidfd)
 }
 
 msb_ns_liveness msb_ns__liveness_settled(int dirfd, int64_t *shim_pid, char **why,
-					 int64_t settle_ns)
+					 int64_t settle_ns, int *shim_pidfd)
 {
 	int64_t until = msb__now_ns() + settle_ns;
+	if (shim_pidfd)
+		*shim_pidfd = -1;
 	for (;;) {
 		int64_t shim = 0;
-		msb_ns_liveness live = msb_ns__liveness(dirfd, &shim, why);
+		if (shim_pidfd && *shim_pidfd >= 0) {
+			close(*shim_pidfd);
+			*shim_pidfd = -1;
+		}
+		msb_ns_liveness live = msb_ns__liveness_init(dirfd, &shim, why, NULL, shim_pidfd);
 		if (shim_pid)
 			*shim_pid = shim;
 		/* Dead with its shim alive and no record: the shim is writing it. */
@@ -242,10 +248,18 @@ bool msb_ns__init_alive(int dirfd)
 
 msb_ns_liveness msb_ns__liveness(int dirfd, int64_t *shim_pid, char **why)
 {
+	return msb_ns__liveness_init(dirfd, shim_pid, why, NULL, NULL);
+}
+
+msb_ns_liveness msb_ns__liveness_init(int dirfd, int64_t *shim_pid, char **why, bool *init_alive,
+				      int *shim_pidfd)
+{
 	int64_t pid = 0;
 	if (why)
 		*why = NULL;
-	msb_ns__shim_alive(dirfd, &pid, NULL);
+	if (init_alive)
+		*init_alive = false;
+	msb_ns__shim_alive(dirfd, &pid, shim_pidfd);
 	if (shim_pid)
 		*shim_pid = pid;
 	/* The shim's record of its init's death: first, since the shim is
@@ -272,8 +286,11 @@ msb_ns_liveness msb_ns__liveness(int dirfd, int64_t *shim_pid, char **why)
 		if (msb_ns__read_pid_file(dirfd, MSB_NS_STATE_INIT_PID, &ip, &istart) < 0)
 			return MSB_NS_RUNNING;
 		int fd = msb_ns__pidfd_if_same(ip, istart);
-		if (fd >= 0)
+		if (fd >= 0) {
 			close(fd);
+			if (init_alive)
+				*init_alive = true;
+		}
 		if (fd != -ESRCH)
 			return MSB_NS_RUNNING; /* alive, or not known to be dead */
 		if (why)

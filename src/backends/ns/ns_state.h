@@ -69,11 +69,20 @@ typedef enum msb_ns_liveness {
  * for MSB_NS_DEAD, *why (may be NULL; free it) says what happened, one line. */
 msb_ns_liveness msb_ns__liveness(int dirfd, int64_t *shim_pid, char **why);
 
+/* As msb_ns__liveness, and *init_alive what msb_ns__init_alive would say,
+ * from the same read of init.pid (false unless RUNNING), and *shim_pidfd
+ * (may be NULL) a pidfd on the live shim or -1, the caller's to close: one
+ * look at the agent and the shim where a caller needs them all (issue 17:
+ * the pool's claim). */
+msb_ns_liveness msb_ns__liveness_init(int dirfd, int64_t *shim_pid, char **why, bool *init_alive,
+				      int *shim_pidfd);
+
 /* As msb_ns__liveness, but an agent found dead before its live shim recorded
  * how is given up to settle_ns for that record, so that *why says how it
- * died (the shim writes it within moments). */
+ * died (the shim writes it within moments). *shim_pidfd (may be NULL): as
+ * msb_ns__liveness_init's, from the last look. */
 msb_ns_liveness msb_ns__liveness_settled(int dirfd, int64_t *shim_pid, char **why,
-					 int64_t settle_ns);
+					 int64_t settle_ns, int *shim_pidfd);
 
 /* Is the init recorded in dirfd/init.pid alive (a zombie is not)? */
 bool msb_ns__init_alive(int dirfd);
