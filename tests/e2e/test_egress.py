@@ -666,9 +666,12 @@ def settled_fds(state, quiet=0.5, limit=10):
 
 
 def fds(state):
-    """Open fds of the shim and of the agent (the sandbox's init)."""
-    for dirpath, _, files in os.walk(os.path.join(state, "ns")):
-        if "shim.pid" in files and "init.pid" in files:
+    """Open fds of the shim and of the agent (the sandbox's init) of the one
+    sandbox at work - not of the warm pool `msb run` keeps (ns/pool/)."""
+    for dirpath, dirs, files in os.walk(os.path.join(state, "ns")):
+        if "pool" in dirs:
+            dirs.remove("pool")
+        if "shim.pid" in files and "init.pid" in files and "pool.json" not in files:
             counts = []
             for name in ("shim.pid", "init.pid"):
                 with open(os.path.join(dirpath, name)) as f:
