@@ -150,6 +150,10 @@ struct agent {
 	 * runtime whose own kernel is the boundary and gives the agent no way
 	 * to nest (the oci backend under gVisor); pidns.c says what it costs. */
 	bool no_nest;
+	/* --no-nest: CAP_SYS_ADMIN and CAP_MKNOD still held (pidns.c): until
+	 * the host names the sandbox (IDENTITY: a pooled sandbox's host name)
+	 * or the first child starts, whichever is first. */
+	bool admin_held;
 	int pidns_fd;	      /* the agent's own pid namespace */
 	pid_t reaper;	      /* the workloads' namespace's init; 0: none */
 	int reaper_ready;     /* its report still to read (the first exec waits); -1 */
@@ -290,6 +294,9 @@ int pidns_init(struct agent *a);
 /* Before a workload forks: the namespace exists and its reaper lives, or a
  * new one is made. -errno with the reason in a->nest_error. */
 int pidns_ensure(struct agent *a);
+/* --no-nest: give up CAP_SYS_ADMIN and CAP_MKNOD if still held. -errno
+ * with the reason in a->nest_error. */
+int pidns_drop_admin(struct agent *a);
 /* A child was reaped: true when it was the reaper (its namespace is gone). */
 bool pidns_reaped(struct agent *a, pid_t pid);
 

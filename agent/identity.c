@@ -57,6 +57,12 @@ void agent_identity(struct agent *a, struct conn *c, const msb_proto_identity *i
 		conn_fail(c, MSB_PROTO_ERR_INTERNAL, msg);
 		return;
 	}
+	/* Named: what it kept for this goes now (under gVisor, pidns.c). */
+	if (pidns_drop_admin(a) < 0) {
+		snprintf(msg, sizeof(msg), "identity: %.140s", a->nest_error);
+		conn_fail(c, MSB_PROTO_ERR_INTERNAL, msg);
+		return;
+	}
 	if (a->etc_fd >= 0) {
 		char line[MSB_PROTO_MAX_HOSTNAME + 2], hosts[256];
 		snprintf(line, sizeof(line), "%s\n", name);

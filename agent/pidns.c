@@ -532,7 +532,11 @@ static int reaper_check(struct agent *a, char *why, size_t size)
  * has: a workload (no capability, the workload filter refusing umount)
  * can neither look beneath it nor chmod it, and finds nothing in it.
  * Then the agent gives up CAP_SYS_ADMIN and CAP_MKNOD, which it held for
- * this and for writable_dev_nodes only. The agent itself reads /proc only
+ * this and for writable_dev_nodes only - and for sethostname when a pooled
+ * sandbox is claimed (identity.c): so they go when the host names the
+ * sandbox or before the first child (a workload, a file request) forks,
+ * whichever comes first; until then nothing but the agent runs in the
+ * sandbox and only the host speaks to it. The agent itself reads /proc only
  * through its own processes' entries (procs.c); its own stat going
  * unreadable only leaves it out of listings, where it never counted. */
 static int cover_own_proc(struct agent *a)
@@ -552,7 +556,18 @@ static int cover_own_proc(struct agent *a)
 		snprintf(a->nest_error, sizeof(a->nest_error), "cover /proc/1: %s", strerror(e));
 		return -e;
 	}
-	return drop_admin(a);
+	a->admin_held = true;
+	return 0;
+}
+
+int pidns_drop_admin(struct agent *a)
+{
+	if (!a->admin_held)
+		return 0;
+	int r = drop_admin(a);
+	if (r == 0)
+		a->admin_held = false;
+	return r;
 }
 
 /* The first reaper, not waited for. */
@@ -606,11 +621,16 @@ int pidns_init(struct agent *a)
 
 int pidns_ensure(struct agent *a)
 {
+	int r = pidns_drop_admin(a);
+	if (r < 0) {
+		agent_log("%s", a->nest_error);
+		return r;
+	}
 	if (!a->nested)
 		return 0;
 	if (a->pidns_fd < 0)
 		return -EPERM; /* pidns_init said why */
-	int r = reaper_check(a, a->nest_error, sizeof(a->nest_error));
+	r = reaper_check(a, a->nest_error, sizeof(a->nest_error));
 	if (r < 0) {
 		agent_log("%s", a->nest_error);
 		return r;

@@ -7,9 +7,16 @@
 
 Needs root, and the runtimes (scripts/install-deps). For each runtime R:
 
-  cold run    `msb run --config {"type":"oci","runtime":R} -- true`: a
+  run         `msb run --config {"type":"oci","runtime":R} -- true`: a
               call-scoped sandbox acquired, /bin/true run in it, disposed -
-              beside `R run` of a bundle whose process is /bin/true (create,
+              as `msb run` does it by default, claiming a sandbox of its warm
+              pool (docs/pool.md: started ahead, never used, renamed onto the
+              call's key), the pool then filled again behind it in the
+              background; after each such run the bench waits, untimed, until
+              the pool is whole again, so that no refill runs during another
+              case's timing. `msb run, no pool` is the same with pool_size 0:
+              a truly cold start, the sandbox made for the call. Each beside
+              `R run` of a bundle whose process is /bin/true (create,
               start, wait, delete): what a user runs instead; and beside
               `R run` of msb's own bundle (`R run, same bundle`): the
               config.json msb's shim hands the runtime - user namespace,
@@ -18,8 +25,8 @@ Needs root, and the runtimes (scripts/install-deps). For each runtime R:
               skeleton (no overlay, no cgroup, no shim, no agent): the
               runtime's own work for msb's sandbox, so the difference is
               msb's overhead alone.
-  acquire     `msb acquire` of a new key (the sandbox stays; it is disposed
-              untimed): the cold start alone.
+  acquire     `msb acquire` of a new key, no pool (the sandbox stays; it is
+              disposed untimed): the cold start alone.
   warm exec   `msb exec -- true` into a warm sandbox (a CLI process: acquire
               of the existing sandbox, connect, exec) - beside `R exec` of
               /bin/true into a running container (`R run --detach`, process
@@ -173,12 +180,17 @@ def bench_runtime(rt, args, msb, tmp):
     path = shutil.which(rt)
     if not path:
         return {"runtime": rt, "error": "not in PATH"}
-    state = os.path.join(tmp, f"state-{rt}")
-    os.makedirs(state)
-    os.chmod(state, 0o711)
-    cfg = os.path.join(tmp, f"{rt}.json")
-    with open(cfg, "w") as f:
-        json.dump({"type": "oci", "runtime": rt, "state_dir": state}, f)
+    def config(name, **kw):
+        state = os.path.join(tmp, f"state-{rt}-{name}")
+        os.makedirs(state)
+        os.chmod(state, 0o711)
+        path = os.path.join(tmp, f"{rt}-{name}.json")
+        with open(path, "w") as f:
+            json.dump({"type": "oci", "runtime": rt, "state_dir": state, **kw}, f)
+        return path
+    # Cold cases: no pool. The pooled run: `msb run`'s default pool (2).
+    cfg = config("cold", pool_size=0)
+    pool_cfg = config("pool")
     common = ["--config", cfg, "--min-isolation", "container"]
     pre = private_mounts if rt == "crun" else None
     rroot = os.path.join(tmp, f"rt-{rt}")
@@ -191,10 +203,26 @@ def bench_runtime(rt, args, msb, tmp):
         same_base = base
     counter = [0]
 
+    def pool_whole():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            p = subprocess.run([msb, "pool", "ls", "--config", pool_cfg, "--json"],
+                               capture_output=True)
+            if sum(e["pool"]["state"] == "ready" for e in json.loads(p.stdout or b"[]")) >= 2:
+                return
+            time.sleep(0.01)
+        raise RuntimeError("the pool was not whole again within 60 s")
+
     def msb_run():
+        dt = timed([msb, "run", "--config", pool_cfg, "--min-isolation", "container", "--",
+                    "true"])
+        pool_whole()
+        return dt
+
+    def msb_run_cold():
         return timed([msb, "run", *common, "--", "true"])
 
-    def msb_run_baseline():
+    def msb_run_baseline():  # no pool: the shims compared start the sandbox
         env = dict(os.environ, MSB_OCI_SHIM=args.baseline_shim)
         return timed([msb, "run", *common, "--", "true"], env=env)
 
@@ -227,7 +255,8 @@ def bench_runtime(rt, args, msb, tmp):
     subprocess.run(base + ["run", "--detach", "--bundle", sleep_b, "warm"], check=True,
                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, preexec_fn=pre)
-    cases = {"msb run": msb_run, f"{rt} run": bare_run, f"{rt} run, same bundle": same_run,
+    cases = {"msb run": msb_run, "msb run, no pool": msb_run_cold, f"{rt} run": bare_run,
+             f"{rt} run, same bundle": same_run,
              "msb acquire": msb_acquire,
              "msb exec": msb_exec, f"{rt} exec": bare_exec}
     if args.baseline_shim:
@@ -248,19 +277,22 @@ def bench_runtime(rt, args, msb, tmp):
                        preexec_fn=pre)
         subprocess.run([msb, "dispose", "--config", cfg, "--thread", "warm"],
                        capture_output=True)
+        subprocess.run([msb, "pool", "drain", "--config", pool_cfg], capture_output=True)
     out = {"runtime": rt, "n": args.n, "cases": {}}
     for k, v in samples.items():
         out["cases"][k] = {"p50_ms": round(pct(v, 0.5), 2), "p90_ms": round(pct(v, 0.9), 2)}
     c = out["cases"]
     ratios = {}
     if args.baseline_shim:
-        ratios["cold run: baseline shim / bare run"] = round(
+        ratios["cold run: baseline shim, no pool / bare run"] = round(
             c["msb run (baseline shim)"]["p50_ms"] / c[f"{rt} run"]["p50_ms"], 2)
     out["ratios"] = ratios
     out["ratios"] |= {
-        "cold run: msb run / bare run": round(c["msb run"]["p50_ms"] / c[f"{rt} run"]["p50_ms"], 2),
-        "cold run: msb run / same bundle": round(c["msb run"]["p50_ms"] /
-                                                 c[f"{rt} run, same bundle"]["p50_ms"], 2),
+        "run: msb run / bare run": round(c["msb run"]["p50_ms"] / c[f"{rt} run"]["p50_ms"], 2),
+        "cold run: msb run, no pool / bare run": round(
+            c["msb run, no pool"]["p50_ms"] / c[f"{rt} run"]["p50_ms"], 2),
+        "cold run: msb run, no pool / same bundle": round(
+            c["msb run, no pool"]["p50_ms"] / c[f"{rt} run, same bundle"]["p50_ms"], 2),
         "warm exec: msb exec / bare exec": round(c["msb exec"]["p50_ms"] /
                                                  c[f"{rt} exec"]["p50_ms"], 2),
     }
@@ -292,7 +324,7 @@ def main():
             for k, v in r.get("cases", {}).items():
                 print(f"  {k:22} p50 {v['p50_ms']:8.2f}  p90 {v['p90_ms']:8.2f}")
             for k, v in r.get("ratios", {}).items():
-                print(f"  {k:34} {v:.2f}x")
+                print(f"  {k:42} {v:.2f}x")
             if "error" in r:
                 print("  " + r["error"])
     finally:

@@ -106,14 +106,15 @@ static int base_object(const cli_backend_flags *f, json_t *sources, json_t **out
 	return 0;
 }
 
-/* An ns backend that states no `pool_size` keeps the configuration file's
- * defaults.pool_size warm sandboxes per template, else the verb's built-in
- * default (docs/pool.md). */
+/* An ns or oci backend that states no `pool_size` keeps the configuration
+ * file's defaults.pool_size warm sandboxes per template, else the verb's
+ * built-in default (docs/pool.md). */
 static int default_pool_size(const cli_backend_flags *f, json_t *o, json_t *sources,
 			     msb_error **err)
 {
 	const char *type = json_string_value(json_object_get(o, "type"));
-	if (!type || strcmp(type, "ns") != 0 || json_object_get(o, "pool_size"))
+	if (!type || (strcmp(type, "ns") != 0 && strcmp(type, "oci") != 0) ||
+	    json_object_get(o, "pool_size"))
 		return 0;
 	const cli_config *c = NULL;
 	int r = cli_config_get(&c, err);

@@ -48,10 +48,15 @@ const char *cli_backend_state_root(const msb_backend *b, const char **sub)
 	return root;
 }
 
+bool cli_pool_backend(const msb_backend *b)
+{
+	return msb_ns_backend_state_root(b) || msb_oci_backend_state_root(b);
+}
+
 int cli_pool_drain(msb_backend *b, size_t *n, msb_error **err)
 {
 	*n = 0;
-	return msb_ns_backend_state_root(b) ? msb_ns_pool_drain(b, NULL, n, err) : 0;
+	return cli_pool_backend(b) ? msb_ns_pool_drain(b, NULL, n, err) : 0;
 }
 
 int cli_ls_list(msb_backend *b, bool json, msb_error **err)

@@ -21,7 +21,12 @@ const char *cli_backend_state_root(const msb_backend *b, const char **sub)
 	return NULL;
 }
 
-/* No ns backend, so no warm pool. */
+/* No ns or oci backend, so no warm pool. */
+bool cli_pool_backend(const msb_backend *b)
+{
+	return false;
+}
+
 int cli_pool_drain(msb_backend *b, size_t *n, msb_error **err)
 {
 	*n = 0;

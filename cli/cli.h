@@ -126,9 +126,11 @@ int cli_backend_new(const cli_backend_flags *f, msb_backend **out, msb_error **e
 void cli_backend_progress(msb_backend *b);
 const char *cli_backend_state_root(const msb_backend *b, const char **sub);
 int cli_ls_list(msb_backend *b, bool json, msb_error **err);
-/* Drain the warm pool of b's state root when b is an ns backend (*n: how
- * many went); 0 with *n = 0 for any other backend. */
+/* Drain the warm pool of b's state root when b is an ns or oci backend
+ * (*n: how many went); 0 with *n = 0 for any other backend. */
 int cli_pool_drain(msb_backend *b, size_t *n, msb_error **err);
+/* Has b a warm pool (an ns or oci backend)? */
+bool cli_pool_backend(const msb_backend *b);
 
 /* The router JSON options (without backends): the configuration file's
  * `router`, --min-isolation (may be NULL) over it; *sources as above. */

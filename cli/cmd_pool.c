@@ -166,9 +166,10 @@ static int cmd_pool(int argc, char **argv)
 	msb_error *err = NULL;
 	if (cli_backend_new(&a.t.backend, &b, &err) < 0)
 		return cli_fail(err);
-	if (!msb_ns_backend_state_root(b)) {
+	if (!cli_pool_backend(b)) {
 		msb_error_set(&err, MSB_E_VALUE,
-			      "the warm pool is the `ns` backend's; backend `%s` is not one",
+			      "the warm pool is the `ns` and `oci` backends'; backend `%s` is "
+			      "neither",
 			      msb_backend_name(b));
 		msb_backend_unref(b);
 		return cli_fail(err);

@@ -22,7 +22,8 @@ int rpc_router_pool_default(json_t *router, unsigned n)
 		return 0;
 	json_array_foreach (arr, i, bo) {
 		const char *type = json_string_value(json_object_get(bo, "type"));
-		if (!json_is_object(bo) || !type || strcmp(type, "ns") != 0 ||
+		if (!json_is_object(bo) || !type ||
+		    (strcmp(type, "ns") != 0 && strcmp(type, "oci") != 0) ||
 		    json_object_get(bo, "pool_size"))
 			continue;
 		if (json_object_set_new(bo, "pool_size", json_integer((json_int_t)n)) < 0)
@@ -33,7 +34,7 @@ int rpc_router_pool_default(json_t *router, unsigned n)
 
 /* The one place this front builds routers (and so backends): from the
  * router JSON of docs/policy.md, with the server's observer and log, and
- * the front end's warm pool in each `ns` backend that names none. */
+ * the front end's warm pool in each `ns` or `oci` backend that names none. */
 static int router_from_config(rpc_call *c, const rpc_doc *config, msb_router **out, msb_error **err)
 {
 	msb_router_options extra = MSB_ROUTER_OPTIONS_INIT;

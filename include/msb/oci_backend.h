@@ -22,7 +22,8 @@
  * As a backend type (msb/backend.h) `oci` reads backend JSON with the keys
  * of msb_oci_options by the same names: name, runtime, runtime_path,
  * platform, state_dir, image, memory_bytes, pids_max, cpu_millis,
- * writable_bytes, start_timeout. Its doctor tries each runtime here.
+ * writable_bytes, start_timeout, pool_size. Its doctor tries each runtime
+ * here.
  *
  * Root only (the runtimes run rootful). Thread-safety as msb/ns.h.
  */
@@ -53,12 +54,16 @@ typedef struct msb_oci_options {
 	uint64_t cpu_millis;	  /* CPU quota, thousandths of a core; 0 = default (1000) */
 	uint64_t writable_bytes;  /* the writable layer's size; 0 = default (256 MiB) */
 	double start_timeout;	  /* seconds to wait for a new sandbox; 0 = 60 */
+	/* Version 2: sandboxes kept started ahead per template, the warm pool
+	 * of msb/ns.h (msb_ns_pool_fill, _list, _drain serve an oci backend
+	 * too; docs/pool.md); 0 = none, at most MSB_NS_POOL_MAX. */
+	unsigned pool_size;
 } msb_oci_options;
-#define MSB_OCI_OPTIONS_VERSION 1
+#define MSB_OCI_OPTIONS_VERSION 2
 #define MSB_OCI_OPTIONS_INIT                                                                       \
 	{                                                                                          \
 		MSB_OCI_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0,  \
-			0, 0                                                                       \
+			0, 0, 0                                                                    \
 	}
 
 /* Make the backend. Refused with MSB_E_VALUE: an unknown runtime, a

@@ -112,7 +112,8 @@ def _write(state, obj, name="backend.json"):
 
 
 def backend(state, rt, **kw):
-    return {"type": "oci", "runtime": rt, "state_dir": state, **kw}
+    # No warm pool unless a test asks for one: these look at the sandbox made for the key.
+    return {"type": "oci", "runtime": rt, "state_dir": state, "pool_size": 0, **kw}
 
 
 def router(state, rt, floor="container", **kw):
@@ -538,3 +539,84 @@ def test_dir_and_oci_images_are_the_ns_ones(state, rt):
                            capture_output=True, timeout=60)
         assert p.returncode == 0, (image, p.stderr)
         assert p.stdout.startswith(b"w\n") and marker.encode() in p.stdout.split(), p.stdout
+
+
+# ---- the warm pool (docs/pool.md) ----------------------------------------------------------------
+
+def pool_entries(cfg):
+    p = subprocess.run([MSB, "pool", "ls", "--config", cfg, "--json"], capture_output=True)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def wait_pool_ready(cfg, n, seconds=60):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ready = [e["name"] for e in pool_entries(cfg) if e["pool"]["state"] == "ready"]
+        if len(ready) >= n:
+            return ready
+        time.sleep(0.05)
+    raise AssertionError(f"no {n} ready in {seconds} s: {pool_entries(cfg)}")
+
+
+def key_dir(state):
+    names = [n for n in os.listdir(os.path.join(state, "oci")) if n.startswith("msb-")]
+    assert len(names) == 1, names
+    return names[0]
+
+
+@pytest.mark.parametrize("rt", runtimes())
+def test_a_pooled_sandbox_answers_under_its_keys_name_and_resets_so(state, rt):
+    """A claim renames a ready sandbox onto the key's: it answers under the key's name (host
+    name, /etc/hostname, /etc/hosts) with an empty writable layer and storage base, a reset
+    makes it again under that name, the pool is filled again behind it, and a drain with the
+    disposal leaves nothing (no process, cgroup or state: leaks())."""
+    b = backend(state, rt, pool_size=1)
+    cfg = _write(state, b)
+    p = subprocess.run([MSB, "pool", "fill", "--config", cfg], capture_output=True, timeout=120)
+    assert p.returncode == 0 and p.stdout == b"1 pooled sandbox started\n", p.stderr
+    pooled = wait_pool_ready(cfg, 1)
+    s = Serve()
+    r = s.call("router.new", config={"min_isolation": "container", "backends": [b]})["router"]
+    sb = s.call("router.acquire", router=r, key=KEY, spec=SPEC)["sandbox"]
+    name = key_dir(state)
+    assert name not in pooled
+    look = ("hostname; cat /etc/hostname; grep -c \"localhost $(hostname)$\" /etc/hosts; "
+            "find /root /maf-sandbox/work -mindepth 1 | wc -l")
+    out = unb64(s.call("sandbox.exec", sandbox=sb, shell=look)["stdout"]).decode().split()
+    assert out == [name, name, "1", "0"], out
+    fp = s.call("sandbox.fingerprint", sandbox=sb)
+    assert fp["changed_paths"] == [] and fp["running_programs"] == [], fp
+    s.call("sandbox.exec", sandbox=sb, shell="echo x > /root/r; echo y > w")
+    s.call("sandbox.reset", sandbox=sb, timeout=60)
+    out = unb64(s.call("sandbox.exec", sandbox=sb, shell=look)["stdout"]).decode().split()
+    assert out == [name, name, "1", "0"], out
+    again = wait_pool_ready(cfg, 1)
+    assert len(again) == 1 and again[0] not in pooled + [name], again
+    s.call("router.dispose", router=r, key=KEY)
+    assert s.close() == 0
+    p = subprocess.run([MSB, "pool", "drain", "--config", cfg], capture_output=True, timeout=60)
+    assert p.returncode == 0 and p.stdout == b"1 pooled sandbox removed\n", p.stderr
+    assert wait_no_leaks(state) == []
+
+
+@pytest.mark.parametrize("rt", runtimes())
+def test_a_pooled_sandbox_whose_shim_died_is_never_handed_out(state, rt):
+    b = backend(state, rt, pool_size=1)
+    cfg = _write(state, b)
+    p = subprocess.run([MSB, "pool", "fill", "--config", cfg], capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    dead = wait_pool_ready(cfg, 1)[0]
+    tdir = os.path.join(state, "oci", "pool", os.listdir(os.path.join(state, "oci", "pool"))[0])
+    with open(os.path.join(tdir, dead, "shim.pid")) as f:
+        os.kill(int(f.read().split()[0]), signal.SIGKILL)
+    time.sleep(0.3)
+    p = subprocess.run([MSB, "run", "--config", cfg, "--min-isolation", "container", "--",
+                        "hostname"], capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().decode() not in (dead, ""), p.stdout
+    assert dead not in [e["name"] for e in pool_entries(cfg)]
+    p = subprocess.run([MSB, "purge", "--config", cfg, "--scope", "app", "--thread", "t1"],
+                       capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert wait_no_leaks(state) == []

@@ -80,6 +80,7 @@ int msb_ns__backend_init(ns_backend *b, const msb_ns_options *opts, msb_error **
 				     MSB_NS_POOL_MAX);
 	memset(b, 0, sizeof(*b));
 	b->pool_size = pool_size;
+	b->pool_ops = &msb_ns__pool_ns_ops;
 	pthread_mutex_init(&b->refill_lock, NULL);
 	pthread_cond_init(&b->refill_done, NULL);
 	if (opts->version >= 2) {

@@ -12,6 +12,8 @@
 
 #include "ns_state.h"
 
+struct ns_pool_ops;
+
 typedef struct ns_backend {
 	char *name;
 	char *state_root; /* the resolved root (msb_ns_backend_state_root) */
@@ -27,6 +29,9 @@ typedef struct ns_backend {
 	char *egress_config;	      /* JSON (egress.h), validated; NULL = defaults */
 	msb_egress_reporter reporter; /* set once, at registration */
 	unsigned pool_size;	      /* pooled sandboxes kept per template (ns_pool.c) */
+	/* What the pool does through the backend it serves: ns's own, or the
+	 * oci backend's, which embeds an ns_backend (oci_pool.c). */
+	const struct ns_pool_ops *pool_ops;
 	/* Refills under way in this process (threads); the backend waits for
 	 * them before it goes. */
 	pthread_mutex_t refill_lock;
@@ -122,6 +127,37 @@ int msb_ns__template_init(const ns_backend *b, const msb_spec *spec, const char 
 			  ns_template *t, msb_error **err);
 int msb_ns__template_digest(const ns_backend *b, ns_template *t, msb_error **err);
 void msb_ns__template_clear(ns_template *t);
+
+/*
+ * The warm pool serves the ns backend and the oci backend (its shim and
+ * runtime differ, its state directories and files are the same): what
+ * differs goes through these. `purge` takes down what a shim left in the
+ * state directory `dir`; `claimed` makes the handle of a pooled sandbox
+ * just renamed onto `name` (sfd: its directory, locked; shim_pidfd taken)
+ * and gives it its identity (msb_ns__sandbox_identity's).
+ */
+typedef struct ns_pool_ops {
+	const char *what; /* the backend type: "ns", "oci" */
+	/* the pool's directories: 0711 when the runtime must traverse them */
+	mode_t dir_mode;
+	/* keys the backend adds to a template's shim configuration; NULL: none */
+	int (*config_extra)(const ns_backend *b, json_t *cfg, msb_error **err);
+	/* one more binary whose identity is part of the template; NULL: none */
+	const char *(*extra_binary)(const ns_backend *b);
+	int (*spawn)(const ns_backend *b, const char *dir, bool egress, bool pool, int *ready,
+		     msb_error **err);
+	int (*await)(const ns_backend *b, int fd, double timeout, msb_error **err);
+	int (*purge)(const char *dir, int timeout_ms, msb_error **err);
+	int (*claimed)(ns_backend *b, const char *name, int sfd, const msb_ns_labels *labels,
+		       int shim_pidfd, const char *hostname, bool egress, double timeout,
+		       msb_sandbox **out, msb_error **err);
+} ns_pool_ops;
+extern const ns_pool_ops msb_ns__pool_ns_ops;
+
+/* The backend whose pool the public verbs (msb_ns_pool_*) serve: an ns
+ * backend, or the ns part of an oci backend (oci_pool.c); NULL else. */
+ns_backend *msb_ns__pool_backend_of(const msb_backend *b);
+ns_backend *msb_oci__pool_backend_of(const msb_backend *b);
 
 /* Is there a pool at all under this backend's state root (one faccessat)? */
 bool msb_ns__pool_exists(const ns_backend *b, int statefd);

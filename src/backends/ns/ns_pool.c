@@ -71,8 +71,14 @@ int msb_ns__template_init(const ns_backend *b, const msb_spec *spec, const char 
 {
 	memset(t, 0, sizeof(*t));
 	int r = msb_ns__shim_config_obj(b, spec, work_dir, &t->cfg, err);
-	if (r < 0 || msb_spec_egress(spec) != MSB_EGRESS_ALLOWLIST)
+	if (r == 0 && b->pool_ops->config_extra)
+		r = b->pool_ops->config_extra(b, t->cfg, err);
+	if (r < 0) {
+		msb_ns__template_clear(t);
 		return r;
+	}
+	if (msb_spec_egress(spec) != MSB_EGRESS_ALLOWLIST)
+		return 0;
 	/* The proxy's settings without the spec's rules, which the claim writes. */
 	json_t *o = NULL;
 	if (b->egress_config)
@@ -142,12 +148,15 @@ int msb_ns__template_digest(const ns_backend *b, ns_template *t, msb_error **err
 	if (t->egress_base && !(eg = json_loads(t->egress_base, 0, NULL)))
 		return msb__error_nomem(err);
 	json_t *lid = layer_identities(t->cfg);
+	/* the oci backend's runtime: a reinstalled one is another template */
+	const char *extra = b->pool_ops->extra_binary ? b->pool_ops->extra_binary(b) : NULL;
 	json_t *o =
-		lid ? json_pack("{s:i, s:O, s:o, s:o, s:o, s:o, s:I, s:I}", "v", TEMPLATE_VERSION,
-				"config", t->cfg, "egress", eg ? eg : json_null(), "layers", lid,
-				"shim", file_identity(b->shim_path), "agent",
-				file_identity(b->agent_path), "uid", (json_int_t)geteuid(), "gid",
-				(json_int_t)getegid())
+		lid ? json_pack("{s:i, s:O, s:o, s:o, s:o, s:o, s:o, s:I, s:I}", "v",
+				TEMPLATE_VERSION, "config", t->cfg, "egress", eg ? eg : json_null(),
+				"layers", lid, "shim", file_identity(b->shim_path), "agent",
+				file_identity(b->agent_path), "runtime",
+				extra ? file_identity(extra) : json_null(), "uid",
+				(json_int_t)geteuid(), "gid", (json_int_t)getegid())
 		    : NULL;
 	if (!lid)
 		json_decref(eg);
@@ -170,6 +179,36 @@ int msb_ns__template_digest(const ns_backend *b, ns_template *t, msb_error **err
 	t->dir[16] = '\0';
 	return 0;
 }
+
+/* ---- the ns backend's own ----------------------------------------------------- */
+
+static int ns_purge(const char *dir, int timeout_ms, msb_error **err)
+{
+	return msb_ns__state_purge(dir, false, timeout_ms, err);
+}
+
+static int ns_claimed(ns_backend *b, const char *name, int sfd, const msb_ns_labels *labels,
+		      int shim_pidfd, const char *hostname, bool egress, double timeout,
+		      msb_sandbox **out, msb_error **err)
+{
+	msb_sandbox *sb = NULL;
+	int r = msb_ns__sandbox_new(b, name, sfd, labels, shim_pidfd, &sb, err);
+	if (r == 0 && (r = msb_ns__sandbox_identity(sb, hostname, egress, timeout, err)) < 0) {
+		msb_sandbox_free(sb);
+		sb = NULL;
+	}
+	*out = sb;
+	return r;
+}
+
+const ns_pool_ops msb_ns__pool_ns_ops = {
+	.what = "ns",
+	.dir_mode = 0700,
+	.spawn = msb_ns__shim_spawn,
+	.await = msb_ns__shim_await,
+	.purge = ns_purge,
+	.claimed = ns_claimed,
+};
 
 /* ---- pooled directories ------------------------------------------------------ */
 
@@ -282,12 +321,12 @@ static int discard(const ns_backend *b, const char *tdir, int tfd, const char *n
 		msb__asprintf("%s/%s/%s/%s", b->state_dir, POOL_DIR, tdir, name);
 	if (!path)
 		return msb__error_nomem(err);
-	int r = msb_ns__state_purge(path, false, 5000, err);
+	int r = b->pool_ops->purge(path, 5000, err);
 	if (r < 0)
 		return r;
 	if ((r = clear_dir(sfd)) == 0 && unlinkat(tfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
 		r = -errno;
-	return r < 0 ? msb__error_errno(err, r, "ns pool: remove `%s`", path) : 0;
+	return r < 0 ? msb__error_errno(err, r, "warm pool: remove `%s`", path) : 0;
 }
 
 /* Open name in tfd and lock it, waiting up to wait_ms for another holder
@@ -331,7 +370,8 @@ static int take(ns_backend *b, const ns_template *t, const msb_key *key, const c
 	_cleanup_close_ int shim_fd = shim_pidfd;
 	char instance[33];
 	if (msb_ns__random_hex(instance, 16) < 0)
-		return msb__error_errno(err, errno, "ns: no randomness for an instance id");
+		return msb__error_errno(err, errno, "%s: no randomness for an instance id",
+					b->pool_ops->what);
 	msb_ns_labels nl = {
 		.scope = (char *)key->scope,
 		.thread_id = (char *)key->thread_id,
@@ -351,20 +391,20 @@ static int take(ns_backend *b, const ns_template *t, const msb_key *key, const c
 	if ((r = msb_ns__shim_config_text(t->cfg, name, &cfg, err)) < 0)
 		return r;
 	if ((r = msb__write_file_atomic_at(sfd, "shim.json", cfg, strlen(cfg), 0600)) < 0)
-		return msb__error_errno(err, r, "ns pool: write the shim configuration");
+		return msb__error_errno(err, r, "warm pool: write the shim configuration");
 	if (egress && (r = msb__write_file_atomic_at(sfd, MSB_NS_EGRESS_CONFIG, egress,
 						     strlen(egress), 0600)) < 0)
-		return msb__error_errno(err, r, "ns pool: write the egress configuration");
+		return msb__error_errno(err, r, "warm pool: write the egress configuration");
 	/* Onto the key's empty, locked directory. */
 	if (renameat(tfd, slot, statefd, name) < 0)
-		return msb__error_errno(err, errno, "ns pool: rename `%s` to `%s`", slot, name);
+		return msb__error_errno(err, errno, "warm pool: rename `%s` to `%s`", slot, name);
 
 	msb_sandbox *sb = NULL;
-	r = msb_ns__sandbox_new(b, name, sfd, &nl, TAKE_FD(shim_fd), &sb, err);
-	if (r == 0)
-		r = msb_ns__sandbox_identity(sb, name, egress != NULL, CLAIM_TIMEOUT, err);
+	r = b->pool_ops->claimed(b, name, sfd, &nl, TAKE_FD(shim_fd), name, egress != NULL,
+				 CLAIM_TIMEOUT, &sb, err);
 	if (r == 0 && unlinkat(sfd, MSB_NS_POOL_FILE, 0) < 0)
-		r = msb__error_errno(err, errno, "ns pool: remove `%s/%s`", name, MSB_NS_POOL_FILE);
+		r = msb__error_errno(err, errno, "warm pool: remove `%s/%s`", name,
+				     MSB_NS_POOL_FILE);
 	if (r == 0) {
 		*out = sb;
 		return 1;
@@ -374,7 +414,7 @@ static int take(ns_backend *b, const ns_template *t, const msb_key *key, const c
 	msb_sandbox_free(sb);
 	_cleanup_free_ char *path = msb__asprintf("%s/%s", b->state_dir, name);
 	if (path)
-		msb_ns__state_purge(path, false, 5000, NULL);
+		b->pool_ops->purge(path, 5000, NULL);
 	clear_dir(sfd);
 	unlinkat(statefd, name, AT_REMOVEDIR);
 	msb_error_free(err ? *err : NULL);
@@ -406,12 +446,12 @@ int msb_ns__pool_claim(ns_backend *b, const ns_template *t, const msb_key *key, 
 		openat(statefd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (tfd < 0)
 		return errno == ENOENT ? 0
-				       : msb__error_errno(err, errno, "ns pool: open `%s`", rel);
+				       : msb__error_errno(err, errno, "warm pool: open `%s`", rel);
 	_cleanup_strv_ char **names = NULL;
 	size_t n = 0;
 	int r = list_names(tfd, slot_name, &names, &n);
 	if (r < 0)
-		return msb__error_errno(err, r, "ns pool: list `%s`", rel);
+		return msb__error_errno(err, r, "warm pool: list `%s`", rel);
 	for (size_t i = 0; i < n; i++) {
 		_cleanup_close_ int sfd = -1;
 		if (lock_slot(tfd, names[i], 0, &sfd) < 0)
@@ -455,13 +495,21 @@ static int open_template_dir(const ns_backend *b, const char *dir, int *out, msb
 	if (!path)
 		return msb__error_nomem(err);
 	/* guest-names: ok - the state root is the host's */
-	int r = msb__mkdir_p(path, 0700);
+	int r = msb__mkdir_p(path, b->pool_ops->dir_mode);
 	if (r < 0)
-		return msb__error_errno(err, r, "ns pool: create `%s`", path);
+		return msb__error_errno(err, r, "warm pool: create `%s`", path);
 	/* guest-names: ok - the state root is the host's */
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return msb__error_errno(err, errno, "ns pool: open `%s`", path);
+		return msb__error_errno(err, errno, "warm pool: open `%s`", path);
+	/* Whatever the umask made them: an oci runtime traverses the pool's
+	 * directories as the sandbox's mapped root. */
+	if (fchmod(fd, b->pool_ops->dir_mode) < 0 ||
+	    fchmodat(fd, "..", b->pool_ops->dir_mode, 0) < 0) {
+		int e = errno;
+		close(fd);
+		return msb__error_errno(err, e, "warm pool: chmod `%s`", path);
+	}
 	*out = fd;
 	return 0;
 }
@@ -511,17 +559,17 @@ static int make_slot(const ns_backend *b, const ns_template *t, int tfd, char na
 {
 	memcpy(name, "msb-", 4);
 	if (msb_ns__random_hex(name + 4, 16) < 0)
-		return msb__error_errno(err, errno, "ns pool: no randomness for a name");
-	if (mkdirat(tfd, name, 0700) < 0)
-		return msb__error_errno(err, errno, "ns pool: create `%s`", name);
+		return msb__error_errno(err, errno, "warm pool: no randomness for a name");
+	if (mkdirat(tfd, name, b->pool_ops->dir_mode) < 0)
+		return msb__error_errno(err, errno, "warm pool: create `%s`", name);
 	_cleanup_close_ int sfd =
 		openat(tfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (sfd < 0)
-		return msb__error_errno(err, errno, "ns pool: open `%s`", name);
+		return msb__error_errno(err, errno, "warm pool: open `%s`", name);
 	/* Locked while its files are written: a claim passes over it. */
 	while (flock(sfd, LOCK_EX) < 0)
 		if (errno != EINTR)
-			return msb__error_errno(err, errno, "ns pool: lock `%s`", name);
+			return msb__error_errno(err, errno, "warm pool: lock `%s`", name);
 	_cleanup_free_ char *cfg = NULL;
 	json_t *pf = json_pack("{s:s, s:I}", "template", t->digest, "created_ns",
 			       (json_int_t)msb__realtime_ns());
@@ -537,7 +585,7 @@ static int make_slot(const ns_backend *b, const ns_template *t, int tfd, char na
 	     (r = msb__write_file_atomic_at(sfd, MSB_NS_EGRESS_CONFIG, t->egress_base,
 					    strlen(t->egress_base), 0600)) < 0) ||
 	    (r = msb__write_file_atomic_at(sfd, MSB_NS_POOL_FILE, pool, strlen(pool), 0600)) < 0)
-		return msb__error_errno(err, r, "ns pool: write `%s`", name);
+		return msb__error_errno(err, r, "warm pool: write `%s`", name);
 	return 0;
 }
 
@@ -558,15 +606,15 @@ static int fill(const ns_backend *b, const ns_template *t, unsigned target, bool
 			return r;
 		while (flock(tfd, LOCK_EX) < 0)
 			if (errno != EINTR)
-				return msb__error_errno(err, errno, "ns pool: lock `%s`", t->dir);
+				return msb__error_errno(err, errno, "warm pool: lock `%s`", t->dir);
 		struct stat st;
 		if (fstat(tfd, &st) == 0 && st.st_nlink > 0)
 			break;
 		/* A drain, or the claim that emptied it, removed it meanwhile. */
 		close(TAKE_FD(tfd));
 		if (attempt == 3)
-			return msb_error_set(err, MSB_E_RUNTIME, "ns pool: `%s` keeps disappearing",
-					     t->dir);
+			return msb_error_set(err, MSB_E_RUNTIME,
+					     "warm pool: `%s` keeps disappearing", t->dir);
 	}
 	size_t have = sweep_and_count(b, t->dir, tfd);
 	unsigned need = have >= target ? 0 : target - (unsigned)have;
@@ -587,7 +635,7 @@ static int fill(const ns_backend *b, const ns_template *t, unsigned target, bool
 			break;
 		}
 		msb_error *e = NULL;
-		if (msb_ns__shim_spawn(b, dir, t->egress_base != NULL, true,
+		if (b->pool_ops->spawn(b, dir, t->egress_base != NULL, true,
 				       wait ? &ready[i] : NULL, &e) < 0) {
 			if (r == 0)
 				r = msb__error_propagate(err, e);
@@ -605,7 +653,7 @@ static int fill(const ns_backend *b, const ns_template *t, unsigned target, bool
 		if (ready[i] < 0)
 			continue;
 		msb_error *e = NULL;
-		if (msb_ns__shim_await(b, ready[i], b->start_timeout, &e) == 0) {
+		if (b->pool_ops->await(b, ready[i], b->start_timeout, &e) == 0) {
 			(*made)++;
 			continue;
 		}
@@ -684,30 +732,37 @@ void msb_ns__pool_wait(ns_backend *b)
 
 /* ---- the public verbs: fill, list, drain (msb/ns.h) ------------------------------ */
 
+ns_backend *msb_ns__pool_backend_of(const msb_backend *b)
+{
+	ns_backend *nb = msb_ns__backend_of(b);
+	return nb ? nb : msb_oci__pool_backend_of(b);
+}
+
 int msb_ns_pool_fill(msb_backend *backend, const msb_spec *spec, unsigned n, unsigned *made,
 		     msb_error **err)
 {
-	ns_backend *b = msb_ns__backend_of(backend);
+	ns_backend *b = msb_ns__pool_backend_of(backend);
 	if (!b)
 		return msb_error_set(err, MSB_E_VALUE,
-				     "the warm pool is the `ns` backend's; "
-				     "backend `%s` is not one",
+				     "the warm pool is the `ns` and `oci` backends'; "
+				     "backend `%s` is neither",
 				     msb_backend_name(backend));
 	if (!spec)
-		return msb_error_set(err, MSB_E_VALUE, "ns pool: a spec is required");
+		return msb_error_set(err, MSB_E_VALUE, "warm pool: a spec is required");
 	unsigned target = n ? n : b->pool_size;
 	if (target == 0)
 		return msb_error_set(err, MSB_E_VALUE,
-				     "ns pool: how many? the backend's `pool_size` is 0");
+				     "warm pool: how many? the backend's `pool_size` is 0");
 	if (target > MSB_NS_POOL_MAX)
-		return msb_error_set(err, MSB_E_VALUE, "ns pool: %u is over the most, %u", target,
+		return msb_error_set(err, MSB_E_VALUE, "warm pool: %u is over the most, %u", target,
 				     MSB_NS_POOL_MAX);
 	const char *work_dir = msb_spec_work_dir(spec);
 	if (!work_dir)
 		work_dir = MSB_DEFAULT_WORK_DIR;
 	if (work_dir[0] != '/')
 		return msb_error_set(err, MSB_E_VALUE,
-				     "ns: work_dir `%s` must be an absolute guest path", work_dir);
+				     "%s: work_dir `%s` must be an absolute guest path",
+				     b->pool_ops->what, work_dir);
 	ns_template t;
 	int r = msb_ns__limits_check(b, spec, err);
 	if (r < 0 || (r = msb_ns__template_init(b, spec, work_dir, &t, err)) < 0)
@@ -741,11 +796,11 @@ static const char *slot_state(int sfd, int64_t *shim)
 int msb_ns_pool_list(const msb_backend *backend, msb_ns_pool_entry **entries, size_t *n,
 		     msb_error **err)
 {
-	const ns_backend *b = msb_ns__backend_of(backend);
+	const ns_backend *b = msb_ns__pool_backend_of(backend);
 	if (!b)
 		return msb_error_set(err, MSB_E_VALUE,
-				     "the warm pool is the `ns` backend's; "
-				     "backend `%s` is not one",
+				     "the warm pool is the `ns` and `oci` backends'; "
+				     "backend `%s` is neither",
 				     msb_backend_name(backend));
 	*entries = NULL;
 	*n = 0;
@@ -756,12 +811,12 @@ int msb_ns_pool_list(const msb_backend *backend, msb_ns_pool_entry **entries, si
 	_cleanup_close_ int pfd = open(pool, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (pfd < 0)
 		return errno == ENOENT ? 0
-				       : msb__error_errno(err, errno, "ns pool: open `%s`", pool);
+				       : msb__error_errno(err, errno, "warm pool: open `%s`", pool);
 	_cleanup_strv_ char **tdirs = NULL;
 	size_t nt = 0;
 	int r = list_names(pfd, template_name, &tdirs, &nt);
 	if (r < 0)
-		return msb__error_errno(err, r, "ns pool: list `%s`", pool);
+		return msb__error_errno(err, r, "warm pool: list `%s`", pool);
 	msb_ns_pool_entry *v = NULL;
 	size_t count = 0;
 	for (size_t i = 0; i < nt && r == 0; i++) {
@@ -822,17 +877,17 @@ static int drain_template(const ns_backend *b, int pfd, const char *tdir, size_t
 		openat(pfd, tdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (tfd < 0)
 		return errno == ENOENT ? 0
-				       : msb__error_errno(err, errno, "ns pool: open `%s`", tdir);
+				       : msb__error_errno(err, errno, "warm pool: open `%s`", tdir);
 	while (flock(tfd, LOCK_EX) < 0)
 		if (errno != EINTR)
-			return msb__error_errno(err, errno, "ns pool: lock `%s`", tdir);
+			return msb__error_errno(err, errno, "warm pool: lock `%s`", tdir);
 	int ret = 0;
 	for (;;) {
 		_cleanup_strv_ char **names = NULL;
 		size_t n = 0;
 		int r = list_names(tfd, slot_name, &names, &n);
 		if (r < 0)
-			return msb__error_errno(err, r, "ns pool: list `%s`", tdir);
+			return msb__error_errno(err, r, "warm pool: list `%s`", tdir);
 		size_t gone = 0;
 		for (size_t i = 0; i < n; i++) {
 			_cleanup_close_ int sfd = -1;
@@ -841,7 +896,7 @@ static int drain_template(const ns_backend *b, int pfd, const char *tdir, size_t
 			int q = lock_slot(tfd, names[i], wait_ms, &sfd);
 			if (q == -EWOULDBLOCK && ret == 0)
 				ret = msb_error_set(err, MSB_E_RUNTIME,
-						    "ns pool: `%s/%s` stayed locked for %lld ms",
+						    "warm pool: `%s/%s` stayed locked for %lld ms",
 						    tdir, names[i], (long long)wait_ms);
 			if (q < 0)
 				continue;
@@ -861,26 +916,26 @@ static int drain_template(const ns_backend *b, int pfd, const char *tdir, size_t
 			break;
 	}
 	if (ret == 0 && unlinkat(pfd, tdir, AT_REMOVEDIR) < 0 && errno != ENOENT)
-		ret = msb__error_errno(err, errno, "ns pool: remove `%s`", tdir);
+		ret = msb__error_errno(err, errno, "warm pool: remove `%s`", tdir);
 	return ret;
 }
 
 int msb_ns_pool_drain(msb_backend *backend, const char *template_id, size_t *removed,
 		      msb_error **err)
 {
-	const ns_backend *b = msb_ns__backend_of(backend);
+	const ns_backend *b = msb_ns__pool_backend_of(backend);
 	size_t count = 0;
 	if (removed)
 		*removed = 0;
 	if (!b)
 		return msb_error_set(err, MSB_E_VALUE,
-				     "the warm pool is the `ns` backend's; "
-				     "backend `%s` is not one",
+				     "the warm pool is the `ns` and `oci` backends'; "
+				     "backend `%s` is neither",
 				     msb_backend_name(backend));
 	if (template_id && !template_name(template_id))
 		return msb_error_set(
 			err, MSB_E_VALUE,
-			"ns pool: `%s` is not a template (16 hex digits, `msb pool ls`)",
+			"warm pool: `%s` is not a template (16 hex digits, `msb pool ls`)",
 			template_id);
 	_cleanup_free_ char *pool = msb__asprintf("%s/%s", b->state_dir, POOL_DIR);
 	if (!pool)
@@ -889,7 +944,7 @@ int msb_ns_pool_drain(msb_backend *backend, const char *template_id, size_t *rem
 	_cleanup_close_ int pfd = open(pool, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (pfd < 0)
 		return errno == ENOENT ? 0
-				       : msb__error_errno(err, errno, "ns pool: open `%s`", pool);
+				       : msb__error_errno(err, errno, "warm pool: open `%s`", pool);
 	int r = 0;
 	if (template_id) {
 		r = drain_template(b, pfd, template_id, &count, err);
@@ -897,7 +952,7 @@ int msb_ns_pool_drain(msb_backend *backend, const char *template_id, size_t *rem
 		_cleanup_strv_ char **tdirs = NULL;
 		size_t nt = 0;
 		if ((r = list_names(pfd, template_name, &tdirs, &nt)) < 0)
-			return msb__error_errno(err, r, "ns pool: list `%s`", pool);
+			return msb__error_errno(err, r, "warm pool: list `%s`", pool);
 		for (size_t i = 0; i < nt; i++) {
 			msb_error *e = NULL;
 			if (drain_template(b, pfd, tdirs[i], &count, &e) < 0) {
@@ -912,6 +967,6 @@ int msb_ns_pool_drain(msb_backend *backend, const char *template_id, size_t *rem
 		*removed = count;
 	/* guest-names: ok - the state root is the host's; rmdir never follows */
 	if (r == 0 && rmdir(pool) < 0 && errno != ENOENT && errno != ENOTEMPTY)
-		r = msb__error_errno(err, errno, "ns pool: remove `%s`", pool);
+		r = msb__error_errno(err, errno, "warm pool: remove `%s`", pool);
 	return r;
 }

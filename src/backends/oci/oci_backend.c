@@ -11,7 +11,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <sys/file.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -107,7 +106,8 @@ static int backend_init(oci_backend *b, const msb_oci_options *opts, msb_error *
 	msb_oci_options defaults = MSB_OCI_OPTIONS_INIT;
 	if (!opts)
 		opts = &defaults;
-	if (opts->version != MSB_OCI_OPTIONS_VERSION)
+	/* Version 1 is the struct without pool_size. */
+	if (opts->version < 1 || opts->version > MSB_OCI_OPTIONS_VERSION)
 		return msb_error_set(err, MSB_E_VALUE, "oci options: unsupported version %u",
 				     opts->version);
 	memset(b, 0, sizeof(*b));
@@ -166,6 +166,7 @@ static int backend_init(oci_backend *b, const msb_oci_options *opts, msb_error *
 	o.cpu_millis = opts->cpu_millis;
 	o.writable_bytes = opts->writable_bytes;
 	o.start_timeout = opts->start_timeout > 0 ? opts->start_timeout : 60.0;
+	o.pool_size = opts->version >= 2 ? opts->pool_size : 0;
 	int r = msb_ns__backend_init(&b->ns, &o, err);
 	if (r < 0) {
 		free(b->runtime_path);
@@ -173,6 +174,7 @@ static int backend_init(oci_backend *b, const msb_oci_options *opts, msb_error *
 		memset(b, 0, sizeof(*b));
 		return msb_error_wrap(err, "oci");
 	}
+	b->ns.pool_ops = &msb_oci__pool_ops;
 	/* <root>/oci beside <root>/ns; <dir>/<name>/agent.sock fits sun_path. */
 	char *dir = msb__asprintf("%s/oci", b->ns.state_root);
 	if (!dir) {
@@ -188,146 +190,6 @@ static int backend_init(oci_backend *b, const msb_oci_options *opts, msb_error *
 				     dir);
 	}
 	return 0;
-}
-
-static int random_hex(char *out, size_t nbytes)
-{
-	static const char hex[] = "0123456789abcdef";
-	uint8_t buf[32];
-	if (nbytes > sizeof(buf))
-		return -EINVAL;
-	size_t got = 0;
-	while (got < nbytes) {
-		ssize_t n = getrandom(buf + got, nbytes - got, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		got += (size_t)n;
-	}
-	for (size_t i = 0; i < nbytes; i++) {
-		out[2 * i] = hex[buf[i] >> 4];
-		out[2 * i + 1] = hex[buf[i] & 15];
-	}
-	out[2 * nbytes] = '\0';
-	return 0;
-}
-
-/* The shim's configuration: the ns keys (image, limits, work dir, host
- * name) and the runtime's. */
-static int shim_config(const oci_backend *b, const msb_spec *spec, const char *work_dir,
-		       const char *name, char **out, msb_error **err)
-{
-	_cleanup_free_ char *base = NULL;
-	int r = msb_ns__shim_config(&b->ns, spec, work_dir, name, &base, err);
-	if (r < 0)
-		return r;
-	_cleanup_json_ json_t *o = json_loads(base, 0, NULL);
-	if (!json_is_object(o) ||
-	    json_object_set_new(o, "runtime", json_string(msb_oci__runtime_name(b->runtime))) < 0 ||
-	    json_object_set_new(o, "runtime_path", json_string(b->runtime_path)) < 0 ||
-	    (b->platform && json_object_set_new(o, "platform", json_string(b->platform)) < 0))
-		return msb__error_nomem(err);
-	if (!(*out = msb__json_dump(o)))
-		return msb__error_nomem(err);
-	return 0;
-}
-
-/*
- * Start msb-oci-shim detached (forked twice: nobody's child here, never our
- * zombie). It reports on the pipe: "ok\n" once the agent answered, or
- * "error: REASON\n".
- */
-static int start_shim(const oci_backend *b, const char *dir, double timeout, msb_error **err)
-{
-	_cleanup_free_ char *cfg = msb__asprintf("%s/shim.json", dir);
-	if (!cfg)
-		return msb__error_nomem(err);
-	const char *argv[] = {b->ns.shim_path, "--state", dir,		"--agent", b->ns.agent_path,
-			      "--config",      cfg,	  "--ready-fd", "3",	   NULL};
-	int pipefd[2];
-	if (pipe2(pipefd, O_CLOEXEC) < 0)
-		return msb__error_errno(err, errno, "cannot start the oci shim");
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid_t child = fork();
-	if (child == 0) {
-		/* Only async-signal-safe calls from here to execve. */
-		if (fork() != 0)
-			_exit(0);
-		if (pipefd[1] == 3) {
-			int fl = fcntl(3, F_GETFD);
-			fcntl(3, F_SETFD, fl & ~FD_CLOEXEC);
-		} else if (dup2(pipefd[1], 3) < 0) {
-			_exit(127);
-		}
-		/* guest-names: ok - /dev/null */
-		int devnull = open("/dev/null", O_RDWR);
-		if (devnull >= 0) {
-			dup2(devnull, 0);
-			dup2(devnull, 1);
-			dup2(devnull, 2);
-		}
-		/* Nothing else of the caller's outlives it in the shim. */
-		msb__sys_close_range(4, ~0U, 0);
-		struct sigaction dfl = {.sa_handler = SIG_DFL};
-		for (int s = 1; s < 65; s++)
-			sigaction(s, &dfl, NULL);
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		extern char **environ;
-		execve(b->ns.shim_path, (char *const *)argv, environ);
-		_exit(127);
-	}
-	int fork_errno = errno;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	close(pipefd[1]);
-	if (child < 0) {
-		close(pipefd[0]);
-		return msb__error_errno(err, fork_errno, "cannot start the oci shim");
-	}
-	while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
-		;
-	char buf[1024];
-	size_t got = 0;
-	int64_t deadline = msb__now_ns() + (int64_t)(timeout * 1e9);
-	while (got < sizeof(buf) - 1) {
-		int64_t left = (deadline - msb__now_ns()) / 1000000;
-		if (left <= 0)
-			break;
-		struct pollfd pfd = {.fd = pipefd[0], .events = POLLIN};
-		int r = poll(&pfd, 1, (int)left);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		ssize_t n = read(pipefd[0], buf + got, sizeof(buf) - 1 - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-		if (memchr(buf, '\n', got))
-			break;
-	}
-	close(pipefd[0]);
-	buf[got] = '\0';
-	char *nl = strchr(buf, '\n');
-	if (nl)
-		*nl = '\0';
-	if (strcmp(buf, "ok") == 0)
-		return 0;
-	if (strncmp(buf, "error: ", 7) == 0)
-		return msb_error_set(err, MSB_E_RUNTIME, "oci sandbox not created: %s", buf + 7);
-	if (got == 0 && msb__now_ns() >= deadline)
-		return msb_error_set(err, MSB_E_TIMEOUT,
-				     "oci sandbox not created: the shim did not report within %g s",
-				     timeout);
-	return msb_error_set(err, MSB_E_RUNTIME,
-			     "oci sandbox not created: the shim `%s` exited without reporting",
-			     b->ns.shim_path);
 }
 
 static int purge_sandbox(const oci_backend *b, const char *name, msb_error **err)
@@ -372,6 +234,82 @@ static int prepare_root(const oci_backend *b, msb_error **err)
 		return msb__error_errno(err, r, "oci: cannot create the state directory `%s`",
 					b->ns.state_dir);
 	return msb_oci__check_traversable(b->ns.state_dir, err);
+}
+
+/* A sandbox made here for the key, in its empty, locked directory dfd. */
+static int create_sandbox(oci_backend *b, const msb_key *key, const char *kind,
+			  const char *work_dir, const char *cfg, const char *name, int statefd,
+			  int dfd, msb_sandbox **out, msb_error **err)
+{
+	char instance[33];
+	if (msb_ns__random_hex(instance, 16) < 0)
+		return msb__error_errno(err, errno, "oci: no randomness for an instance id");
+	msb_ns_labels nl = {
+		.scope = (char *)key->scope,
+		.thread_id = (char *)key->thread_id,
+		.agent_dir = (char *)key->agent_dir,
+		.kind = (char *)kind,
+		.call_id = (char *)key->call_id,
+		.instance_id = instance,
+		.work_dir = (char *)work_dir,
+		.created_ns = msb__realtime_ns(),
+	};
+	/* Labels first, so a purge finds the sandbox even if setup fails (4.20). */
+	int r = msb_ns__labels_write(dfd, &nl, err);
+	if (r < 0)
+		return r;
+	r = msb__write_file_atomic_at(dfd, "shim.json", cfg, strlen(cfg), 0600);
+	if (r < 0)
+		return msb__error_errno(err, r, "oci: cannot write the shim configuration");
+	_cleanup_free_ char *dir = msb__asprintf("%s/%s", b->ns.state_dir, name);
+	if (!dir)
+		return msb__error_nomem(err);
+	int ready = -1;
+	r = msb_oci__shim_spawn(&b->ns, dir, false, false, &ready, err);
+	if (r == 0)
+		r = msb_oci__shim_await(&b->ns, ready, b->ns.start_timeout, err);
+	if (r < 0) {
+		purge_sandbox(b, name, NULL);
+		clear_dir(dfd);
+		unlinkat(statefd, name, AT_REMOVEDIR);
+		return r;
+	}
+	return msb_oci__sandbox_new(b, name, &nl, out, err);
+}
+
+/* new_sandbox: a pooled sandbox took the key's name and then failed. */
+#define OCI_START_OVER 1
+
+/* A sandbox for the key in its empty, locked directory dfd: from the warm
+ * pool when it has one of this template ready (ns_pool.c, docs/pool.md),
+ * else made here; either way the pool is topped up after. */
+static int new_sandbox(oci_backend *b, const msb_key *key, const msb_spec *spec, const char *kind,
+		       const char *work_dir, const char *name, int statefd, int dfd,
+		       msb_sandbox **out, msb_error **err)
+{
+	ns_template t;
+	int r = msb_ns__template_init(&b->ns, spec, work_dir, &t, err);
+	if (r < 0)
+		return r;
+	bool pooled = b->ns.pool_size > 0 || msb_ns__pool_exists(&b->ns, statefd);
+	if (pooled && (r = msb_ns__template_digest(&b->ns, &t, err)) == 0) {
+		r = msb_ns__pool_claim(&b->ns, &t, key, kind, work_dir, NULL, name, statefd, out,
+				       err);
+		if (r > 0) {
+			msb_ns__pool_refill(&b->ns, &t);
+			msb_ns__template_clear(&t);
+			return r == 1 ? 0 : OCI_START_OVER;
+		}
+	}
+	_cleanup_free_ char *cfg = NULL;
+	if (r == 0)
+		r = msb_ns__shim_config_text(t.cfg, name, &cfg, err);
+	if (r == 0)
+		r = create_sandbox(b, key, kind, work_dir, cfg, name, statefd, dfd, out, err);
+	if (r == 0 && pooled)
+		msb_ns__pool_refill(&b->ns, &t);
+	msb_ns__template_clear(&t);
+	return r;
 }
 
 static int oci_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb_sandbox **out,
@@ -422,7 +360,11 @@ static int oci_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb
 		int64_t pid = 0;
 		msb_ns__shim_alive(dfd, &pid, NULL);
 		msb_ns_labels labels = {0};
-		if (pid > 0 && msb_ns__labels_read(dfd, &labels, NULL) == 0 &&
+		/* A claim from the pool that died before the sandbox had its
+		 * identity (ns_pool.c): never handed out, replaced below. */
+		bool half_claimed =
+			faccessat(dfd, MSB_NS_POOL_FILE, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+		if (pid > 0 && !half_claimed && msb_ns__labels_read(dfd, &labels, NULL) == 0 &&
 		    msb__streq_null(labels.kind, kind)) {
 			r = msb_ns__limits_match(dfd, name, &b->ns, spec, err);
 			if (r == 0)
@@ -438,40 +380,10 @@ static int oci_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb
 		if ((r = clear_dir(dfd)) < 0)
 			return msb__error_errno(err, r, "oci: cannot clear stale state in `%s`",
 						name);
-		char instance[33];
-		if (random_hex(instance, 16) < 0)
-			return msb__error_errno(err, errno,
-						"oci: no randomness for an instance id");
-		msb_ns_labels nl = {
-			.scope = (char *)key->scope,
-			.thread_id = (char *)key->thread_id,
-			.agent_dir = (char *)key->agent_dir,
-			.kind = (char *)kind,
-			.call_id = (char *)key->call_id,
-			.instance_id = instance,
-			.work_dir = (char *)work_dir,
-			.created_ns = msb__realtime_ns(),
-		};
-		/* Labels first, so a purge finds the sandbox even if setup fails (4.20). */
-		if ((r = msb_ns__labels_write(dfd, &nl, err)) < 0)
-			return r;
-		_cleanup_free_ char *cfg = NULL;
-		if ((r = shim_config(b, spec, work_dir, name, &cfg, err)) < 0)
-			return r;
-		r = msb__write_file_atomic_at(dfd, "shim.json", cfg, strlen(cfg), 0600);
-		if (r < 0)
-			return msb__error_errno(err, r, "oci: cannot write the shim configuration");
-		_cleanup_free_ char *dir = msb__asprintf("%s/%s", b->ns.state_dir, name);
-		if (!dir)
-			return msb__error_nomem(err);
-		r = start_shim(b, dir, b->ns.start_timeout, err);
-		if (r < 0) {
-			purge_sandbox(b, name, NULL);
-			clear_dir(dfd);
-			unlinkat(statefd, name, AT_REMOVEDIR);
-			return r;
-		}
-		return msb_oci__sandbox_new(b, name, &nl, out, err);
+		r = new_sandbox(b, key, spec, kind, work_dir, name, statefd, dfd, out, err);
+		if (r == OCI_START_OVER)
+			continue;
+		return r;
 	}
 	return msb_error_set(err, MSB_E_RUNTIME, "oci: `%s` kept disappearing during acquire",
 			     name);
@@ -516,6 +428,7 @@ static void oci_free(void *impl)
 	oci_backend *b = impl;
 	if (!b)
 		return;
+	msb_ns__pool_wait(&b->ns);
 	backend_clear(b);
 	free(b);
 }
@@ -558,4 +471,10 @@ const char *msb_oci_backend_runtime(const msb_backend *b)
 {
 	const oci_backend *ob = msb_backend_impl(b, &oci_ops);
 	return ob ? msb_oci__runtime_name(ob->runtime) : NULL;
+}
+
+ns_backend *msb_oci__pool_backend_of(const msb_backend *b)
+{
+	oci_backend *ob = b ? msb_backend_impl(b, &oci_ops) : NULL;
+	return ob ? &ob->ns : NULL;
 }

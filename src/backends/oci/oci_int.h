@@ -35,6 +35,17 @@ int msb_oci__doctor(msb_backend_probe *out, msb_error **err);
 int msb_oci__sandbox_new(const oci_backend *b, const char *name, const msb_ns_labels *labels,
 			 msb_sandbox **out, msb_error **err);
 
+/* A claimed pooled sandbox takes its identity (oci_sandbox.c). */
+int msb_oci__sandbox_identity(msb_sandbox *sb, const char *hostname, double timeout,
+			      msb_error **err);
+
+/* The warm pool's oci side (oci_pool.c): msb-oci-shim started detached
+ * (with `ready`, *ready is the pipe of its report, which await reads). */
+extern const ns_pool_ops msb_oci__pool_ops;
+int msb_oci__shim_spawn(const ns_backend *b, const char *dir, bool egress, bool pool, int *ready,
+			msb_error **err);
+int msb_oci__shim_await(const ns_backend *b, int fd, double timeout, msb_error **err);
+
 /* The fingerprint under gVisor (oci_fingerprint.c): the host's walk of the
  * writable layer, /dev/shm and the storage base, with the guest's special
  * files and processes asked of the agent over `c`. */

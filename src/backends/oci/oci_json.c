@@ -10,8 +10,9 @@
 #include "util/json.h"
 
 static const char *const oci_keys[] = {
-	"name",		"runtime",  "runtime_path", "platform",	      "state_dir",     "image",
-	"memory_bytes", "pids_max", "cpu_millis",   "writable_bytes", "start_timeout", NULL,
+	"name",		 "runtime",	 "runtime_path", "platform",   "state_dir",
+	"image",	 "memory_bytes", "pids_max",	 "cpu_millis", "writable_bytes",
+	"start_timeout", "pool_size",	 NULL,
 };
 
 static int oci_from_json(const msb_backend_json *in, msb_backend **out, msb_error **err)
@@ -34,6 +35,13 @@ static int oci_from_json(const msb_backend_json *in, msb_backend **out, msb_erro
 	    (r = msb__json_get_u64(obj, "writable_bytes", w, &o.writable_bytes, NULL, err)) < 0 ||
 	    (r = msb__json_get_double(obj, "start_timeout", w, &o.start_timeout, NULL, err)) < 0)
 		return r;
+	uint64_t pool = 0;
+	if ((r = msb__json_get_u64(obj, "pool_size", w, &pool, NULL, err)) < 0)
+		return r;
+	if (pool > MSB_NS_POOL_MAX)
+		return msb_error_set(err, MSB_E_VALUE, "%s: pool_size %llu is over the most, %u", w,
+				     (unsigned long long)pool, MSB_NS_POOL_MAX);
+	o.pool_size = (unsigned)pool;
 	r = msb_oci_backend_new(&o, out, err);
 	return r < 0 ? msb_error_wrap(err, "%s", w) : 0;
 }

@@ -43,10 +43,13 @@ struct chan {
 	struct chan *next;
 };
 
+/* A PING or an IDENTITY in flight: the cookie the agent sees (up) and the
+ * host's (down). */
 struct ping {
 	bool used;
 	uint64_t up, down;
 	struct peer *peer;
+	bool identity;
 };
 
 struct oci_relay {
@@ -249,14 +252,21 @@ static void up_frame(oci_relay *r, const msb_proto_frame *f)
 				lose(r, "the agent is not reading");
 			return;
 		case MSB_PROTO_PONG:
+		case MSB_PROTO_IDENTITY_OK:
 			for (size_t i = 0; i < OCI_RELAY_MAX_PINGS; i++) {
 				struct ping *pg = &r->pings[i];
-				if (!pg->used || pg->up != m.u.cookie)
+				if (!pg->used || pg->up != m.u.cookie ||
+				    pg->identity != (m.type == MSB_PROTO_IDENTITY_OK))
 					continue;
 				pg->used = false;
-				to_peer_encoded(r, pg->peer, buf,
-						msb_proto_enc_ping(buf, sizeof(buf), MSB_PROTO_PONG,
-								   pg->down));
+				if (pg->peer)
+					to_peer_encoded(
+						r, pg->peer, buf,
+						pg->identity ? msb_proto_enc_identity_ok(
+								       buf, sizeof(buf), pg->down)
+							     : msb_proto_enc_ping(buf, sizeof(buf),
+										  MSB_PROTO_PONG,
+										  pg->down));
 				break;
 			}
 			return;
@@ -480,6 +490,31 @@ static void peer_open(oci_relay *r, struct peer *p, const msb_proto_frame *f,
 		peer_fail(r, p, MSB_PROTO_ERR_LIMIT, "the sandbox's agent is not reading");
 }
 
+/* IDENTITY (a claimed pooled sandbox's host name, docs/pool.md): passed to
+ * the agent under a cookie of the relay's; its IDENTITY_OK comes back to
+ * this host. An agent that fails it ends its connection, and the sandbox
+ * with it: the claim fails and the library takes it down. */
+static void peer_identity(oci_relay *r, struct peer *p, const msb_proto_identity *id)
+{
+	char name[MSB_PROTO_MAX_HOSTNAME + 1];
+	uint8_t buf[MSB_PROTO_HEADER_SIZE + 16 + MSB_PROTO_MAX_HOSTNAME];
+	memcpy(name, id->hostname.ptr, id->hostname.len); /* checked by the decoder */
+	name[id->hostname.len] = '\0';
+	for (size_t i = 0; i < OCI_RELAY_MAX_PINGS; i++) {
+		struct ping *pg = &r->pings[i];
+		if (pg->used)
+			continue;
+		*pg = (struct ping){true, ++r->last_cookie, id->cookie, p, true};
+		if (put_encoded(&r->up_out, buf,
+				msb_proto_enc_identity(buf, sizeof(buf), pg->up, name)) < 0) {
+			pg->used = false;
+			peer_fail(r, p, MSB_PROTO_ERR_LIMIT, "the sandbox's agent is not reading");
+		}
+		return;
+	}
+	peer_fail(r, p, MSB_PROTO_ERR_LIMIT, "too many requests in flight on this sandbox");
+}
+
 static void peer_frame(oci_relay *r, struct peer *p, const msb_proto_frame *f)
 {
 	msb_proto_msg m;
@@ -507,7 +542,7 @@ static void peer_frame(oci_relay *r, struct peer *p, const msb_proto_frame *f)
 				struct ping *pg = &r->pings[i];
 				if (pg->used)
 					continue;
-				*pg = (struct ping){true, ++r->last_cookie, m.u.cookie, p};
+				*pg = (struct ping){true, ++r->last_cookie, m.u.cookie, p, false};
 				if (put_encoded(&r->up_out, buf,
 						msb_proto_enc_ping(buf, sizeof(buf), MSB_PROTO_PING,
 								   pg->up)) < 0) {
@@ -523,6 +558,9 @@ static void peer_frame(oci_relay *r, struct peer *p, const msb_proto_frame *f)
 				msb_proto_enc_ping(buf, sizeof(buf), MSB_PROTO_PONG, m.u.cookie));
 			return;
 		case MSB_PROTO_PONG:
+			return;
+		case MSB_PROTO_IDENTITY:
+			peer_identity(r, p, &m.u.identity);
 			return;
 		case MSB_PROTO_ERROR:
 			peer_close(r, p); /* the host gives up the connection */

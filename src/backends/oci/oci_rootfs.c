@@ -352,13 +352,18 @@ static int python_etc(char ***out)
 	return r;
 }
 
+/* /etc/hosts and /etc/hostname for the host name `name`. */
+static void name_files(const char *name, char hosts[256], char hostname[96])
+{
+	snprintf(hosts, 256, "127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+		 name);
+	snprintf(hostname, 96, "%s\n", name);
+}
+
 static int fill_etc(oci_rootfs *rf, int etc)
 {
 	char hosts[256], hostname[96];
-	snprintf(hosts, sizeof(hosts),
-		 "127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost ip6-loopback\n",
-		 rf->cfg->hostname);
-	snprintf(hostname, sizeof(hostname), "%s\n", rf->cfg->hostname);
+	name_files(rf->cfg->hostname, hosts, hostname);
 	const char *const files[][2] = {
 		{"passwd", "root:x:0:0:root:/root:/bin/sh\n"
 			   "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
@@ -474,6 +479,42 @@ static int fill_skel(oci_rootfs *rf, int skel)
 	if (etc < 0)
 		return fail(rf, -errno, "skeleton: open /etc");
 	return fill_etc(rf, etc);
+}
+
+/* Replace the contents of skel's etc/NAME in place (the same inode: the
+ * overlay keeps the lower file it looked up). */
+static int rewrite_etc(oci_rootfs *rf, int etc, const char *name, const char *text)
+{
+	_cleanup_close_ int fd = openat(etc, name, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return fail(rf, -errno, "rewrite /etc/%s", name);
+	size_t len = strlen(text);
+	while (len > 0) {
+		ssize_t w = write(fd, text, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return fail(rf, w < 0 ? -errno : -EIO, "rewrite /etc/%s", name);
+		text += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+int oci_rootfs_rename_host(oci_rootfs *rf, const char *hostname)
+{
+	if (rf->layer_fd < 0)
+		return fail(rf, -EBADF, "the root is not built");
+	if (rf->cfg->image != MSB_NS_IMAGE_HOST)
+		return 0; /* an image's /etc is its own */
+	_cleanup_close_ int etc =
+		openat(rf->layer_fd, "skel/etc", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (etc < 0)
+		return fail(rf, -errno, "skeleton: open /etc");
+	char hosts[256], line[96];
+	name_files(hostname, hosts, line);
+	int r = rewrite_etc(rf, etc, "hostname", line);
+	return r < 0 ? r : rewrite_etc(rf, etc, "hosts", hosts);
 }
 
 int oci_rootfs_host_binds(bool with_etc, char ***out)

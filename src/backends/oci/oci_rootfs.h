@@ -68,6 +68,12 @@ int oci_rootfs_build(oci_rootfs *rf);
  * mounts with the private tmpfs they are on). */
 void oci_rootfs_teardown(oci_rootfs *rf, bool unmount);
 
+/* A pooled sandbox claimed under another name (docs/pool.md): for the
+ * `host` image, the synthesized /etc/hostname and /etc/hosts in skel/
+ * rewritten in place for `hostname`, so that they read as a sandbox
+ * created with that name reads them and the writable layer stays empty.
+ * 0, or -errno with the reason in rf->err. */
+int oci_rootfs_rename_host(oci_rootfs *rf, const char *hostname);
 /* The host paths the `host` image binds read-only into the guest (for the
  * bundle's mounts): /usr, the real directories among /bin /sbin /lib*, and
  * (with_etc: unless copied, oci_rootfs.copy_etc) the /etc entries the

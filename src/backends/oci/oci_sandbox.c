@@ -251,6 +251,40 @@ static const msb_sandbox_ops oci_sandbox_ops = {
 	.release = oci_release,
 };
 
+/*
+ * A claimed pooled sandbox takes its identity (docs/pool.md): the shim
+ * first (its directory's new path, the key's shim.json, the root's /etc
+ * names), then the agent the host name, on a new connection kept for the
+ * first exec.
+ */
+int msb_oci__sandbox_identity(msb_sandbox *sb, const char *hostname, double timeout,
+			      msb_error **err)
+{
+	oci_sandbox *s = msb_sandbox_impl(sb, &oci_sandbox_ops);
+	if (!s)
+		return msb_error_set(err, MSB_E_VALUE, "oci: not an oci sandbox");
+	int64_t deadline = msb__now_ns() + (int64_t)(timeout * 1e9);
+	char reply[MSB_NS_CONTROL_LINE_MAX];
+	int r = msb_ns__control(s->dfd, s->dir, OCI_CONTROL_IDENTITY, deadline, NULL, reply,
+				sizeof(reply), err);
+	if (r == 0 && strcmp(reply, "ok") != 0)
+		r = msb_error_set(err, MSB_E_RUNTIME, "oci: the shim refused the claim: %s",
+				  strncmp(reply, "error: ", 7) == 0 ? reply + 7 : reply);
+	if (r < 0)
+		return r;
+	msb_client *c = NULL;
+	if ((r = msb_client__open(s->sock_path, &c, err)) < 0)
+		return r;
+	int64_t left = deadline - msb__now_ns();
+	r = msb_client__identity(c, hostname, left > 0 ? (double)left / 1e9 : 0.001, err);
+	if (r < 0) {
+		msb_client__free(c);
+		return r;
+	}
+	give_client(s, c);
+	return 0;
+}
+
 int msb_oci__sandbox_new(const oci_backend *b, const char *name, const msb_ns_labels *labels,
 			 msb_sandbox **out, msb_error **err)
 {

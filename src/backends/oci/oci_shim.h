@@ -38,6 +38,9 @@ const char *msb_oci__runtime_name(oci_runtime rt);
 /* -1 when `name` is none of them. */
 int msb_oci__runtime_from_name(const char *name);
 
+/* The control request of a claim (docs/pool.md): the pooled sandbox's
+ * directory was renamed onto a key's and its shim.json rewritten. */
+#define OCI_CONTROL_IDENTITY "identity"
 #define OCI_STATE_PRIVATE "run"
 #define OCI_STATE_BUNDLE "bundle"
 #define OCI_STATE_RUNTIME "runtime"

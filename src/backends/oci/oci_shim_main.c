@@ -4,6 +4,7 @@
  *
  *   msb-oci-shim --state DIR --agent PATH --config FILE [--ready-fd N]
  *                [--name NAME] [--log FILE] [--agent-log FILE] [--remove-state-dir]
+ *                [--pool --cgroup-key KEY]
  *
  * In its own mount namespace it builds the root (oci_rootfs.h), writes the
  * bundle (oci_spec.h), and runs the OCI runtime's `run` with msb-agent
@@ -14,6 +15,9 @@
  * gofer, crun's container), runs in the sandbox's cgroup, so the limits hold
  * them all and a teardown finds them all. Control socket (shim.sock) and
  * state files as msb-shim's; docs/internals/oci-backend.md has the details.
+ * --pool: a pooled sandbox (docs/pool.md), its directory locked until it is
+ * ready; a claim renames the directory and says `identity` on the control
+ * socket before it gives the agent the key's host name.
  */
 #include <fcntl.h>
 #include <limits.h>
@@ -21,6 +25,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -29,59 +34,9 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
-#include "backends/ns/boundary/shim.h"
-#include "backends/oci/oci_relay.h"
-#include "backends/oci/oci_rootfs.h"
-#include "backends/oci/oci_shim.h"
-#include "backends/oci/oci_spec.h"
-#include "backends/oci/oci_stamps.h"
+#include "backends/oci/oci_shim_int.h"
 #include "util/fs.h"
-#include "util/sha256.h"
 #include "util/syscalls.h"
-
-#define CONFIG_MAX (64 * 1024)
-#define STALE_TIMEOUT_MS 2000
-#define CONTROL_READ_MS 2000
-#define START_TIMEOUT_MS 60000
-#define RUNTIME_EXIT_MS 3000
-#define TAIL_MAX 600
-/* runsc: the host's cgroup limits for guest limits of N processes and M bytes:
- * gVisor's own threads (about 80 at rest, about 10 per guest process) and
- * memory (its sentry, gofer and runsc run: about 50 MiB) come on top. */
-#define RUNSC_PIDS_BASE 256u
-#define RUNSC_PIDS_PER_TASK 16u
-#define RUNSC_MEMORY_OVERHEAD (128ull << 20)
-
-struct shim {
-	char *state_dir;
-	char *agent;
-	char *config_path;
-	char *name;
-	const char *log_path;
-	const char *agent_log_path;
-	bool remove_dir;
-	int ready_fd;
-	int dfd;
-	int pfd;	   /* the private tmpfs, <state>/run, while the sandbox is up */
-	char *private_dir; /* its path */
-	int work_fd;
-	int agent_log_fd;
-	int ctl_fd;
-	int ctl_conn;
-	oci_shim_config cfg;
-	msb_ns_cgroup *cg;
-	oci_rootfs rf;
-	char **host_binds;
-	pid_t rt_pid; /* the runtime's `run` */
-	int rt_pidfd;
-	int rt_go;	     /* its release (fork_runtime) */
-	int out_fd;	     /* the runtime's (and the init's) stdout and stderr */
-	char tail[TAIL_MAX]; /* their last bytes, for an error message */
-	size_t tail_len;
-	oci_relay *relay;
-	bool wrote_pid;
-	oci_stamps up, down;
-};
 
 static void report(struct shim *s, const char *line)
 {
@@ -144,7 +99,7 @@ static const char *last_words(struct shim *s, char *out, size_t size)
 
 /* ---- teardown -------------------------------------------------------------------- */
 
-static bool wait_pidfd(int pidfd, int timeout_ms)
+bool wait_pidfd(int pidfd, int timeout_ms)
 {
 	struct pollfd p = {.fd = pidfd, .events = POLLIN};
 	int r;
@@ -259,9 +214,7 @@ static int teardown(struct shim *s)
 	return ret;
 }
 
-static _Noreturn void die(struct shim *s, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static _Noreturn void die(struct shim *s, const char *fmt, ...)
+_Noreturn void die(struct shim *s, const char *fmt, ...)
 {
 	char msg[900], line[1024];
 	va_list ap;
@@ -282,7 +235,7 @@ static _Noreturn void die(struct shim *s, const char *fmt, ...)
 	_exit(1);
 }
 
-static _Noreturn void die_err(struct shim *s, msb_error *e)
+_Noreturn void die_err(struct shim *s, msb_error *e)
 {
 	die(s, "%s", msb_error_message(e) ? msb_error_message(e) : "unknown error");
 }
@@ -296,6 +249,10 @@ static int parse_args(struct shim *s, int argc, char **argv)
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (strcmp(a, "--remove-state-dir") == 0) {
 			s->remove_dir = true;
+			continue;
+		}
+		if (strcmp(a, "--pool") == 0) {
+			s->pool = true;
 			continue;
 		}
 		if (!v)
@@ -313,6 +270,8 @@ static int parse_args(struct shim *s, int argc, char **argv)
 			s->log_path = v;
 		} else if (strcmp(a, "--agent-log") == 0) {
 			s->agent_log_path = v;
+		} else if (strcmp(a, "--cgroup-key") == 0) {
+			s->cgroup_key = (char *)v;
 		} else if (strcmp(a, "--ready-fd") == 0) {
 			if ((s->ready_fd = msb_ns__shim_ready_fd(v)) < 0)
 				return -1;
@@ -335,8 +294,10 @@ static void resolve_paths(struct shim *s)
 	if (!cfg)
 		die(s, "config `%s`: %s", s->config_path, strerror(errno));
 	s->config_path = cfg;
+	/* A pooled sandbox's directory is made by the library, and a drain may
+	 * remove it before this shim gets to it: never make it anew. */
 	/* guest-names: ok - the state dir: host-private */
-	if (mkdir(s->state_dir, 0711) < 0 && errno != EEXIST)
+	if (!s->pool && mkdir(s->state_dir, 0711) < 0 && errno != EEXIST)
 		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
 	/* guest-names: ok - the state dir: host-private */
 	char *dir = realpath(s->state_dir, NULL);
@@ -351,10 +312,14 @@ static void resolve_paths(struct shim *s)
 		die(s, "out of memory");
 }
 
+/* shim.json: at start, and again when a claim renamed the directory (its
+ * copy there names the key's host name; the path given is stale). */
 static void load_config(struct shim *s)
 {
-	/* guest-names: ok - shim.json, in the state dir */
-	_cleanup_close_ int fd = open(s->config_path, O_RDONLY | O_CLOEXEC);
+	/* guest-names: ok - shim.json, in the host-private state dir */
+	_cleanup_close_ int fd =
+		s->dfd >= 0 ? openat(s->dfd, "shim.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+			    : open(s->config_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		die(s, "config `%s`: %s", s->config_path, strerror(errno));
 	_cleanup_free_ char *buf = malloc(CONFIG_MAX + 1);
@@ -374,6 +339,7 @@ static void load_config(struct shim *s)
 			die(s, "config `%s`: larger than %d bytes", s->config_path, CONFIG_MAX);
 	}
 	msb_error *e = NULL;
+	msb_oci__shim_config_clear(&s->cfg);
 	if (msb_oci__shim_config_parse(&s->cfg, buf, len, &e) < 0)
 		die_err(s, e);
 	/*
@@ -432,6 +398,19 @@ static void check_state_dir(struct shim *s)
 	char why[900];
 	if (msb_ns__shim_open_state(s->state_dir, &s->dfd, why, sizeof(why)) < 0)
 		die(s, "%s", why);
+	if (s->pool) {
+		/* Held until the sandbox is ready: a claim passes over a pooled
+		 * sandbox it cannot lock, and a drain waits for it. The library
+		 * made the directory and its pool.json; a drain that came first
+		 * removed them, and nothing may start there then. */
+		while (flock(s->dfd, LOCK_EX) < 0)
+			if (errno != EINTR)
+				die(s, "lock `%s`: %s", s->state_dir, strerror(errno));
+		struct stat st;
+		if (fstat(s->dfd, &st) < 0 || st.st_nlink == 0 ||
+		    faccessat(s->dfd, MSB_NS_POOL_FILE, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+			die(s, "pooled sandbox `%s` was drained before it started", s->state_dir);
+	}
 	if (fchmod(s->dfd, 0711) < 0)
 		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
 	check_traversable(s);
@@ -489,254 +468,6 @@ static int listen_at(struct shim *s, const char *name, int backlog)
 		die(s, "listen: %s", strerror(errno));
 	}
 	return fd;
-}
-
-static void make_cgroup(struct shim *s)
-{
-	msb_error *e = NULL;
-	uint8_t d[32];
-	msb_sha256 h;
-	msb__sha256_init(&h);
-	msb__sha256_update(&h, s->state_dir, strlen(s->state_dir));
-	msb__sha256_final(&h, d);
-	_cleanup_free_ char *leaf =
-		msb__asprintf("%s-%02x%02x%02x%02x", s->name, d[0], d[1], d[2], d[3]);
-	if (!leaf)
-		die(s, "out of memory");
-	/* runsc: the host's limits hold gVisor as well as the guest (load_config). */
-	msb_ns_config host = s->cfg.ns;
-	if (s->cfg.runtime == OCI_RUNSC) {
-		if (host.memory_max)
-			host.memory_max += RUNSC_MEMORY_OVERHEAD;
-		if (host.pids_max)
-			host.pids_max =
-				host.pids_max > (4194304 - RUNSC_PIDS_BASE) / RUNSC_PIDS_PER_TASK
-					? 4194304
-					: RUNSC_PIDS_BASE + RUNSC_PIDS_PER_TASK * host.pids_max;
-	}
-	if (msb_ns__cgroup_plan(&host, leaf, &s->cg, &e) < 0)
-		die_err(s, e);
-	if (!s->cg)
-		return;
-	_cleanup_free_ char *rec = msb_ns__cgroup_record(s->cg);
-	if (!rec)
-		die(s, "out of memory");
-	int r = msb__write_file_atomic_at(s->dfd, MSB_NS_STATE_CGROUPS, rec, strlen(rec), 0644);
-	if (r < 0)
-		die(s, "write %s: %s", MSB_NS_STATE_CGROUPS, strerror(-r));
-	if (msb_ns__cgroup_setup(s->cg, &e) < 0)
-		die_err(s, e);
-}
-
-/* The files a process writes "0" to to move itself into the sandbox's
- * cgroup: each v1 hierarchy's `tasks`, or the v2 `cgroup.procs`. */
-static size_t cgroup_self_fds(struct shim *s, int *fds, size_t max)
-{
-	if (!s->cg)
-		return 0;
-	msb_error *e = NULL;
-	size_t n = 0;
-	if (msb_ns__cgroup_version(s->cg) == 1) {
-		if (msb_ns__cgroup_tasks_fds(s->cg, fds, max, &n, &e) < 0)
-			die_err(s, e);
-		return n;
-	}
-	const char *dir = msb_ns__cgroup_path(s->cg, "memory");
-	if (!dir)
-		dir = msb_ns__cgroup_path(s->cg, "pids");
-	if (!dir)
-		return 0;
-	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
-	/* guest-names: ok - cgroupfs, the sandbox's own directory */
-	fds[0] = open(path, O_WRONLY | O_CLOEXEC);
-	if (fds[0] < 0)
-		die(s, "cgroup: open `%s`: %s", path, strerror(errno));
-	return 1;
-}
-
-static void write_bundle(struct shim *s)
-{
-	if (s->cfg.ns.image == MSB_NS_IMAGE_HOST && !s->host_binds &&
-	    oci_rootfs_host_binds(!s->rf.copy_etc, &s->host_binds) < 0)
-		die(s, "list the host's directories: %s", strerror(errno));
-	oci_spec_input in = {
-		.cfg = &s->cfg,
-		.state_dir = s->state_dir,
-		.private_dir = s->private_dir,
-		.agent_path = s->agent,
-		.host_binds = s->host_binds,
-	};
-	_cleanup_free_ char *text = NULL;
-	if (oci_spec_write(&in, &text) < 0)
-		die(s, "out of memory");
-	if (mkdirat(s->pfd, OCI_STATE_BUNDLE, 0700) < 0 && errno != EEXIST)
-		die(s, "create bundle/: %s", strerror(errno));
-	_cleanup_close_ int bfd =
-		openat(s->pfd, OCI_STATE_BUNDLE, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (bfd < 0)
-		die(s, "open bundle/: %s", strerror(errno));
-	int r = msb__write_file_atomic_at(bfd, "config.json", text, strlen(text), 0600);
-	if (r < 0)
-		die(s, "write bundle/config.json: %s", strerror(-r));
-	if (mkdirat(s->pfd, OCI_STATE_RUNTIME, 0700) < 0 && errno != EEXIST)
-		die(s, "create runtime/: %s", strerror(errno));
-}
-
-/* argv of the runtime's `run`, NULL-terminated, in `v` (at most 32). */
-static void runtime_argv(struct shim *s, const char **v, char *root, char *bundle, char *pidfile)
-{
-	size_t n = 0;
-	v[n++] = s->cfg.runtime_path;
-	v[n++] = "--root";
-	v[n++] = root;
-	switch (s->cfg.runtime) {
-	case OCI_RUNSC:
-		/* No network device but lo; no cgroups of its own (the shim's hold
-		 * it); no overlay of its own (the root's writes reach the shim's,
-		 * whose upper directory the host reads); logs to its stderr. */
-		v[n++] = "--network";
-		v[n++] = "none";
-		v[n++] = "--ignore-cgroups";
-		v[n++] = "--overlay2";
-		v[n++] = "none";
-		v[n++] = "--platform";
-		v[n++] = s->cfg.platform;
-		v[n++] = "--log-fd";
-		v[n++] = "2";
-		/* MSB_OCI_RUNSC_DEBUG=DIR/: gVisor's own debug logs (and strace) there. */
-		if (getenv("MSB_OCI_RUNSC_DEBUG") && getenv("MSB_OCI_RUNSC_DEBUG")[0] == '/') {
-			v[n++] = "--debug";
-			v[n++] = "--strace";
-			v[n++] = "--debug-log";
-			v[n++] = getenv("MSB_OCI_RUNSC_DEBUG");
-		}
-		break;
-	case OCI_CRUN:
-		v[n++] = "--cgroup-manager=disabled";
-		break;
-	case OCI_RUNC:
-		break;
-	}
-	v[n++] = "run";
-	v[n++] = "--bundle";
-	v[n++] = bundle;
-	v[n++] = "--pid-file";
-	v[n++] = pidfile;
-	v[n++] = s->name;
-	v[n] = NULL;
-}
-
-/*
- * Fork the runtime's process, early: stdin is `sock` (the agent's
- * connection), stdout and stderr a pipe the shim drains. It moves itself
- * into the sandbox's cgroup at once - a v1 move may wait for an RCU grace
- * period (DESIGN §8), which so runs while the shim builds the root and the
- * bundle - then waits for release_runtime before it execs the runtime: the
- * runtime and all it starts are in the cgroup. It dies with the shim.
- */
-static void fork_runtime(struct shim *s, int sock)
-{
-	_cleanup_free_ char *root = msb__asprintf("%s/%s", s->private_dir, OCI_STATE_RUNTIME);
-	_cleanup_free_ char *bundle = msb__asprintf("%s/%s", s->private_dir, OCI_STATE_BUNDLE);
-	_cleanup_free_ char *pidfile =
-		msb__asprintf("%s/%s", s->private_dir, OCI_STATE_CONTAINER_PID);
-	if (!root || !bundle || !pidfile)
-		die(s, "out of memory");
-	const char *argv[32];
-	runtime_argv(s, argv, root, bundle, pidfile);
-	int cgfds[8];
-	size_t ncg = cgroup_self_fds(s, cgfds, 8);
-	int go[2], out[2];
-	if (pipe2(go, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
-		die(s, "pipe: %s", strerror(errno));
-	pid_t parent = getpid();
-	pid_t pid = fork();
-	if (pid < 0)
-		die(s, "fork: %s", strerror(errno));
-	if (pid == 0) {
-		/* Only async-signal-safe calls from here to execve. */
-		close(go[1]);
-		close(out[0]);
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
-			_exit(127);
-		for (size_t i = 0; i < ncg; i++)
-			if (write(cgfds[i], "0", 1) != 1) {
-				static const char msg[] = "msb-oci-shim: the runtime's process "
-							  "cannot join the sandbox's cgroup\n";
-				ssize_t w = write(out[1], msg, sizeof(msg) - 1);
-				(void)w;
-				_exit(127);
-			}
-		char c;
-		if (read(go[0], &c, 1) != 1)
-			_exit(127);
-		if (dup2(sock, STDIN_FILENO) < 0 || dup2(out[1], STDOUT_FILENO) < 0 ||
-		    dup2(out[1], STDERR_FILENO) < 0)
-			_exit(127);
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		signal(SIGPIPE, SIG_DFL);
-		extern char **environ;
-		execve(argv[0], (char *const *)argv, environ);
-		_exit(127);
-	}
-	for (size_t i = 0; i < ncg; i++)
-		close(cgfds[i]);
-	close(go[0]);
-	close(out[1]);
-	s->rt_pid = pid;
-	s->rt_go = go[1];
-	s->rt_pidfd = msb__sys_pidfd_open(pid, 0);
-	if (s->rt_pidfd < 0)
-		die(s, "pidfd of the runtime: %s", strerror(-s->rt_pidfd));
-	s->out_fd = out[0];
-	int fl = fcntl(s->out_fd, F_GETFL);
-	fcntl(s->out_fd, F_SETFL, fl | O_NONBLOCK);
-}
-
-/* The bundle is ready: the runtime's process may exec it. */
-static void release_runtime(struct shim *s)
-{
-	ssize_t w = write(s->rt_go, "g", 1);
-	close(s->rt_go);
-	s->rt_go = -1;
-	if (w != 1)
-		die(s, "release the runtime: %s", w < 0 ? strerror(errno) : "short write");
-}
-
-/* The runtime's --pid-file names the container's process (crun: its init;
- * runsc: the sandbox's sentry); init.pid records it with its start time. */
-static void record_init(struct shim *s)
-{
-	_cleanup_free_ char *text = NULL;
-	/* crun writes it once the container runs, which may be after the
-	 * agent's HELLO: wait for it a little. */
-	int r;
-	long pid = 0;
-	int64_t deadline = msb__now_ns() + 5000000000LL;
-	for (;;) {
-		free(text);
-		text = NULL;
-		r = msb__read_file_at(s->pfd, OCI_STATE_CONTAINER_PID, 64, &text, NULL);
-		char *end = NULL;
-		errno = 0;
-		pid = r == 0 ? strtol(text, &end, 10) : 0;
-		if (r == 0 && !errno && end != text && pid > 0 && pid <= INT32_MAX)
-			break;
-		/* Absent, or not whole yet (it is not written atomically). */
-		if ((r < 0 && r != -ENOENT) || msb__now_ns() >= deadline ||
-		    wait_pidfd(s->rt_pidfd, 1))
-			die(s, "the runtime wrote no pid to %s: %s", OCI_STATE_CONTAINER_PID,
-			    r < 0 ? strerror(-r) : "not a pid");
-	}
-	uint64_t start;
-	r = msb_ns__proc_start_time((pid_t)pid, &start);
-	if (r == 0)
-		r = msb_ns__write_pid_file(s->dfd, MSB_NS_STATE_INIT_PID, (pid_t)pid, start);
-	if (r < 0)
-		die(s, "write %s: %s", MSB_NS_STATE_INIT_PID, strerror(-r));
 }
 
 static void start_sandbox(struct shim *s)
@@ -811,6 +542,46 @@ static void reset_sandbox(struct shim *s)
 	s->up.n = 0;
 }
 
+/*
+ * A claim renamed this pooled sandbox's directory onto a key's and wrote
+ * its shim.json (docs/pool.md): take the new paths and configuration (a
+ * reset makes the sandbox again from them) and the key's host name into
+ * the root's /etc. The agent sets the host name itself (IDENTITY).
+ */
+static void claimed(struct shim *s, char *reply, size_t size)
+{
+	char link[64], buf[PATH_MAX];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", s->dfd);
+	/* guest-names: ok - the host's procfs link of our own descriptor */
+	ssize_t n = readlink(link, buf, sizeof(buf) - 1);
+	if (n <= 0 || buf[0] != '/') {
+		snprintf(reply, size, "error: where is the state directory now: %s\n",
+			 n < 0 ? strerror(errno) : "no path");
+		return;
+	}
+	buf[n] = '\0';
+	char *dir = strdup(buf);
+	char *priv = msb__asprintf("%s/%s", buf, OCI_STATE_PRIVATE);
+	if (!dir || !priv) {
+		free(dir);
+		free(priv);
+		snprintf(reply, size, "error: out of memory\n");
+		return;
+	}
+	msb_ns__shim_log("msb-oci-shim: `%s` is now `%s`", s->state_dir, dir);
+	free(s->state_dir);
+	s->state_dir = dir;
+	free(s->private_dir);
+	s->private_dir = priv;
+	s->cgroup_key = NULL;
+	load_config(s);
+	if (oci_rootfs_rename_host(&s->rf, s->cfg.ns.hostname) < 0) {
+		snprintf(reply, size, "error: %s\n", s->rf.err);
+		return;
+	}
+	snprintf(reply, size, "ok\n");
+}
+
 static void serve_control(struct shim *s)
 {
 	int conn = accept4(s->ctl_fd, NULL, NULL, SOCK_CLOEXEC);
@@ -844,6 +615,10 @@ static void serve_control(struct shim *s)
 			msb_ns__send_fds(conn, "error: the writable layer is not held\n", NULL, 0);
 		else
 			msb_ns__send_fds(conn, "ok\n", fds, 2);
+	} else if (strcmp(line, OCI_CONTROL_IDENTITY) == 0) {
+		char reply[600];
+		claimed(s, reply, sizeof(reply));
+		msb_ns__send_fds(conn, reply, NULL, 0);
 	} else if (strcmp(line, MSB_NS_CONTROL_RESET) == 0) {
 		s->ctl_conn = conn;
 		reset_sandbox(s);
@@ -924,7 +699,8 @@ int main(int argc, char **argv)
 	if (parse_args(&s, argc, argv) < 0) {
 		fputs("usage: msb-oci-shim --state DIR --agent PATH --config FILE [--ready-fd N]\n"
 		      "                    [--name NAME] [--log FILE] [--agent-log FILE] "
-		      "[--remove-state-dir]\n",
+		      "[--remove-state-dir]\n"
+		      "                    [--pool --cgroup-key KEY]\n",
 		      stderr);
 		if (s.ready_fd >= 0)
 			report(&s, "error: msb-oci-shim: bad arguments\n");
@@ -960,6 +736,10 @@ int main(int argc, char **argv)
 	}
 	s.ctl_fd = listen_at(&s, MSB_NS_STATE_CONTROL, 16);
 	start_sandbox(&s);
+	/* Ready: a pooled sandbox may be claimed from now on (before "ok": one
+	 * that says it is ready is). */
+	if (s.pool)
+		flock(s.dfd, LOCK_UN);
 	report(&s, "ok\n");
 	oci_stamp(&s.up, "report");
 	oci_stamps_write(msb_oci__runtime_name(s.cfg.runtime), "start", &s.up);
