@@ -61,19 +61,18 @@ int cli_pool_drain(msb_backend *b, size_t *n, msb_error **err)
 
 int cli_ls_list(msb_backend *b, bool json, msb_error **err)
 {
-	/* The state root the backend resolves, by the one rule (ns_state.c). */
-	msb_ns_options o = MSB_NS_OPTIONS_INIT;
-	o.state_root = msb_ns_backend_state_root(b);
 	msb_ns_entry *e = NULL;
 	size_t n = 0;
-	if (!o.state_root && msb_engine_backend_is(b))
+	if (!cli_pool_backend(b) && msb_engine_backend_is(b))
 		return cli_ls_engine(b, json, err);
-	int r = o.state_root ? msb_ns_list(&o, &e, &n, err)
-			     : msb_error_set(err, MSB_E_VALUE,
-					     "msb ls lists what an `ns` backend keeps on disk and "
-					     "what a `docker` or `wslc` engine holds; backend `%s` "
-					     "is neither",
-					     msb_backend_name(b));
+	/* What an ns or oci backend keeps under its state root. */
+	int r = cli_pool_backend(b)
+			? msb_ns_backend_list(b, &e, &n, err)
+			: msb_error_set(err, MSB_E_VALUE,
+					"msb ls lists what an `ns` or `oci` backend keeps "
+					"on disk and what a `docker` or `wslc` engine "
+					"holds; backend `%s` is none of them",
+					msb_backend_name(b));
 	msb_ns_pool_entry *pe = NULL;
 	size_t pn = 0;
 	if (r == 0)

@@ -126,6 +126,11 @@ typedef struct msb_ns_entry {
 /* Every sandbox under the state root, read from labels on disk. */
 MSB_EXTERN int msb_ns_list(const msb_ns_options *opts, msb_ns_entry **entries, size_t *n,
 			   msb_error **err);
+/* The same for a backend: an ns backend's state root, or an oci backend's
+ * (its sandboxes under <root>/oci, msb/oci_backend.h). MSB_E_VALUE for any
+ * other backend. */
+MSB_EXTERN int msb_ns_backend_list(const msb_backend *b, msb_ns_entry **entries, size_t *n,
+				   msb_error **err);
 MSB_EXTERN void msb_ns_entries_free(msb_ns_entry *entries, size_t n);
 
 /*

@@ -22,8 +22,8 @@
  * As a backend type (msb/backend.h) `oci` reads backend JSON with the keys
  * of msb_oci_options by the same names: name, runtime, runtime_path,
  * platform, state_dir, image, memory_bytes, pids_max, cpu_millis,
- * writable_bytes, start_timeout, pool_size. Its doctor tries each runtime
- * here.
+ * writable_bytes, start_timeout, pool_size, egress (an object,
+ * docs/egress.md). Its doctor tries each runtime here.
  *
  * Root only (the runtimes run rootful). Thread-safety as msb/ns.h.
  */
@@ -58,12 +58,15 @@ typedef struct msb_oci_options {
 	 * of msb/ns.h (msb_ns_pool_fill, _list, _drain serve an oci backend
 	 * too; docs/pool.md); 0 = none, at most MSB_NS_POOL_MAX. */
 	unsigned pool_size;
+	/* Version 2: the egress proxy's settings for ALLOWLIST sandboxes, strict
+	 * JSON as msb_ns_options.egress_config (docs/egress.md); NULL = defaults. */
+	const char *egress_config;
 } msb_oci_options;
 #define MSB_OCI_OPTIONS_VERSION 2
 #define MSB_OCI_OPTIONS_INIT                                                                       \
 	{                                                                                          \
 		MSB_OCI_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0,  \
-			0, 0, 0                                                                    \
+			0, 0, 0, NULL                                                              \
 	}
 
 /* Make the backend. Refused with MSB_E_VALUE: an unknown runtime, a

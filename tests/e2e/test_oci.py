@@ -20,7 +20,8 @@ import time
 import pytest
 
 from conftest import BUILD, ROOT
-from test_serve import Serve, b64, unb64
+from test_serve import ADD_SCHEMA, PURE, Serve, answer, b64, unb64
+from test_vm_egress import BODY, GUEST as EGRESS_GUEST, http_host  # noqa: F401 (fixture)
 
 MSB = os.path.join(BUILD, "cli", "msb")
 AGENT = os.path.join(BUILD, "agent", "msb-agent")
@@ -541,6 +542,83 @@ def test_dir_and_oci_images_are_the_ns_ones(state, rt):
         assert p.stdout.startswith(b"w\n") and marker.encode() in p.stdout.split(), p.stdout
 
 
+# ---- egress: the allowlist (docs/oci.md "Egress") ----------------------------------------------
+
+@pytest.mark.parametrize("rt", runtimes())
+def test_allowlist_answers_refuses_and_reports_17_9(state, rt, http_host):  # noqa: F811
+    """The agent's proxy port in the sandbox, its tunnels carried by the shim's relay to the
+    egress proxy (a process of the shim's): an allowlisted host answers, another is refused
+    (403 not-allowlisted), bulk bytes cross the tunnels' credit windows intact both ways, and
+    every decision comes back as an EgressObserved event; nothing is left after."""
+    eg = {"allow_cidrs": ["127.0.0.0/8"], "system_resolver": False,
+          "hosts": {"allowed.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]}}
+    cfg = _write(state, backend(state, rt, egress=eg))
+    events = os.path.join(state, "events.jsonl")
+    urls = [["allowed", f"http://allowed.test:{http_host}/x"],
+            ["unlisted", f"http://other.test:{http_host}/x"]]
+    p = subprocess.run([MSB, "run", "--config", cfg, "--min-isolation", "container",
+                        "--allow", "allowed.test", "--events", events, "--", "python3", "-c",
+                        EGRESS_GUEST, json.dumps(urls)], capture_output=True, timeout=300)
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    out = json.loads(p.stdout)
+    assert out["proxy"] == "http://127.0.0.1:3128", out
+    assert out["allowed"] == [200, BODY.decode()], out
+    assert out["unlisted"][0] == 403 and "not-allowlisted" in out["unlisted"][1], out
+    assert out["down"] and out["up"], out
+    with open(events) as f:
+        evs = [json.loads(line) for line in f if line.strip()]
+    evs = [e for e in evs if e["event"] == "EgressObserved"]
+    allowed = [e for e in evs if e["host"] == "allowed.test"]
+    assert len(allowed) == 3 and all(e["decision"] == "ALLOW" for e in allowed), evs
+    assert max(e["bytes_down"] for e in allowed) > 3 * 1024 * 1024
+    assert max(e["bytes_up"] for e in allowed) > 2 * 1024 * 1024
+    denied = [e for e in evs if e["host"] == "other.test"]
+    assert [(e["decision"], e["reason"]) for e in denied] == [("DENY", "not-allowlisted")]
+    assert len(evs) == 4, evs
+    assert wait_no_leaks(state) == []
+
+
+@pytest.mark.skipif(not have("crun"), reason="root and crun")
+def test_a_closed_sandbox_has_no_proxy_and_no_route_out(state):
+    r = subprocess.run([MSB, "run", "--config", _write(state, backend(state, "crun")),
+                        "--min-isolation", "container", "--", "python3", "-c",
+                        "import os, socket; print(os.environ.get('HTTP_PROXY'));"
+                        "s = socket.socket(); s.settimeout(3)\n"
+                        "try:\n s.connect(('127.0.0.1', 3128)); print('open')\n"
+                        "except OSError as e:\n print('refused', e.errno)"],
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().split()[:2] == ["None", "refused"], r.stdout
+
+
+# ---- host tools over exec (docs/hosttools.md, transport 1) ---------------------------------------
+
+@pytest.mark.parametrize("sandbox", runtimes(), indirect=True)
+def test_the_guest_calls_a_host_tool_over_exec_14_1(sandbox):
+    """The over-exec transport (exec, write, stat, read only) on oci: the guest's program calls
+    a host tool the client answers; the library's gates refuse what does not bind."""
+    s = sandbox
+    g = s.call("host_tools.new", max_calls_per_run=8)["registry"]
+    s.call("host_tools.register", registry=g, name="add", parameters=ADD_SCHEMA,
+           declaration=PURE)
+    seen = []
+
+    def add(left, right):
+        seen.append((left, right))
+        return left + right
+    answer(s, {"add": add})
+    prog = ("import maf_host_tools as t\nprint('sum', t.call('add', left=2, right=3))\n"
+            "try:\n    t.call('add', left='two', right=3)\n"
+            "except t.HostToolError as e:\n    print('refused', e)\n")
+    r = s.call("sandbox.run_with_host_tools", sandbox=s.sandbox, registry=g, transport="exec",
+               program=prog, timeout=60, poll_interval=0.02)
+    out = unb64(r["stdout"]).decode()
+    assert r["exit_code"] == 0, out + unb64(r["stderr"]).decode()
+    assert "sum 5" in out and "arguments do not bind to host tool 'add'" in out, out
+    assert seen == [(2, 3)] and r["calls"] == 2 and r["delivered"] == 1, r
+    assert s.call("host_tools.free", registry=g) == {}
+
+
 # ---- the warm pool (docs/pool.md) ----------------------------------------------------------------
 
 def pool_entries(cfg):
@@ -587,11 +665,18 @@ def test_a_pooled_sandbox_answers_under_its_keys_name_and_resets_so(state, rt):
     assert out == [name, name, "1", "0"], out
     fp = s.call("sandbox.fingerprint", sandbox=sb)
     assert fp["changed_paths"] == [] and fp["running_programs"] == [], fp
+    # msb ls lists it under the key, and what the pool holds (refilled behind the claim).
+    again = wait_pool_ready(cfg, 1)
+    p = subprocess.run([MSB, "ls", "--config", cfg, "--json"], capture_output=True)
+    assert p.returncode == 0, p.stderr
+    ls = {e["name"]: e for e in json.loads(p.stdout)}
+    assert ls[name]["state"] == "running" and ls[name]["thread_id"] == "t1", ls
+    assert ls[name]["image"] == "host" and ls[name]["backend"] == "oci", ls
+    assert ls[again[0]]["state"] == "pooled" and len(ls) == 2, ls
     s.call("sandbox.exec", sandbox=sb, shell="echo x > /root/r; echo y > w")
     s.call("sandbox.reset", sandbox=sb, timeout=60)
     out = unb64(s.call("sandbox.exec", sandbox=sb, shell=look)["stdout"]).decode().split()
     assert out == [name, name, "1", "0"], out
-    again = wait_pool_ready(cfg, 1)
     assert len(again) == 1 and again[0] not in pooled + [name], again
     s.call("router.dispose", router=r, key=KEY)
     assert s.close() == 0

@@ -713,30 +713,25 @@ int msb_ns_backend_set_progress(msb_backend *b, msb_ns_progress_fn fn, void *use
 	return 0;
 }
 
-int msb_ns_list(const msb_ns_options *opts, msb_ns_entry **entries, size_t *n, msb_error **err)
+/* Every sandbox in state_dir (<root>/ns or <root>/oci), from its labels. */
+static int list_state_dir(const char *state_dir, const char *what, msb_ns_entry **entries,
+			  size_t *n, msb_error **err)
 {
-	ns_backend b;
-	int r = msb_ns__backend_init(&b, opts, err);
-	if (r < 0)
-		return r;
 	*entries = NULL;
 	*n = 0;
 	/* guest-names: ok - the state root is the host's */
-	int statefd = open(b.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (statefd < 0) {
-		msb_ns__backend_clear(&b);
-		return errno == ENOENT ? 0 : msb__error_errno(err, errno, "ns: cannot list");
-	}
+	int statefd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (statefd < 0)
+		return errno == ENOENT ? 0 : msb__error_errno(err, errno, "%s: cannot list", what);
 	DIR *d = fdopendir(statefd);
 	if (!d) {
 		close(statefd);
-		msb_ns__backend_clear(&b);
-		return msb__error_errno(err, errno, "ns: cannot list");
+		return msb__error_errno(err, errno, "%s: cannot list", what);
 	}
 	msb_ns_entry *v = NULL;
 	size_t count = 0;
 	struct dirent *de;
-	r = 0;
+	int r = 0;
 	while ((de = readdir(d))) {
 		if (strncmp(de->d_name, "msb-", 4) != 0)
 			continue;
@@ -771,7 +766,6 @@ int msb_ns_list(const msb_ns_options *opts, msb_ns_entry **entries, size_t *n, m
 		e->dead = live == MSB_NS_DEAD;
 	}
 	closedir(d);
-	msb_ns__backend_clear(&b);
 	if (r < 0) {
 		msb_ns_entries_free(v, count);
 		return r;
@@ -779,6 +773,30 @@ int msb_ns_list(const msb_ns_options *opts, msb_ns_entry **entries, size_t *n, m
 	*entries = v;
 	*n = count;
 	return 0;
+}
+
+int msb_ns_list(const msb_ns_options *opts, msb_ns_entry **entries, size_t *n, msb_error **err)
+{
+	ns_backend b;
+	int r = msb_ns__backend_init(&b, opts, err);
+	if (r < 0)
+		return r;
+	r = list_state_dir(b.state_dir, "ns", entries, n, err);
+	msb_ns__backend_clear(&b);
+	return r;
+}
+
+int msb_ns_backend_list(const msb_backend *backend, msb_ns_entry **entries, size_t *n,
+			msb_error **err)
+{
+	const ns_backend *b = msb_ns__pool_backend_of(backend);
+	if (!b)
+		return msb_error_set(
+			err, MSB_E_VALUE,
+			"msb_ns_backend_list lists an `ns` or `oci` backend's sandboxes; "
+			"backend `%s` is neither",
+			msb_backend_name(backend));
+	return list_state_dir(b->state_dir, b->pool_ops->what, entries, n, err);
 }
 
 void msb_ns_entries_free(msb_ns_entry *entries, size_t n)

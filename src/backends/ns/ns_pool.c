@@ -380,6 +380,7 @@ static int take(ns_backend *b, const ns_template *t, const msb_key *key, const c
 		.call_id = (char *)key->call_id,
 		.instance_id = instance,
 		.work_dir = (char *)work_dir,
+		.image = b->image,
 		.created_ns = msb__realtime_ns(),
 	};
 	int r = msb_ns__labels_write(sfd, &nl, err);

@@ -19,6 +19,7 @@
 #include "backends/ns/ns_sweep.h"
 #include "backends/oci/oci_int.h"
 #include "backends/types.h"
+#include "egress/egress.h"
 #include "util/fs.h"
 #include "util/json.h"
 #include "util/syscalls.h"
@@ -30,14 +31,21 @@
 #define PURGE_TIMEOUT_MS 8000
 
 /* What every oci backend declares, whatever its runtime: the ns file plane
- * (the storage base is a host directory bound in), reset, both scopes;
- * egress closed only (no network device but lo). */
+ * (the storage base is a host directory bound in), reset, both scopes, host
+ * tools over exec (msb/hosttools_exec.h: exec and the file plane only).
+ * The network namespace has only lo; allowlist: the agent's proxy port in
+ * the sandbox, its tunnels relayed by the shim to msb-shim's proxy in a
+ * process of the shim's (docs/oci.md "Egress"), as on ns and vm; method
+ * tokens are the verbs it enforces. */
 static const msb_declarations oci_declarations = {
 	.version = MSB_DECLARATIONS_VERSION,
 	.capabilities = MSB_CAP_EXEC | MSB_CAP_FILES_IN | MSB_CAP_FILES_OUT | MSB_CAP_FILES_LIST |
-			MSB_CAP_FILES_DELETE | MSB_CAP_RECLAIM | MSB_CAP_SNAPSHOT,
+			MSB_CAP_FILES_DELETE | MSB_CAP_RECLAIM | MSB_CAP_SNAPSHOT |
+			MSB_CAP_HOST_TOOLS | MSB_CAP_EGRESS_METHODS,
 	.limits = {{256u << 20, 1u << 30, 4096}, {256u << 20, 1u << 30, 4096}},
-	.egress_modes = MSB_EGRESS_CLOSED,
+	.egress_modes = MSB_EGRESS_CLOSED | MSB_EGRESS_ALLOWLIST,
+	.egress_method_tokens = msb_egress__method_tokens,
+	.n_egress_method_tokens = MSB_EGRESS_N_METHOD_TOKENS,
 	.os_families = MSB_OS_POSIX,
 	.isolation_scopes = MSB_SCOPE_CONVERSATION | MSB_SCOPE_CALL,
 };
@@ -167,6 +175,7 @@ static int backend_init(oci_backend *b, const msb_oci_options *opts, msb_error *
 	o.writable_bytes = opts->writable_bytes;
 	o.start_timeout = opts->start_timeout > 0 ? opts->start_timeout : 60.0;
 	o.pool_size = opts->version >= 2 ? opts->pool_size : 0;
+	o.egress_config = opts->version >= 2 ? opts->egress_config : NULL;
 	int r = msb_ns__backend_init(&b->ns, &o, err);
 	if (r < 0) {
 		free(b->runtime_path);
@@ -238,8 +247,9 @@ static int prepare_root(const oci_backend *b, msb_error **err)
 
 /* A sandbox made here for the key, in its empty, locked directory dfd. */
 static int create_sandbox(oci_backend *b, const msb_key *key, const char *kind,
-			  const char *work_dir, const char *cfg, const char *name, int statefd,
-			  int dfd, msb_sandbox **out, msb_error **err)
+			  const char *work_dir, const char *egress, const char *cfg,
+			  const char *name, int statefd, int dfd, msb_sandbox **out,
+			  msb_error **err)
 {
 	char instance[33];
 	if (msb_ns__random_hex(instance, 16) < 0)
@@ -252,6 +262,7 @@ static int create_sandbox(oci_backend *b, const msb_key *key, const char *kind,
 		.call_id = (char *)key->call_id,
 		.instance_id = instance,
 		.work_dir = (char *)work_dir,
+		.image = b->ns.image,
 		.created_ns = msb__realtime_ns(),
 	};
 	/* Labels first, so a purge finds the sandbox even if setup fails (4.20). */
@@ -261,6 +272,9 @@ static int create_sandbox(oci_backend *b, const msb_key *key, const char *kind,
 	r = msb__write_file_atomic_at(dfd, "shim.json", cfg, strlen(cfg), 0600);
 	if (r < 0)
 		return msb__error_errno(err, r, "oci: cannot write the shim configuration");
+	if (egress && (r = msb__write_file_atomic_at(dfd, MSB_NS_EGRESS_CONFIG, egress,
+						     strlen(egress), 0600)) < 0)
+		return msb__error_errno(err, r, "oci: cannot write the egress configuration");
 	_cleanup_free_ char *dir = msb__asprintf("%s/%s", b->ns.state_dir, name);
 	if (!dir)
 		return msb__error_nomem(err);
@@ -282,16 +296,18 @@ static int create_sandbox(oci_backend *b, const msb_key *key, const char *kind,
 
 /* A sandbox for the key in its empty, locked directory dfd: from the warm
  * pool when it has one of this template ready (ns_pool.c, docs/pool.md),
- * else made here; either way the pool is topped up after. */
+ * else made here; either way the pool is topped up after. An allowlist
+ * sandbox is always made here: its proxy's rules are the spec's from the
+ * start (the oci shim has no request to put new rules in force). */
 static int new_sandbox(oci_backend *b, const msb_key *key, const msb_spec *spec, const char *kind,
-		       const char *work_dir, const char *name, int statefd, int dfd,
-		       msb_sandbox **out, msb_error **err)
+		       const char *work_dir, const char *egress, const char *name, int statefd,
+		       int dfd, msb_sandbox **out, msb_error **err)
 {
 	ns_template t;
 	int r = msb_ns__template_init(&b->ns, spec, work_dir, &t, err);
 	if (r < 0)
 		return r;
-	bool pooled = b->ns.pool_size > 0 || msb_ns__pool_exists(&b->ns, statefd);
+	bool pooled = !egress && (b->ns.pool_size > 0 || msb_ns__pool_exists(&b->ns, statefd));
 	if (pooled && (r = msb_ns__template_digest(&b->ns, &t, err)) == 0) {
 		r = msb_ns__pool_claim(&b->ns, &t, key, kind, work_dir, NULL, name, statefd, out,
 				       err);
@@ -305,7 +321,8 @@ static int new_sandbox(oci_backend *b, const msb_key *key, const msb_spec *spec,
 	if (r == 0)
 		r = msb_ns__shim_config_text(t.cfg, name, &cfg, err);
 	if (r == 0)
-		r = create_sandbox(b, key, kind, work_dir, cfg, name, statefd, dfd, out, err);
+		r = create_sandbox(b, key, kind, work_dir, egress, cfg, name, statefd, dfd, out,
+				   err);
 	if (r == 0 && pooled)
 		msb_ns__pool_refill(&b->ns, &t);
 	msb_ns__template_clear(&t);
@@ -323,10 +340,12 @@ static int oci_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb
 	if (work_dir[0] != '/')
 		return msb_error_set(err, MSB_E_VALUE,
 				     "oci: work_dir `%s` must be an absolute guest path", work_dir);
-	if (msb_spec_egress(spec) != MSB_EGRESS_CLOSED)
-		return msb_error_set(err, MSB_E_EGRESS_NOT_ENFORCED,
-				     "the `%s` backend serves egress `closed` only", b->ns.name);
 	int r = msb_ns__limits_check(&b->ns, spec, err);
+	if (r < 0)
+		return r;
+	/* allowlist: the proxy's configuration, egress.json (else NULL) */
+	_cleanup_free_ char *egress = NULL;
+	r = msb_ns__egress_config(&b->ns, spec, &egress, err);
 	if (r < 0)
 		return r;
 	char name[37];
@@ -368,6 +387,8 @@ static int oci_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb
 		    msb__streq_null(labels.kind, kind)) {
 			r = msb_ns__limits_match(dfd, name, &b->ns, spec, err);
 			if (r == 0)
+				r = msb_ns__egress_match(dfd, name, egress, err);
+			if (r == 0)
 				r = msb_oci__sandbox_new(b, name, &labels, out, err);
 			msb_ns__labels_clear(&labels);
 			return r;
@@ -380,7 +401,7 @@ static int oci_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb
 		if ((r = clear_dir(dfd)) < 0)
 			return msb__error_errno(err, r, "oci: cannot clear stale state in `%s`",
 						name);
-		r = new_sandbox(b, key, spec, kind, work_dir, name, statefd, dfd, out, err);
+		r = new_sandbox(b, key, spec, kind, work_dir, egress, name, statefd, dfd, out, err);
 		if (r == OCI_START_OVER)
 			continue;
 		return r;
@@ -393,9 +414,15 @@ static int oci_acquire(void *impl, const msb_key *key, const msb_spec *spec, msb
 static int sweep_purge(void *ctx, const char *name, int dfd, const msb_ns_labels *l,
 		       msb_error **err)
 {
-	(void)dfd;
-	(void)l;
-	return purge_sandbox(ctx, name, err);
+	oci_backend *b = ctx;
+	int r = purge_sandbox(b, name, err);
+	/* The shim and its proxy are down: the records of the tunnels it
+	 * closed are in; report them before the directory goes. */
+	if (b->ns.reporter.report) {
+		msb_key key = {l->scope, l->thread_id, l->agent_dir, l->call_id};
+		msb_ns__egress_drain(dfd, &key, &b->ns.reporter);
+	}
+	return r;
 }
 
 static int oci_dispose(void *impl, const msb_key *key, const char *kind, const char *instance_id,

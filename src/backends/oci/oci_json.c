@@ -12,7 +12,7 @@
 static const char *const oci_keys[] = {
 	"name",		 "runtime",	 "runtime_path", "platform",   "state_dir",
 	"image",	 "memory_bytes", "pids_max",	 "cpu_millis", "writable_bytes",
-	"start_timeout", "pool_size",	 NULL,
+	"start_timeout", "pool_size",	 "egress",	 NULL,
 };
 
 static int oci_from_json(const msb_backend_json *in, msb_backend **out, msb_error **err)
@@ -42,6 +42,15 @@ static int oci_from_json(const msb_backend_json *in, msb_backend **out, msb_erro
 		return msb_error_set(err, MSB_E_VALUE, "%s: pool_size %llu is over the most, %u", w,
 				     (unsigned long long)pool, MSB_NS_POOL_MAX);
 	o.pool_size = (unsigned)pool;
+	/* "egress": the proxy's settings (docs/egress.md), checked strictly by
+	 * the backend. */
+	json_t *egress = json_object_get(obj, "egress");
+	if (egress && !json_is_object(egress))
+		return msb_error_set(err, MSB_E_TYPE, "%s: `egress` must be an object", w);
+	_cleanup_free_ char *egress_text = egress ? json_dumps(egress, JSON_COMPACT) : NULL;
+	if (egress && !egress_text)
+		return msb__error_nomem(err);
+	o.egress_config = egress_text;
 	r = msb_oci_backend_new(&o, out, err);
 	return r < 0 ? msb_error_wrap(err, "%s", w) : 0;
 }

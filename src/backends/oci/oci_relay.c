@@ -21,7 +21,9 @@
 #define READ_ROUNDS 16
 #define PEER_OUT_INITIAL (16u * 1024)
 
-enum chan_kind { CH_EXEC, CH_PS };
+/* An exec, a snapshot (PS), the egress listen (the shim's proxy's: at most
+ * one per agent), one egress tunnel (opened by the agent, even ids). */
+enum chan_kind { CH_EXEC, CH_PS, CH_LISTEN, CH_TUNNEL };
 
 struct peer {
 	int fd;
@@ -31,7 +33,8 @@ struct peer {
 	bool closing; /* a fatal ERROR is queued: flush, then close */
 	int64_t close_deadline_ns;
 	bool dead;
-	uint32_t last_id; /* the highest channel id this host opened */
+	uint32_t last_id;	 /* the highest channel id this host opened */
+	uint32_t last_tunnel_id; /* the highest (even) tunnel id given to this host */
 	struct peer *next;
 };
 
@@ -40,6 +43,7 @@ struct chan {
 	uint32_t down_id;
 	struct peer *peer; /* NULL once its host left: what comes is dropped */
 	enum chan_kind kind;
+	bool eof_up, eof_down; /* a tunnel: EOF from the agent, from the host */
 	struct chan *next;
 };
 
@@ -58,7 +62,9 @@ struct oci_relay {
 	msb_proto_outq up_out;
 	uint16_t version;
 	uint32_t agent_max_payload;
-	uint32_t last_up_id; /* 0: none yet; then odd, increasing */
+	uint32_t last_up_id;	  /* 0: none yet; then odd, increasing */
+	uint32_t last_agent_id;	  /* the highest tunnel id the agent opened */
+	struct peer *egress_peer; /* the host whose EGRESS_LISTEN stands; NULL: none */
 	uint64_t last_cookie;
 	int listen_fd;
 	struct peer *peers;
@@ -136,6 +142,7 @@ static int put_encoded(msb_proto_outq *q, const uint8_t *frame, int len)
 }
 
 static void peer_detach(oci_relay *r, struct peer *p);
+static void tunnel_refuse(oci_relay *r, uint32_t up_id, const char *why);
 
 /* The host is gone or must go: stop reading it, give up its channels. */
 static void peer_close(oci_relay *r, struct peer *p)
@@ -209,10 +216,19 @@ static void chan_free(oci_relay *r, struct chan *dead)
 
 static void peer_detach(oci_relay *r, struct peer *p)
 {
-	for (struct chan *c = r->chans; c; c = c->next) {
+	if (r->egress_peer == p)
+		r->egress_peer = NULL; /* the agent keeps listening; tunnels are refused */
+	for (struct chan *c = r->chans, *next; c; c = next) {
+		next = c->next;
 		if (c->peer != p)
 			continue;
 		c->peer = NULL;
+		if (c->kind == CH_TUNNEL) {
+			/* Its proxy is gone: the agent resets the guest's connection. */
+			tunnel_refuse(r, c->up_id, "the egress proxy went away");
+			chan_free(r, c);
+			continue;
+		}
 		if (c->kind != CH_EXEC)
 			continue;
 		/* As the agent does for a connection that closes: the exec's
@@ -226,6 +242,103 @@ static void peer_detach(oci_relay *r, struct peer *p)
 	for (size_t i = 0; i < OCI_RELAY_MAX_PINGS; i++)
 		if (r->pings[i].used && r->pings[i].peer == p)
 			r->pings[i].used = false;
+}
+
+/* ---- egress tunnels (docs/internals/egress.md) ---------------------------------- */
+
+/* ERROR on a tunnel, to the agent: it resets the guest's connection. */
+static void tunnel_refuse(oci_relay *r, uint32_t up_id, const char *why)
+{
+	uint8_t buf[MSB_PROTO_HEADER_SIZE + 4 + MSB_PROTO_MAX_ERROR_MSG];
+	if (put_encoded(&r->up_out, buf,
+			msb_proto_enc_error(buf, sizeof(buf), up_id, MSB_PROTO_ERR_UNSUPPORTED,
+					    why)) < 0)
+		lose(r, "the agent is not reading: a tunnel could not be refused");
+}
+
+/* After a DATA, EOF, CREDIT or ERROR passed on tunnel c: it ends with an
+ * ERROR either way, or once EOF went both ways. */
+static void tunnel_after(oci_relay *r, struct chan *c, const msb_proto_msg *m, bool from_agent)
+{
+	if (m->type == MSB_PROTO_EOF)
+		*(from_agent ? &c->eof_up : &c->eof_down) = true;
+	if (m->type == MSB_PROTO_ERROR || (c->eof_up && c->eof_down))
+		chan_free(r, c);
+}
+
+static bool tunnel_type(uint16_t t)
+{
+	return t == MSB_PROTO_DATA || t == MSB_PROTO_EOF || t == MSB_PROTO_CREDIT ||
+	       t == MSB_PROTO_ERROR;
+}
+
+/* A frame of the agent's on an even channel: a tunnel it opens (EGRESS_OPEN,
+ * one accepted guest connection), given to the host that listens under an
+ * even id of that host's; or one already open. */
+static void up_tunnel(oci_relay *r, const msb_proto_frame *f, const msb_proto_msg *m)
+{
+	struct chan *c = find_up(r, m->channel);
+	if (m->type == MSB_PROTO_EGRESS_OPEN) {
+		if (c || m->channel <= r->last_agent_id) {
+			lose(r, "the agent opened channel %u twice", (unsigned)m->channel);
+			return;
+		}
+		r->last_agent_id = m->channel;
+		struct peer *p = r->egress_peer;
+		if (!p || p->dead || p->closing || r->nchans >= OCI_RELAY_MAX_CHANNELS ||
+		    p->last_tunnel_id >= UINT32_MAX - 2) {
+			tunnel_refuse(r, m->channel, "no egress proxy takes tunnels now");
+			return;
+		}
+		if (!(c = calloc(1, sizeof(*c)))) {
+			tunnel_refuse(r, m->channel, "out of memory");
+			return;
+		}
+		p->last_tunnel_id += 2;
+		*c = (struct chan){.up_id = m->channel,
+				   .down_id = p->last_tunnel_id,
+				   .peer = p,
+				   .kind = CH_TUNNEL,
+				   .next = r->chans};
+		r->chans = c;
+		r->nchans++;
+		to_peer(r, p, f, c->down_id);
+		return;
+	}
+	if (!c) {
+		if (m->channel > r->last_agent_id)
+			lose(r, "the agent sent %s on channel %u, never opened",
+			     msb_proto_type_name(m->type), (unsigned)m->channel);
+		return; /* ended here already */
+	}
+	if (c->kind != CH_TUNNEL || !tunnel_type(m->type)) {
+		lose(r, "the agent sent %s on a tunnel", msb_proto_type_name(m->type));
+		return;
+	}
+	if (c->peer)
+		to_peer(r, c->peer, f, c->down_id);
+	tunnel_after(r, c, m, true);
+}
+
+/* A host's frame on an even channel: a tunnel the relay gave it. */
+static void peer_tunnel(oci_relay *r, struct peer *p, const msb_proto_frame *f,
+			const msb_proto_msg *m)
+{
+	struct chan *c = find_down(r, p, m->channel);
+	if (!c) {
+		if (m->channel > p->last_tunnel_id)
+			peer_fail(r, p, MSB_PROTO_ERR_PROTOCOL, "frame on a tunnel never opened");
+		return; /* stale: the tunnel ended before the host saw it */
+	}
+	if (c->kind != CH_TUNNEL || !tunnel_type(m->type)) {
+		peer_fail(r, p, MSB_PROTO_ERR_PROTOCOL, "unexpected frame on a tunnel");
+		return;
+	}
+	if (put_frame(&r->up_out, f, c->up_id) < 0) {
+		peer_fail(r, p, MSB_PROTO_ERR_LIMIT, "the sandbox's agent is not reading");
+		return;
+	}
+	tunnel_after(r, c, m, false);
 }
 
 /* ---- the agent's side ---------------------------------------------------------- */
@@ -279,9 +392,8 @@ static void up_frame(oci_relay *r, const msb_proto_frame *f)
 			return;
 		}
 	}
-	if (!msb_proto_channel_is_host(m.channel)) {
-		lose(r, "the agent opened channel %u: no egress tunnel was asked for",
-		     (unsigned)m.channel);
+	if (msb_proto_channel_is_agent(m.channel)) {
+		up_tunnel(r, f, &m);
 		return;
 	}
 	struct chan *c = find_up(r, m.channel);
@@ -294,14 +406,20 @@ static void up_frame(oci_relay *r, const msb_proto_frame *f)
 	bool exec_type = m.type == MSB_PROTO_DATA || m.type == MSB_PROTO_EOF ||
 			 m.type == MSB_PROTO_CREDIT || m.type == MSB_PROTO_EXIT;
 	bool ps_type = m.type == MSB_PROTO_PS_REPLY;
+	bool listen_type = m.type == MSB_PROTO_EGRESS_READY;
 	if ((c->kind == CH_EXEC && !exec_type && m.type != MSB_PROTO_ERROR) ||
-	    (c->kind == CH_PS && !ps_type && m.type != MSB_PROTO_ERROR)) {
-		lose(r, "the agent sent %s on a %s channel", msb_proto_type_name(m.type),
-		     c->kind == CH_EXEC ? "exec" : "snapshot");
+	    (c->kind == CH_PS && !ps_type && m.type != MSB_PROTO_ERROR) ||
+	    (c->kind == CH_LISTEN && !listen_type && m.type != MSB_PROTO_ERROR)) {
+		lose(r, "the agent sent %s on a%s channel", msb_proto_type_name(m.type),
+		     c->kind == CH_EXEC ? "n exec"
+		     : c->kind == CH_PS ? " snapshot"
+					: "n egress");
 		return;
 	}
 	if (c->peer)
 		to_peer(r, c->peer, f, c->down_id);
+	if (c->kind == CH_LISTEN && m.type == MSB_PROTO_ERROR && r->egress_peer == c->peer)
+		r->egress_peer = NULL; /* the agent does not listen */
 	if (m.type == MSB_PROTO_EXIT || m.type == MSB_PROTO_ERROR ||
 	    (ps_type && !(m.flags & MSB_PROTO_FLAG_MORE)))
 		chan_free(r, c);
@@ -457,12 +575,18 @@ static void peer_open(oci_relay *r, struct peer *p, const msb_proto_frame *f,
 	p->last_id = m->channel;
 	uint8_t buf[MSB_PROTO_HEADER_SIZE + 4 + MSB_PROTO_MAX_ERROR_MSG];
 	if (m->type == MSB_PROTO_EGRESS_LISTEN) {
-		to_peer_encoded(
-			r, p, buf,
-			msb_proto_enc_error(buf, sizeof(buf), m->channel, MSB_PROTO_ERR_UNSUPPORTED,
-					    "egress tunnels are not served here (oci: egress "
-					    "is closed)"));
-		return;
+		/* One listen per agent, the shim's proxy's; its socket stays in
+		 * the sandbox (no handover through a relay). */
+		const char *no = m->u.egress_listen.flags & MSB_PROTO_EGRESS_HANDOVER
+					 ? "no listening socket is handed over through the relay"
+				 : r->egress_peer ? "egress is already listening"
+						  : NULL;
+		if (no) {
+			to_peer_encoded(r, p, buf,
+					msb_proto_enc_error(buf, sizeof(buf), m->channel,
+							    MSB_PROTO_ERR_UNSUPPORTED, no));
+			return;
+		}
 	}
 	if (r->nchans >= OCI_RELAY_MAX_CHANNELS || r->last_up_id >= UINT32_MAX - 2) {
 		to_peer_encoded(r, p, buf,
@@ -482,7 +606,11 @@ static void peer_open(oci_relay *r, struct peer *p, const msb_proto_frame *f,
 	c->up_id = r->last_up_id;
 	c->down_id = m->channel;
 	c->peer = p;
-	c->kind = m->type == MSB_PROTO_EXEC_OPEN ? CH_EXEC : CH_PS;
+	c->kind = m->type == MSB_PROTO_EXEC_OPEN       ? CH_EXEC
+		  : m->type == MSB_PROTO_EGRESS_LISTEN ? CH_LISTEN
+						       : CH_PS;
+	if (c->kind == CH_LISTEN)
+		r->egress_peer = p;
 	c->next = r->chans;
 	r->chans = c;
 	r->nchans++;
@@ -570,8 +698,8 @@ static void peer_frame(oci_relay *r, struct peer *p, const msb_proto_frame *f)
 			return;
 		}
 	}
-	if (!msb_proto_channel_is_host(m.channel)) {
-		peer_fail(r, p, MSB_PROTO_ERR_PROTOCOL, "no channel of the agent's is open here");
+	if (msb_proto_channel_is_agent(m.channel)) {
+		peer_tunnel(r, p, f, &m);
 		return;
 	}
 	switch (m.type) {

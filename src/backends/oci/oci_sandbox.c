@@ -32,7 +32,19 @@ typedef struct oci_sandbox {
 	pthread_mutex_t lock;
 	msb_client *idle[OCI_IDLE_CLIENTS];
 	size_t n_idle;
+	/* Egress records (allowlist) become EgressObserved events when an exec
+	 * ends and at reset, as on ns. */
+	char *scope, *thread_id, *agent_dir, *call_id;
+	msb_egress_reporter reporter;
 } oci_sandbox;
+
+static void drain_egress(oci_sandbox *s)
+{
+	if (!s->reporter.report)
+		return;
+	msb_key key = {s->scope, s->thread_id, s->agent_dir, s->call_id};
+	msb_ns__egress_drain(s->dfd, &key, &s->reporter);
+}
 
 static int take_client(oci_sandbox *s, msb_client **out, msb_error **err)
 {
@@ -104,6 +116,7 @@ static int run(oci_sandbox *s, const msb_exec_request *req, msb_exec_result *out
 	r = msb_client__exec(c, req, out, err);
 	bool full = layer_full(s);
 	msb_ns__outcome_end(&oc, s->host_base, r, out, err);
+	drain_egress(s);
 	/* What the ns look missed (under gVisor it sees no layer). */
 	if (full && r == 0)
 		out->no_space = true;
@@ -178,8 +191,10 @@ static int oci_reclaim(void *impl, const char *directory, const char *working_di
 static int oci_reset(void *impl, double timeout, msb_error **err)
 {
 	oci_sandbox *s = impl;
+	drain_egress(s); /* what the old proxy recorded */
 	int r = msb_ns__snapshot_reset(s->dfd, s->dir, timeout, err);
 	drop_clients(s); /* the old agent is gone, and the connections to it */
+	drain_egress(s);
 	return r;
 }
 
@@ -231,6 +246,10 @@ static void oci_release(void *impl)
 	free(s->dir);
 	free(s->host_base);
 	free(s->guest_base);
+	free(s->scope);
+	free(s->thread_id);
+	free(s->agent_dir);
+	free(s->call_id);
 	free(s);
 }
 
@@ -300,8 +319,15 @@ int msb_oci__sandbox_new(const oci_backend *b, const char *name, const msb_ns_la
 	s->dir = msb__asprintf("%s/%s", b->ns.state_dir, name);
 	s->host_base = msb__asprintf("%s/%s/%s", b->ns.state_dir, name, MSB_NS_STATE_WORK);
 	s->guest_base = strdup(labels->work_dir ? labels->work_dir : MSB_DEFAULT_WORK_DIR);
+	s->scope = msb__strdup(labels->scope);
+	s->thread_id = msb__strdup(labels->thread_id);
+	s->agent_dir = msb__strdup(labels->agent_dir);
+	s->call_id = msb__strdup(labels->call_id);
+	s->reporter = b->ns.reporter;
 	if (!s->sock_path || !s->instance_id || !s->runtime || !s->dir || !s->host_base ||
-	    !s->guest_base) {
+	    !s->guest_base || (labels->scope && !s->scope) ||
+	    (labels->thread_id && !s->thread_id) || (labels->agent_dir && !s->agent_dir) ||
+	    (labels->call_id && !s->call_id)) {
 		oci_release(s);
 		return msb__error_nomem(err);
 	}

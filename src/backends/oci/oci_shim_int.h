@@ -15,6 +15,7 @@
 #include "backends/oci/oci_rootfs.h"
 #include "backends/oci/oci_shim.h"
 #include "backends/oci/oci_stamps.h"
+#include "../../../shim/vm_egress.h"
 
 #define CONFIG_MAX (64 * 1024)
 #define STALE_TIMEOUT_MS 2000
@@ -63,6 +64,12 @@ struct shim {
 	oci_relay *relay;
 	bool wrote_pid;
 	oci_stamps up, down;
+	/* egress allowlist: egress.json, and msb-vm-shim's proxy process
+	 * (shim/vm_egress.c) on a host connection to this shim's relay */
+	char *egress_json;
+	size_t egress_len;
+	vm_egress egress;
+	int sig_fd; /* the signalfd serve() watches */
 };
 
 /* Take the sandbox down, report "error: ..." and exit 1. */

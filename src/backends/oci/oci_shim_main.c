@@ -188,6 +188,8 @@ static int stop_sandbox(struct shim *s)
 
 static int teardown(struct shim *s)
 {
+	/* The proxy first: it closes its tunnels and writes their records. */
+	vm_egress_stop(&s->egress);
 	int ret = stop_sandbox(s);
 	if (s->ctl_fd >= 0) {
 		close(s->ctl_fd);
@@ -520,12 +522,43 @@ static void start_sandbox(struct shim *s)
 		(double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6);
 }
 
+/* ---- the egress allowlist proxy (shim/vm_egress.c) ------------------------------- */
+
+static void serve(struct shim *s, bool starting);
+
+/* egress.json beside shim.json (a spec with egress `allowlist`). */
+static void load_egress(struct shim *s)
+{
+	char why[600];
+	if (vm_egress_load(s->state_dir, &s->egress_json, &s->egress_len, why, sizeof(why)) < 0)
+		die(s, "%s", why);
+}
+
+/* With an allowlist: start the proxy - msb-shim's, in a process of its own,
+ * a host of this shim's relay - and serve until it reports that the agent
+ * listens, so that no exec starts before the proxy variables are right. A
+ * failure takes the sandbox down. */
+static void start_proxy(struct shim *s)
+{
+	if (!s->egress_json)
+		return;
+	char why[600];
+	if (vm_egress_start(&s->egress, s->dfd, s->egress_json, s->egress_len, why, sizeof(why)) <
+	    0)
+		die(s, "%s", why);
+	serve(s, true);
+	if (s->egress.report >= 0)
+		die(s, "egress: the sandbox or the shim stopped before the proxy was ready");
+	oci_stamp(&s->up, "egress");
+}
+
 /* Reset: the pristine state of creation, from the same configuration. */
 static void reset_sandbox(struct shim *s)
 {
 	msb_ns__shim_log("msb-oci-shim: reset of `%s`", s->name);
 	s->up.n = s->down.n = 0;
 	oci_stamp(&s->down, "reset");
+	vm_egress_stop(&s->egress);
 	if (stop_sandbox(s) < 0)
 		die(s, "reset: the old sandbox did not go");
 	unlinkat(s->dfd, MSB_NS_STATE_INIT_PID, 0);
@@ -538,6 +571,7 @@ static void reset_sandbox(struct shim *s)
 	s->down.n = 0;
 	oci_stamp(&s->up, "reset");
 	start_sandbox(s);
+	start_proxy(s);
 	oci_stamps_write(msb_oci__runtime_name(s->cfg.runtime), "reset-start", &s->up);
 	s->up.n = 0;
 }
@@ -631,19 +665,26 @@ static void serve_control(struct shim *s)
 }
 
 /* Serve until the sandbox ends, a signal comes, or the agent's connection
- * goes. */
-static void serve(struct shim *s, int sfd)
+ * goes. `starting`: while the egress proxy starts (start_proxy), return
+ * once it reported (no control requests meanwhile); a signal or the
+ * sandbox's end then is a failed start. */
+static void serve(struct shim *s, bool starting)
 {
-	size_t cap = 4 + 2 + OCI_RELAY_MAX_PEERS;
+	int sfd = s->sig_fd;
+	size_t cap = 5 + 2 + OCI_RELAY_MAX_PEERS;
 	struct pollfd *p = calloc(cap, sizeof(*p));
 	if (!p)
 		die(s, "out of memory");
 	for (;;) {
 		p[0] = (struct pollfd){.fd = s->rt_pidfd, .events = POLLIN};
 		p[1] = (struct pollfd){.fd = sfd, .events = POLLIN};
-		p[2] = (struct pollfd){.fd = s->ctl_fd, .events = POLLIN};
+		p[2] = (struct pollfd){.fd = starting ? -1 : s->ctl_fd, .events = POLLIN};
 		p[3] = (struct pollfd){.fd = s->out_fd, .events = POLLIN};
-		size_t n = 4 + oci_relay_fill(s->relay, p + 4, cap - 4);
+		/* The proxy: its start report, then its exit. */
+		p[4] = (struct pollfd){.fd = s->egress.report >= 0 ? s->egress.report
+								   : s->egress.pidfd,
+				       .events = POLLIN};
+		size_t n = 5 + oci_relay_fill(s->relay, p + 5, cap - 5);
 		int pr = poll(p, n, oci_relay_timeout_ms(s->relay));
 		if (pr < 0) {
 			if (errno == EINTR)
@@ -653,6 +694,26 @@ static void serve(struct shim *s, int sfd)
 		}
 		if (p[3].revents)
 			drain_output(s);
+		if (p[0].revents && starting) {
+			free(p);
+			return; /* start_proxy dies, with the runtime's words */
+		}
+		if (p[4].revents) {
+			char why[600];
+			if (s->egress.report >= 0) {
+				if (vm_egress_report(&s->egress, why, sizeof(why)) < 0)
+					die(s, "%s", why);
+				if (starting) {
+					free(p);
+					return;
+				}
+			} else {
+				/* Its connection to the relay ended: egress is closed
+				 * (the agent's tunnels are refused) until a reset. */
+				msb_ns__shim_log("msb-oci-shim: the egress proxy exited");
+				vm_egress_stop(&s->egress);
+			}
+		}
 		if (p[0].revents) {
 			oci_stamp(&s->down, "runtime_exit");
 			char words[TAIL_MAX + 1];
@@ -664,6 +725,8 @@ static void serve(struct shim *s, int sfd)
 		if (p[1].revents) {
 			struct signalfd_siginfo si;
 			if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+				if (starting)
+					die(s, "signal %u during start", (unsigned)si.ssi_signo);
 				oci_stamp(&s->down, "signal");
 				msb_ns__shim_log("msb-oci-shim: signal %u: taking the sandbox down",
 						 (unsigned)si.ssi_signo);
@@ -671,13 +734,13 @@ static void serve(struct shim *s, int sfd)
 			}
 		}
 		char why[300];
-		if (oci_relay_run(s->relay, p + 4, n - 4, why, sizeof(why)) < 0) {
+		if (oci_relay_run(s->relay, p + 5, n - 5, why, sizeof(why)) < 0) {
 			oci_stamp(&s->down, "relay_end");
 			msb_ns__shim_log("msb-oci-shim: %s: taking the sandbox down", why);
 			break;
 		}
 		/* Last: a reset replaces the relay. */
-		if (p[2].revents)
+		if (!starting && p[2].revents)
 			serve_control(s);
 	}
 	free(p);
@@ -694,7 +757,9 @@ int main(int argc, char **argv)
 			 .ctl_conn = -1,
 			 .rt_pidfd = -1,
 			 .rt_go = -1,
-			 .out_fd = -1};
+			 .out_fd = -1,
+			 .egress = VM_EGRESS_INIT,
+			 .sig_fd = -1};
 	s.rf = (oci_rootfs)OCI_ROOTFS_INIT(NULL, -1);
 	if (parse_args(&s, argc, argv) < 0) {
 		fputs("usage: msb-oci-shim --state DIR --agent PATH --config FILE [--ready-fd N]\n"
@@ -708,12 +773,13 @@ int main(int argc, char **argv)
 	}
 	oci_stamp(&s.up, "main");
 	signal(SIGPIPE, SIG_IGN);
-	int sfd = msb_ns__shim_signalfd();
+	int sfd = s.sig_fd = msb_ns__shim_signalfd();
 	if (sfd < 0)
 		die(&s, "signalfd: %s", strerror(-sfd));
 	umask(077);
 	resolve_paths(&s);
 	load_config(&s);
+	load_egress(&s);
 	oci_stamp(&s.up, "config");
 	detach(&s);
 	oci_stamp(&s.up, "detach");
@@ -736,6 +802,7 @@ int main(int argc, char **argv)
 	}
 	s.ctl_fd = listen_at(&s, MSB_NS_STATE_CONTROL, 16);
 	start_sandbox(&s);
+	start_proxy(&s);
 	/* Ready: a pooled sandbox may be claimed from now on (before "ok": one
 	 * that says it is ready is). */
 	if (s.pool)
@@ -743,7 +810,7 @@ int main(int argc, char **argv)
 	report(&s, "ok\n");
 	oci_stamp(&s.up, "report");
 	oci_stamps_write(msb_oci__runtime_name(s.cfg.runtime), "start", &s.up);
-	serve(&s, sfd);
+	serve(&s, false);
 	close(sfd);
 	int r = teardown(&s);
 	oci_stamp(&s.down, "files");
@@ -755,6 +822,7 @@ int main(int argc, char **argv)
 	free(s.private_dir);
 	free(s.agent);
 	free(s.config_path);
+	free(s.egress_json);
 	free(s.name);
 	return r == 0 ? 0 : 1;
 }
