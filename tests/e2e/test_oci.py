@@ -578,6 +578,24 @@ def test_allowlist_answers_refuses_and_reports_17_9(state, rt, http_host):  # no
     assert wait_no_leaks(state) == []
 
 
+@pytest.mark.parametrize("rt", runtimes())
+def test_the_allowlist_proxy_is_started_again_by_a_reset(state, rt, http_host):  # noqa: F811
+    eg = {"allow_cidrs": ["127.0.0.0/8"], "system_resolver": False,
+          "hosts": {"allowed.test": ["127.0.0.1"]}}
+    s = Serve()
+    r = s.call("router.new", config=router(state, rt, egress=eg))["router"]
+    spec = {"kind": "shell", "egress": "allowlist", "egress_allow": ["allowed.test"]}
+    sb = s.call("router.acquire", router=r, key=KEY, spec=spec)["sandbox"]
+    get = ["python3", "-c", "import urllib.request as u; print(u.urlopen("
+           f"'http://allowed.test:{http_host}/x', timeout=30).status)"]
+    for _ in range(2):
+        out = s.call("sandbox.exec", sandbox=sb, argv=get)
+        assert unb64(out["stdout"]) == b"200\n", out
+        s.call("sandbox.reset", sandbox=sb, timeout=60)
+    s.call("router.dispose", router=r, key=KEY)
+    assert s.close() == 0
+
+
 @pytest.mark.skipif(not have("crun"), reason="root and crun")
 def test_a_closed_sandbox_has_no_proxy_and_no_route_out(state):
     r = subprocess.run([MSB, "run", "--config", _write(state, backend(state, "crun")),
