@@ -281,9 +281,11 @@ int msb_ns__shim_spawn(const ns_backend *b, const char *dir, bool egress, bool p
 	return 0;
 }
 
+/* The shim's report on fd (closed here): msb-shim's and msb-oci-shim's alike. */
 int msb_ns__shim_await(const ns_backend *b, int fd, double timeout, msb_error **err)
 {
-	char buf[512];
+	const char *what = b->pool_ops->what;
+	char buf[1024]; /* a shim's "error: ..." line is at most 1024 bytes */
 	size_t got = 0;
 	int64_t deadline = msb__now_ns() + (int64_t)(timeout * 1e9);
 	while (got < sizeof(buf) - 1) {
@@ -313,13 +315,14 @@ int msb_ns__shim_await(const ns_backend *b, int fd, double timeout, msb_error **
 	if (strcmp(buf, "ok") == 0)
 		return 0;
 	if (strncmp(buf, "error: ", 7) == 0)
-		return msb_error_set(err, MSB_E_RUNTIME, "ns sandbox not created: %s", buf + 7);
+		return msb_error_set(err, MSB_E_RUNTIME, "%s sandbox not created: %s", what,
+				     buf + 7);
 	if (got == 0 && msb__now_ns() >= deadline)
 		return msb_error_set(err, MSB_E_TIMEOUT,
-				     "ns sandbox not created: the shim did not report within %g s",
-				     timeout);
+				     "%s sandbox not created: the shim did not report within %g s",
+				     what, timeout);
 	return msb_error_set(err, MSB_E_RUNTIME,
-			     "ns sandbox not created: the shim `%s` exited without reporting",
+			     "%s sandbox not created: the shim `%s` exited without reporting", what,
 			     b->shim_path);
 }
 

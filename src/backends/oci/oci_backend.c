@@ -7,12 +7,9 @@
  */
 #include <dirent.h>
 #include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 #include <jansson.h>
 
@@ -281,7 +278,7 @@ static int create_sandbox(oci_backend *b, const msb_key *key, const char *kind,
 	int ready = -1;
 	r = msb_oci__shim_spawn(&b->ns, dir, false, false, &ready, err);
 	if (r == 0)
-		r = msb_oci__shim_await(&b->ns, ready, b->ns.start_timeout, err);
+		r = msb_ns__shim_await(&b->ns, ready, b->ns.start_timeout, err);
 	if (r < 0) {
 		purge_sandbox(b, name, NULL);
 		clear_dir(dfd);

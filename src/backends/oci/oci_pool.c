@@ -7,7 +7,6 @@
  * with --pool, the oci purge, and a claimed sandbox's handle and identity.
  */
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -37,7 +36,7 @@ static const char *runtime_binary(const ns_backend *nb)
 /*
  * Start msb-oci-shim on `dir`, detached (forked twice: nobody's child here,
  * never our zombie). With `ready`, *ready gets the pipe the shim reports on:
- * "ok\n" once the agent answered, or "error: REASON\n" (msb_oci__shim_await);
+ * "ok\n" once the agent answered, or "error: REASON\n" (msb_ns__shim_await);
  * without, nobody waits (a refill: with `pool` the shim holds the directory's
  * lock until it is ready). A pooled sandbox's cgroup is named as a keyed one
  * of this state root would be (<root>/oci/<name>): what leak checks look for.
@@ -123,49 +122,6 @@ int msb_oci__shim_spawn(const ns_backend *b, const char *dir, bool egress, bool 
 	return 0;
 }
 
-/* The shim's report on fd (closed here). */
-int msb_oci__shim_await(const ns_backend *b, int fd, double timeout, msb_error **err)
-{
-	char buf[1024];
-	size_t got = 0;
-	int64_t deadline = msb__now_ns() + (int64_t)(timeout * 1e9);
-	while (got < sizeof(buf) - 1) {
-		int64_t left = (deadline - msb__now_ns()) / 1000000;
-		if (left <= 0)
-			break;
-		struct pollfd pfd = {.fd = fd, .events = POLLIN};
-		int r = poll(&pfd, 1, (int)left);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		ssize_t n = read(fd, buf + got, sizeof(buf) - 1 - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-		if (memchr(buf, '\n', got))
-			break;
-	}
-	close(fd);
-	buf[got] = '\0';
-	char *nl = strchr(buf, '\n');
-	if (nl)
-		*nl = '\0';
-	if (strcmp(buf, "ok") == 0)
-		return 0;
-	if (strncmp(buf, "error: ", 7) == 0)
-		return msb_error_set(err, MSB_E_RUNTIME, "oci sandbox not created: %s", buf + 7);
-	if (got == 0 && msb__now_ns() >= deadline)
-		return msb_error_set(err, MSB_E_TIMEOUT,
-				     "oci sandbox not created: the shim did not report within %g s",
-				     timeout);
-	return msb_error_set(err, MSB_E_RUNTIME,
-			     "oci sandbox not created: the shim `%s` exited without reporting",
-			     b->shim_path);
-}
-
 static int purge(const char *dir, int timeout_ms, msb_error **err)
 {
 	return msb_oci__state_purge(dir, false, timeout_ms, err);
@@ -195,7 +151,7 @@ const ns_pool_ops msb_oci__pool_ops = {
 	.config_extra = config_extra,
 	.extra_binary = runtime_binary,
 	.spawn = msb_oci__shim_spawn,
-	.await = msb_oci__shim_await,
+	.await = msb_ns__shim_await,
 	.purge = purge,
 	.claimed = claimed,
 };
