@@ -155,6 +155,17 @@ int cli_backend_object_sourced(const cli_backend_flags *f, json_t **out, json_t 
 		r = set_new(sources, "state_dir", json_string(SRC_FLAG), err);
 	if (r == 0 && f->image && (r = set_new(o, "image", json_string(f->image), err)) == 0)
 		r = set_new(sources, "image", json_string(SRC_FLAG), err);
+	if (r == 0 && f->runtime) {
+		const char *t = json_string_value(json_object_get(o, "type"));
+		if (!t || strcmp(t, "oci") != 0)
+			r = msb_error_set(
+				err, MSB_E_VALUE,
+				"--runtime is the `oci` backend's (`--backend oci --runtime "
+				"runsc|crun`); this backend is `%s`",
+				t ? t : "?");
+		else if ((r = set_new(o, "runtime", json_string(f->runtime), err)) == 0)
+			r = set_new(sources, "runtime", json_string(SRC_FLAG), err);
+	}
 	if (r == 0 && f->egress_config) {
 		json_t *eg = NULL;
 		r = load_file_object("--egress-config", f->egress_config, &eg, err);

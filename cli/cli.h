@@ -96,6 +96,7 @@ typedef struct cli_backend_flags {
 	const char *state_dir;
 	const char *image;
 	const char *egress_config;
+	const char *runtime; /* --runtime: an `oci` backend's `runtime` */
 	/* pool_size for an `ns` backend when neither its JSON nor the
 	 * configuration file names one: CLI_FRONT_POOL_SIZE for the front ends
 	 * (run, serve, mcp), 0 for every other verb (docs/pool.md). */
@@ -207,6 +208,13 @@ bool cli_parse_count(const char *s, bool suffixes, uint64_t *out);
 			"or\n`oci:PATH[:TAG]`",                                                    \
 			id, CLI_VALUE_TEXT, NULL                                                   \
 	}
+#define CLI_OPTION_RUNTIME(id)                                                                     \
+	{                                                                                          \
+		"runtime", "NAME",                                                                 \
+			"the `oci` backend's `runtime`: `runsc` (gVisor, the default)\n"           \
+			"or `crun` (docs/oci.md)",                                                 \
+			id, CLI_VALUE_TEXT, NULL                                                   \
+	}
 #define CLI_OPTION_EGRESS_CONFIG(id)                                                               \
 	{                                                                                          \
 		"egress-config", "FILE", "the backend's `egress` settings (JSON, docs/egress.md)", \
@@ -264,6 +272,7 @@ enum {
 	CLI_OPT_STATE,
 	CLI_OPT_IMAGE,
 	CLI_OPT_EGRESS_CONFIG,
+	CLI_OPT_RUNTIME,
 	CLI_OPT_FLOOR,
 	CLI_OPT_SCOPE,
 	CLI_OPT_THREAD,
@@ -291,9 +300,9 @@ enum {
 		CLI_OPTION_AGENT(CLI_OPT_AGENT), CLI_OPTION_KIND(CLI_OPT_KIND),                    \
 		CLI_OPTION_FLOOR(CLI_OPT_FLOOR), CLI_OPTION_CONFIG(CLI_OPT_CONFIG),                \
 		CLI_OPTION_STATE_DIR(CLI_OPT_STATE), CLI_OPTION_IMAGE(CLI_OPT_IMAGE),              \
-		CLI_OPTION_MEMORY(CLI_OPT_MEMORY), CLI_OPTION_PIDS(CLI_OPT_PIDS),                  \
-		CLI_OPTION_CPU(CLI_OPT_CPU), CLI_OPTION_ALLOW(CLI_OPT_ALLOW),                      \
-		CLI_OPTION_EGRESS_CONFIG(CLI_OPT_EGRESS_CONFIG)
+		CLI_OPTION_RUNTIME(CLI_OPT_RUNTIME), CLI_OPTION_MEMORY(CLI_OPT_MEMORY),            \
+		CLI_OPTION_PIDS(CLI_OPT_PIDS), CLI_OPTION_CPU(CLI_OPT_CPU),                        \
+		CLI_OPTION_ALLOW(CLI_OPT_ALLOW), CLI_OPTION_EGRESS_CONFIG(CLI_OPT_EGRESS_CONFIG)
 
 typedef struct cli_target {
 	cli_backend_flags backend;

@@ -30,6 +30,7 @@ struct ns_args {
 	const char *backend; /* --backend TYPE: the backend JSON's `type` */
 	const char *state_dir;
 	const char *image;
+	const char *runtime;
 	const char *min_isolation;
 	const char *scope;
 	const char *thread;
@@ -92,6 +93,7 @@ enum {
 	OPT_EVENTS,
 	OPT_CONFIG,
 	OPT_BACKEND,
+	OPT_RUNTIME,
 	OPT_ENV,
 	OPT_ENV_FILE,
 	OPT_NO_STDIN,
@@ -100,7 +102,8 @@ enum {
 /* The rows, grouped the way the verbs share them. */
 #define BACKEND_ROWS                                                                               \
 	CLI_OPTION_BACKEND(OPT_BACKEND), CLI_OPTION_CONFIG(OPT_CONFIG),                            \
-		CLI_OPTION_STATE_DIR(OPT_STATE), CLI_OPTION_IMAGE(OPT_IMAGE)
+		CLI_OPTION_STATE_DIR(OPT_STATE), CLI_OPTION_IMAGE(OPT_IMAGE),                      \
+		CLI_OPTION_RUNTIME(OPT_RUNTIME)
 #define KEY_ROWS                                                                                   \
 	CLI_OPTION_SCOPE(OPT_SCOPE), CLI_OPTION_THREAD(OPT_THREAD), CLI_OPTION_AGENT(OPT_AGENT),   \
 		CLI_OPTION_KIND(OPT_KIND)
@@ -288,6 +291,7 @@ static cli_backend_flags backend_flags(const struct ns_args *a)
 		.state_dir = a->state_dir,
 		.image = a->image,
 		.egress_config = a->egress_config,
+		.runtime = a->runtime,
 		.pool_default = a->pool_default,
 	};
 	return f;
@@ -449,6 +453,9 @@ static int parse_opts(const cli_verb *verb, int argc, char **argv, struct ns_arg
 			break;
 		case OPT_BACKEND:
 			a->backend = optarg;
+			break;
+		case OPT_RUNTIME:
+			a->runtime = optarg;
 			break;
 		case OPT_STATE:
 			a->state_dir = optarg;

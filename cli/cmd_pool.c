@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * msb pool fill|ls|drain: the `ns` warm pool (docs/pool.md). A pool is per
+ * msb pool fill|ls|drain: the warm pool of an `ns` backend, or of an `oci`
+ * one (--runtime, or --config naming one; docs/pool.md). A pool is per
  * template, the backend's options and what of the spec does not depend on a
  * key, so `fill` takes the flags that make one (those of `msb run`: --image,
  * --memory, --pids, --cpu, --allow, and the configuration file's defaults);
@@ -25,6 +26,7 @@ static const cli_option pool_options[] = {
 	 OPT_SIZE, CLI_VALUE_TEXT, NULL},
 	CLI_OPTION_KIND(CLI_OPT_KIND),
 	CLI_OPTION_IMAGE(CLI_OPT_IMAGE),
+	CLI_OPTION_RUNTIME(CLI_OPT_RUNTIME),
 	CLI_OPTION_MEMORY(CLI_OPT_MEMORY),
 	CLI_OPTION_PIDS(CLI_OPT_PIDS),
 	CLI_OPTION_CPU(CLI_OPT_CPU),
@@ -117,7 +119,7 @@ static int parse_opts(int argc, char **argv, struct pool_args *a)
 	if (a->template_id && strcmp(sub, "drain") != 0)
 		return cli_usage(&verb_pool, "--template is an option of `msb pool drain`");
 	if (!a->t.backend.config)
-		a->t.backend.type = "ns";
+		a->t.backend.type = a->t.backend.runtime ? "oci" : "ns";
 	cli_locate_helpers();
 	return 0;
 }

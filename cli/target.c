@@ -35,6 +35,9 @@ int cli_target_option(cli_target *t, const cli_verb *verb, int id, const char *a
 	case CLI_OPT_EGRESS_CONFIG:
 		t->backend.egress_config = arg;
 		return 1;
+	case CLI_OPT_RUNTIME:
+		t->backend.runtime = arg;
+		return 1;
 	case CLI_OPT_FLOOR:
 		t->min_isolation = arg;
 		return 1;

@@ -212,6 +212,26 @@ def test_doctor_tries_each_runtime_and_every_gvisor_platform():
     assert oci["ok"] and "hardened_container" in oci["reason"] and "crun" in oci["reason"]
 
 
+@pytest.mark.skipif(not have("crun"), reason="root and crun")
+def test_backend_and_runtime_flags_choose_the_oci_backend(state):
+    """`msb run --backend oci --runtime crun` (no JSON): the sandbox runs under crun, and
+    --runtime on another backend type is refused with the reason."""
+    base = [MSB, "run", "--backend", "oci", "--runtime", "crun", "--state-dir", state,
+            "--min-isolation", "container"]
+    p = subprocess.run(base + ["--", "sh", "-c", "echo $((6*7))"], capture_output=True,
+                       timeout=120)
+    assert p.returncode == 0 and p.stdout == b"42\n", p.stderr
+    p = subprocess.run([MSB, "pool", "ls", "--runtime", "crun", "--state-dir", state, "--json"],
+                       capture_output=True)
+    assert p.returncode == 0 and len(json.loads(p.stdout)) == 2, p.stdout  # msb run's pool
+    p = subprocess.run([MSB, "run", "--runtime", "crun", "--state-dir", state, "--", "true"],
+                       capture_output=True, timeout=60)
+    assert p.returncode == 2 and b"--runtime is the `oci` backend's" in p.stderr, p.stderr
+    p = subprocess.run([MSB, "pool", "drain", "--runtime", "crun", "--state-dir", state],
+                       capture_output=True, timeout=60)
+    assert p.returncode == 0 and p.stdout == b"2 pooled sandboxes removed\n", p.stderr
+
+
 @pytest.mark.skipif(not have("runsc") or not have("crun"), reason="root, runsc and crun")
 def test_the_rung_is_the_runtimes_and_config_cannot_raise_it(state):
     runsc = _write(state, backend(state, "runsc"), "runsc.json")
