@@ -230,6 +230,10 @@ def test_backend_and_runtime_flags_choose_the_oci_backend(state):
     p = subprocess.run([MSB, "pool", "drain", "--runtime", "crun", "--state-dir", state],
                        capture_output=True, timeout=60)
     assert p.returncode == 0 and p.stdout == b"2 pooled sandboxes removed\n", p.stderr
+    # An allowlist sandbox is never pooled on oci (docs/pool.md): a fill of one is refused.
+    p = subprocess.run([MSB, "pool", "fill", "--runtime", "crun", "--state-dir", state,
+                        "--allow", "x.test", "--size", "1"], capture_output=True, timeout=60)
+    assert p.returncode == 2 and b"never pooled" in p.stderr, p.stderr
 
 
 @pytest.mark.skipif(not have("runsc") or not have("crun"), reason="root, runsc and crun")

@@ -140,6 +140,8 @@ typedef struct ns_pool_ops {
 	const char *what; /* the backend type: "ns", "oci" */
 	/* the pool's directories: 0711 when the runtime must traverse them */
 	mode_t dir_mode;
+	/* pools allowlist templates too (a claim puts the spec's rules in force) */
+	bool allowlist;
 	/* keys the backend adds to a template's shim configuration; NULL: none */
 	int (*config_extra)(const ns_backend *b, json_t *cfg, msb_error **err);
 	/* one more binary whose identity is part of the template; NULL: none */

@@ -204,6 +204,7 @@ static int ns_claimed(ns_backend *b, const char *name, int sfd, const msb_ns_lab
 const ns_pool_ops msb_ns__pool_ns_ops = {
 	.what = "ns",
 	.dir_mode = 0700,
+	.allowlist = true,
 	.spawn = msb_ns__shim_spawn,
 	.await = msb_ns__shim_await,
 	.purge = ns_purge,
@@ -768,6 +769,15 @@ int msb_ns_pool_fill(msb_backend *backend, const msb_spec *spec, unsigned n, uns
 	int r = msb_ns__limits_check(b, spec, err);
 	if (r < 0 || (r = msb_ns__template_init(b, spec, work_dir, &t, err)) < 0)
 		return r;
+	if (t.egress_base && !b->pool_ops->allowlist) {
+		msb_ns__template_clear(&t);
+		return msb_error_set(
+			err, MSB_E_VALUE,
+			"%s pool: an allowlist sandbox is never pooled here (its "
+			"proxy's rules are the spec's from its start): fill with egress "
+			"closed",
+			b->pool_ops->what);
+	}
 	unsigned got = 0;
 	if ((r = msb_ns__template_digest(b, &t, err)) == 0)
 		r = fill(b, &t, target, true, &got, err);
