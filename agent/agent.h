@@ -150,6 +150,9 @@ struct agent {
 	 * runtime whose own kernel is the boundary and gives the agent no way
 	 * to nest (the oci backend under gVisor); pidns.c says what it costs. */
 	bool no_nest;
+	/* PR_SET_DUMPABLE 0 took (main.c): children may share its memory
+	 * until their execve (child_spawn) */
+	bool undumpable;
 	int pidns_fd;	      /* the agent's own pid namespace */
 	pid_t reaper;	      /* the workloads' namespace's init; 0: none */
 	int reaper_ready;     /* its report still to read (the first exec waits); -1 */
@@ -279,8 +282,15 @@ struct spawn {
 	/* The file request `layer` in a vm guest: layer_serve(), which keeps
 	 * the upper directory and CAP_DAC_READ_SEARCH (layer.c). */
 	const struct vm_layer *layer;
+	/* The shell's argv when the file has no #! line: room for argv's
+	 * count plus 3 pointers, filled by the child. */
+	char **sh_argv;
 };
 _Noreturn void child_run(const struct spawn *sp);
+/* The child of an exec, running child_run(sp): its pid, or -1 with errno.
+ * shared_vm: the agent's memory is not dumpable, so the child may run in it
+ * until its execve (child.c says when and why). */
+pid_t child_spawn(const struct spawn *sp, bool shared_vm);
 
 /* ---- pidns.c ------------------------------------------------------------- */
 /* PID 1: make the workloads' pid namespace (nothing otherwise): its reaper

@@ -16,6 +16,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -165,7 +167,9 @@ static void drop_capabilities(int cap_last)
 		die("cannot empty the capability bounding set", EPERM);
 }
 
-static void exec_path(const char *path, char *const argv[], char *const envp[])
+/* sh_argv: room for argv and one more, made by the agent beforehand (the
+ * child allocates nothing: child_spawn). */
+static void exec_path(const char *path, char *const argv[], char *const envp[], char **sh_argv)
 {
 	execve(path, argv, envp);
 	if (errno == ENOEXEC) {
@@ -173,15 +177,12 @@ static void exec_path(const char *path, char *const argv[], char *const envp[])
 		size_t n = 0;
 		while (argv[n])
 			n++;
-		char **sh = calloc(n + 2, sizeof(*sh));
-		if (!sh)
-			return;
-		sh[0] = (char *)"sh";
-		sh[1] = (char *)path;
+		sh_argv[0] = (char *)"sh";
+		sh_argv[1] = (char *)path;
 		for (size_t i = 1; i < n; i++)
-			sh[i + 1] = argv[i];
-		execve("/bin/sh", sh, envp);
-		free(sh);
+			sh_argv[i + 1] = argv[i];
+		sh_argv[n < 1 ? 2 : n + 1] = NULL;
+		execve("/bin/sh", sh_argv, envp);
 		errno = ENOEXEC;
 	}
 }
@@ -190,7 +191,7 @@ static _Noreturn void do_exec(const struct spawn *sp)
 {
 	int err = ENOENT;
 	if (strchr(sp->file, '/')) {
-		exec_path(sp->file, sp->argv, sp->envp);
+		exec_path(sp->file, sp->argv, sp->envp, sp->sh_argv);
 		err = errno;
 	} else {
 		bool eacces = false;
@@ -210,7 +211,7 @@ static _Noreturn void do_exec(const struct spawn *sp)
 				}
 				buf[dlen] = '/';
 				memcpy(buf + dlen + 1, sp->file, flen + 1);
-				exec_path(buf, sp->argv, sp->envp);
+				exec_path(buf, sp->argv, sp->envp, sp->sh_argv);
 				int e = errno;
 				if (e == EACCES) {
 					eacces = true;
@@ -270,4 +271,85 @@ _Noreturn void child_run(const struct spawn *sp)
 	if (sp->file_op)
 		_exit(files_serve(sp->argv));
 	do_exec(sp);
+}
+
+/*
+ * The spawn. fork() gives the child a copy of the agent's address space and
+ * execve() then replaces it: two address spaces per exec where one would do.
+ * Under gVisor's ptrace platform each address space is a stub process of
+ * the host, and copying the agent's mappings into a new one costs; so a
+ * workload's child is made as posix_spawn makes its own, with
+ * clone(CLONE_VM | CLONE_VFORK) on a stack of its own: the child runs in the
+ * agent's memory, the agent waits until the child's execve (or _exit) lets
+ * it go on. The child keeps to what that allows: it writes its own stack
+ * and nothing of the agent's but errno and the seccomp filter's scratch
+ * (seccomp.c), allocates nothing, takes no lock (the agent has one thread),
+ * and every step of child_run is the task's own (signal dispositions,
+ * session, fds, working directory, rlimits, oom_score_adj, no_new_privs,
+ * capabilities, seccomp), as after fork.
+ *
+ * While the child shares it, the agent's memory is reachable through the
+ * child's /proc entries, which workloads may see; so this is only done when
+ * that memory is not dumpable (main.c), where /proc/PID/mem and ptrace want
+ * CAP_SYS_PTRACE, which no workload has. A file request's child serves for
+ * as long as the request runs, and the agent cannot wait that long: it is
+ * forked. So is every child of a sanitized agent, whose runtime keeps
+ * per-thread state the child would share.
+ */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define CHILD_SHARED_VM 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||                         \
+	__has_feature(memory_sanitizer)
+#define CHILD_SHARED_VM 0
+#endif
+#endif
+#ifndef CHILD_SHARED_VM
+#define CHILD_SHARED_VM 1
+#endif
+
+/* child_run's deepest path: do_exec's 4 KiB candidate, say()'s line, the
+ * seccomp filter's program; with room to spare, below one guard page. */
+#define CHILD_STACK_SIZE (128u * 1024u)
+
+static int child_entry(void *arg)
+{
+	child_run(arg);
+}
+
+pid_t child_spawn(const struct spawn *sp, bool shared_vm)
+{
+	static char *stack;
+
+	if (!CHILD_SHARED_VM || !shared_vm || sp->file_op || sp->layer) {
+		pid_t pid = fork();
+		if (pid == 0)
+			child_run(sp);
+		return pid;
+	}
+	if (!stack) {
+		void *p = mmap(NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+		if (p == MAP_FAILED)
+			return -1;
+		if (mprotect(p, 4096, PROT_NONE) < 0) {
+			int e = errno;
+			munmap(p, CHILD_STACK_SIZE);
+			errno = e;
+			return -1;
+		}
+		stack = p;
+	}
+	/* No handler of the agent's may run in the child before child_run
+	 * has reset them all: every signal blocked across the clone (the
+	 * child unblocks them once they are at their defaults). */
+	sigset_t all, old;
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
+	pid_t pid = clone(child_entry, stack + CHILD_STACK_SIZE, CLONE_VM | CLONE_VFORK | SIGCHLD,
+			  (void *)sp);
+	int e = errno;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	errno = e;
+	return pid;
 }

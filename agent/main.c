@@ -503,6 +503,14 @@ int main(int argc, char **argv)
 	 * found by the kill hunt. */
 	if (!a->is_init)
 		prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+	/* Not dumpable: the agent's memory (/proc/PID/mem, ptrace) then wants
+	 * CAP_SYS_PTRACE, which no workload has - nor a child sharing that
+	 * memory until its execve (child_spawn). A workload's execve makes it
+	 * dumpable again. An engine's exec (--engine) keeps its dumpable
+	 * state and forks its children: it is one of the container's
+	 * processes, beside workloads that are not its own (exec.c). */
+	if (!engine)
+		a->undumpable = prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0;
 	a->cap_last = read_cap_last();
 	/* Our own pid namespace's procfs, before anything covers /proc. */
 	a->proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -128,6 +128,49 @@ Test(agent, missing_program_is_127)
 	msb_exec_result_clear(&res);
 }
 
+/* 9.1: a file with no #! line is the shell's (as execvp does), found by path
+ * or in PATH, its arguments after it; the agent's child builds that argv in
+ * memory it does not own (agent/child.c) */
+Test(agent, a_file_without_interpreter_line_runs_in_the_shell)
+{
+	char dir[] = "/tmp/msb-agent-noexec-XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	char path[sizeof(dir) + 16], env_path[sizeof(dir) + 16];
+	snprintf(path, sizeof(path), "%s/plain", dir);
+	snprintf(env_path, sizeof(env_path), "PATH=%s:/usr/bin:/bin", dir);
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fputs("printf '%s|' \"$0\" \"$@\"\n", f);
+	cr_assert_eq(fclose(f), 0);
+	cr_assert_eq(chmod(path, 0755), 0);
+
+	const char *const by_path[] = {path, "a b", "", "c", NULL};
+	const char *const by_name[] = {"plain", "x", NULL};
+	const char *const env[] = {env_path, NULL};
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	msb_exec_result res;
+	msb_error *err = NULL;
+	char want[256];
+
+	req.argv = by_path;
+	cr_assert_eq(run_req(cl, &req, &res, &err), 0);
+	int n = snprintf(want, sizeof(want), "%s|a b||c|", path);
+	assert_bytes(res.stdout_bytes, res.stdout_len, want, (size_t)n);
+	cr_assert_eq(res.exit_code, 0);
+	msb_exec_result_clear(&res);
+
+	req.argv = by_name;
+	req.env = env;
+	cr_assert_eq(run_req(cl, &req, &res, &err), 0);
+	n = snprintf(want, sizeof(want), "%s|x|", path);
+	assert_bytes(res.stdout_bytes, res.stdout_len, want, (size_t)n);
+	cr_assert_eq(res.exit_code, 0);
+	msb_exec_result_clear(&res);
+
+	unlink(path);
+	rmdir(dir);
+}
+
 Test(agent, env_defaults_and_request_env)
 {
 	static const char *const argv[] = {"sh", "-c",
