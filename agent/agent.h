@@ -141,6 +141,13 @@ struct agent {
 	bool is_init;
 	pid_t self;
 	int cap_last;
+	/* The agent's bounding set, a bit per capability (all ones: not
+	 * known), and the signals whose disposition is not the default
+	 * (known once sig_known: learnt while the host finishes its start,
+	 * main.c): what an exec's child has to drop and reset (child.c). */
+	uint64_t cap_bset;
+	uint64_t sig_nondefault;
+	bool sig_known;
 	/* The procfs of the agent's own pid namespace, opened at start: /proc
 	 * itself shows the workloads' namespace once the reaper covers it. */
 	int proc_fd;
@@ -277,6 +284,8 @@ struct spawn {
 	int stdio[3];
 	bool ctty; /* stdin is a terminal: make it the controlling one */
 	int cap_last;
+	uint64_t cap_bset;  /* capabilities in the bounding set to drop */
+	uint64_t sig_reset; /* signals to set back to their default (bit sig - 1) */
 	int proc_fd;
 	bool file_op; /* MSB_PROTO_EXEC_FILE: files_serve(argv), not execve */
 	/* The file request `layer` in a vm guest: layer_serve(), which keeps

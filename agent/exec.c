@@ -392,6 +392,8 @@ void exec_open(struct agent *a, struct conn *c, uint32_t id, const msb_proto_exe
 		.stdio = {pin[0], pout[1], perr[1]},
 		.ctty = tty,
 		.cap_last = a->cap_last,
+		.cap_bset = a->cap_bset,
+		.sig_reset = a->sig_known ? a->sig_nondefault : ~0ull,
 		.proc_fd = a->proc_fd,
 		.file_op = (m->flags & MSB_PROTO_EXEC_FILE) != 0,
 		.sh_argv = sh_argv,

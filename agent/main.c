@@ -94,6 +94,45 @@ static int read_cap_last(void)
 	return v >= 0 && v < 64 ? v : -1;
 }
 
+/* The bounding set from /proc/self/status (CapBnd), read before /proc/1 is
+ * covered (pidns.c); all ones when it cannot be read. */
+static uint64_t read_cap_bset(int proc_fd)
+{
+	char buf[4096];
+	int fd = proc_fd >= 0 ? openat(proc_fd, "self/status", O_RDONLY | O_CLOEXEC) : -1;
+	if (fd < 0)
+		return ~0ull;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return ~0ull;
+	buf[n] = 0;
+	const char *p = strstr(buf, "\nCapBnd:");
+	if (!p)
+		return ~0ull;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(p + 8, &end, 16);
+	return errno || end == p + 8 || (*end != '\n' && *end != 0) ? ~0ull : (uint64_t)v;
+}
+
+/* Which signals the agent does not leave at their default: those it set
+ * (setup_signals) and whatever it inherited ignored. 64 system calls, once,
+ * after HELLO has gone out (run()): under gVisor's ptrace platform they
+ * cost about a millisecond, spent while the host finishes its start rather
+ * than by each exec's child (child.c resets only these). */
+static void learn_signals(struct agent *a)
+{
+	uint64_t set = 0;
+	for (int sig = 1; sig <= 64; sig++) {
+		struct sigaction old;
+		if (sigaction(sig, NULL, &old) < 0 || old.sa_handler != SIG_DFL)
+			set |= 1ull << (sig - 1);
+	}
+	a->sig_nondefault = set;
+	a->sig_known = true;
+}
+
 static void noop_handler(int sig)
 {
 	(void)sig;
@@ -361,6 +400,12 @@ static int run(struct agent *a)
 		sweep(a);
 		if (a->terminating)
 			shutdown_agent(a);
+		/* Once, with HELLO sent (flushed above) and before any request
+		 * is read: the host is busy with its own start meanwhile. */
+		if (!a->sig_known) {
+			learn_signals(a);
+			continue;
+		}
 
 		if (build_pollset(a, &ps) < 0) {
 			/* out of memory: wait a little and retry rather than die as PID 1 */
@@ -514,6 +559,7 @@ int main(int argc, char **argv)
 	a->cap_last = read_cap_last();
 	/* Our own pid namespace's procfs, before anything covers /proc. */
 	a->proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	a->cap_bset = read_cap_bset(a->proc_fd);
 	int rc = setup_signals(a);
 	if (rc < 0) {
 		agent_log("signals: %s", strerror(-rc));

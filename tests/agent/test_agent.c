@@ -209,6 +209,36 @@ Test(agent, workload_is_confined)
 	msb_exec_result_clear(&res);
 }
 
+/* The child resets only the signals the agent does not leave at their
+ * default, learnt once (agent/main.c): one the agent inherited ignored
+ * must not reach the workload ignored. This suite's agent starts with
+ * SIGUSR1 and SIGHUP ignored. */
+static void setup_ignoring(void)
+{
+	struct sigaction ign = {.sa_handler = SIG_IGN}, old_usr1, old_hup;
+	cr_assert_eq(sigaction(SIGUSR1, &ign, &old_usr1), 0);
+	cr_assert_eq(sigaction(SIGHUP, &ign, &old_hup), 0);
+	setup();
+	sigaction(SIGUSR1, &old_usr1, NULL);
+	sigaction(SIGHUP, &old_hup, NULL);
+}
+
+TestSuite(agent_signals, .init = setup_ignoring, .fini = teardown, .timeout = 60);
+
+Test(agent_signals, a_signal_the_agent_inherited_ignored_is_the_workloads_default)
+{
+	static const char *const argv[] = {"grep", "^SigIgn:", "/proc/self/status", NULL};
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	msb_exec_result res;
+	msb_error *err = NULL;
+	req.argv = argv;
+	for (int i = 0; i < 2; i++) { /* the first exec may come before the agent learnt */
+		cr_assert_eq(run_req(cl, &req, &res, &err), 0);
+		cr_assert_str_eq((const char *)res.stdout_bytes, "SigIgn:\t0000000000000000\n");
+		msb_exec_result_clear(&res);
+	}
+}
+
 /* ---- working directory (9.2) ---------------------------------------------- */
 
 static void mkdir_p(const char *base, const char *rel)
