@@ -91,6 +91,15 @@ static void reset_signals(uint64_t which)
 static void setup_stdio(const int stdio[3])
 {
 	int moved[3];
+	/* The agent's pipes and terminals are never 0-2 (its own stdio holds
+	 * those): then no dup2 below overwrites a source, and the copies are
+	 * needless (each a system call or two: 20 us apiece under gVisor). */
+	if (stdio[0] > 2 && stdio[1] > 2 && stdio[2] > 2) {
+		for (int i = 0; i < 3; i++)
+			if (dup2(stdio[i], i) < 0)
+				_exit(126); /* no stderr to tell yet */
+		return;
+	}
 	/* first above 2, so that no dup2 overwrites a source */
 	for (int i = 0; i < 3; i++) {
 		moved[i] = fcntl(stdio[i], F_DUPFD_CLOEXEC, 3);
