@@ -171,9 +171,8 @@ static void reap_runtime(struct shim *s)
 
 /* Stop the sandbox: nothing in it is worth a graceful end, so the agent's
  * connection goes, the runtime is killed, and the cgroup kills everything
- * else it started (a sentry, a gofer, the container's processes); the
- * mounts go while they die, and the cgroup's removal waits for the last of
- * them. Without a cgroup the agent's own exit on the connection's end
+ * else it started (a sentry, a gofer, the container's processes); then the
+ * mounts go. Without a cgroup the agent's own exit on the connection's end
  * takes the container down, and the runtime gets the time to see it. Files
  * stay. */
 static int stop_sandbox(struct shim *s)
@@ -200,26 +199,10 @@ static int stop_sandbox(struct shim *s)
 	 * container's overlap, and the cgroup's removal waits for them all. */
 	if (!s->cg)
 		reap_runtime(s);
-	/* What the runtime started (a sentry, a gofer, a container whose
-	 * runtime was killed) is killed now and dies while the mounts go;
-	 * the cgroup's removal below waits for it. */
-	msb_ns__cgroup_kill(s->cg);
 	oci_stamp(&s->down, "kill");
-	/* The root's mounts are below the private tmpfs: its lazy unmount takes
-	 * them all at once (each unmount call costs the kernel an RCU grace
-	 * period). Without it, one by one. Detached, they are freed with the
-	 * last process that still holds them, which the cgroup's removal
-	 * waits for. */
-	oci_rootfs_teardown(&s->rf, s->pfd < 0);
-	if (s->pfd >= 0) {
-		close(s->pfd);
-		s->pfd = -1;
-		oci_rootfs_private_release(s->dfd, OCI_STATE_PRIVATE);
-	}
-	oci_stamp(&s->down, "mounts");
 	if (s->cg) {
-		/* Waits for them all, kills what came since, then removes the
-		 * directories. */
+		/* Kills what the runtime left (a sentry, a gofer, a container
+		 * whose runtime was killed), then removes the directories. */
 		msb_error *e = NULL;
 		if (msb_ns__cgroup_destroy(s->cg, &e) < 0) {
 			msb_ns__shim_log("msb-oci-shim: %s", msb_error_message(e));
@@ -231,6 +214,16 @@ static int stop_sandbox(struct shim *s)
 	}
 	reap_runtime(s);
 	oci_stamp(&s->down, "cgroup");
+	/* The root's mounts are below the private tmpfs: its lazy unmount takes
+	 * them all at once (each unmount call costs the kernel an RCU grace
+	 * period). Without it, one by one. */
+	oci_rootfs_teardown(&s->rf, s->pfd < 0);
+	if (s->pfd >= 0) {
+		close(s->pfd);
+		s->pfd = -1;
+		oci_rootfs_private_release(s->dfd, OCI_STATE_PRIVATE);
+	}
+	oci_stamp(&s->down, "mounts");
 	if (s->work_fd >= 0) {
 		close(s->work_fd);
 		s->work_fd = -1;

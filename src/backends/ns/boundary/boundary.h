@@ -117,9 +117,6 @@ int msb_ns__cgroup_version(const msb_ns_cgroup *cg);
 /* The directory of `controller` ("memory", "pids", "cpu"), or the v2
  * directory for any controller; NULL when not managed. */
 const char *msb_ns__cgroup_path(const msb_ns_cgroup *cg, const char *controller);
-/* SIGKILL whatever is inside, without waiting (their exit then overlaps the
- * caller's next steps; msb_ns__cgroup_destroy waits for it). */
-void msb_ns__cgroup_kill(msb_ns_cgroup *cg);
 /* Kill whatever is left inside, remove the directories (and the shared
  * `msb` parents when empty). Safe to call on a half set-up plan. */
 int msb_ns__cgroup_destroy(msb_ns_cgroup *cg, msb_error **err);

@@ -42,9 +42,6 @@ struct msb_ns_cgroup {
 	size_t n;
 	int v2_fd;
 	char v2_enable[64]; /* "memory pids cpu" subset, space-separated */
-	/* what msb_ns__cgroup_kill killed, for destroy to wait on */
-	int killed[64];
-	size_t nkilled;
 };
 
 /* ---- discovery ------------------------------------------------------------- */
@@ -611,9 +608,9 @@ int msb_ns__cgroup_attach(msb_ns_cgroup *cg, pid_t pid, msb_error **err)
 
 /* ---- teardown --------------------------------------------------------------- */
 
-static void sleep_us(long us)
+static void sleep_ms(long ms)
 {
-	struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
 }
@@ -701,9 +698,7 @@ static int remove_dir(const char *path, int version, msb_error **err)
 	if (version == 2 && file_exists(path, "cgroup.kill"))
 		write_in_dir(path, "cgroup.kill", "1");
 	int64_t deadline = msb__now_ns() + (int64_t)DESTROY_TIMEOUT_MS * 1000000;
-	/* what is listed but cannot be pinned is on its way out (an exiting
-	 * process stays listed until its last thread is gone): short naps */
-	long pause_us = 100;
+	long pause = 1;
 	for (;;) {
 		if (rmdir(path) == 0 || errno == ENOENT)
 			return 0;
@@ -720,32 +715,9 @@ static int remove_dir(const char *path, int version, msb_error **err)
 			wait_gone(fds, nfds, 100);
 			continue;
 		}
-		sleep_us(pause_us);
-		if (pause_us < 50000)
-			pause_us *= 2;
-	}
-}
-
-void msb_ns__cgroup_kill(msb_ns_cgroup *cg)
-{
-	if (!cg)
-		return;
-	for (size_t i = 0; i < cg->n; i++) {
-		const struct cg_dir *d = &cg->dirs[i];
-		if (!d->created)
-			continue;
-		if (cg->version == 2 && file_exists(d->path, "cgroup.kill")) {
-			write_in_dir(d->path, "cgroup.kill", "1");
-			continue;
-		}
-		const char *leaf = strrchr(d->path, '/');
-		_cleanup_free_ char *suffix = msb__asprintf("/msb%s", leaf ? leaf : "");
-		if (!suffix)
-			return; /* destroy kills them */
-		if (cg->nkilled == 0)
-			kill_listed(d->path, suffix, cg->killed, 64, &cg->nkilled);
-		/* every v1 hierarchy holds the same processes */
-		return;
+		sleep_ms(pause);
+		if (pause < 50)
+			pause *= 2;
 	}
 }
 
@@ -769,10 +741,6 @@ int msb_ns__cgroup_destroy(msb_ns_cgroup *cg, msb_error **err)
 		close(cg->v2_fd);
 		cg->v2_fd = -1;
 	}
-	/* killed before (msb_ns__cgroup_kill): their exit is what the first
-	 * rmdir waits for */
-	wait_gone(cg->killed, cg->nkilled, 100);
-	cg->nkilled = 0;
 	for (size_t i = 0; i < cg->n; i++) {
 		struct cg_dir *d = &cg->dirs[i];
 		if (!d->created)
@@ -798,8 +766,6 @@ void msb_ns__cgroup_free(msb_ns_cgroup *cg)
 		return;
 	if (cg->v2_fd >= 0)
 		close(cg->v2_fd);
-	for (size_t i = 0; i < cg->nkilled; i++)
-		close(cg->killed[i]);
 	for (size_t i = 0; i < cg->n; i++) {
 		free(cg->dirs[i].controller);
 		free(cg->dirs[i].base);
