@@ -118,9 +118,10 @@ static uint64_t read_cap_bset(int proc_fd)
 
 /* Which signals the agent does not leave at their default: those it set
  * (setup_signals) and whatever it inherited ignored. 64 system calls, once,
- * after HELLO has gone out (run()): under gVisor's ptrace platform they
- * cost about a millisecond, spent while the host finishes its start rather
- * than by each exec's child (child.c resets only these). */
+ * after the agent's HELLO has gone out (run()): under gVisor's ptrace
+ * platform they cost about a millisecond, spent while the host finishes its
+ * start rather than by each exec's child (child.c resets only these). An
+ * exec before that resets all 64. */
 static void learn_signals(struct agent *a)
 {
 	uint64_t set = 0;
@@ -131,6 +132,15 @@ static void learn_signals(struct agent *a)
 	}
 	a->sig_nondefault = set;
 	a->sig_known = true;
+}
+
+/* Has a host's HELLO been answered, the answer sent? */
+static bool greeted(struct agent *a)
+{
+	for (struct conn *c = a->conns; c; c = c->next)
+		if (c->hello_done && !c->dead && conn_queued(c) == 0)
+			return true;
+	return false;
 }
 
 static void noop_handler(int sig)
@@ -400,9 +410,9 @@ static int run(struct agent *a)
 		sweep(a);
 		if (a->terminating)
 			shutdown_agent(a);
-		/* Once, with HELLO sent (flushed above) and before any request
-		 * is read: the host is busy with its own start meanwhile. */
-		if (!a->sig_known) {
+		/* Once, when our HELLO has gone out (flushed above): the host
+		 * then finishes its own start before its first request. */
+		if (!a->sig_known && greeted(a)) {
 			learn_signals(a);
 			continue;
 		}
