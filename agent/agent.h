@@ -141,6 +141,13 @@ struct agent {
 	bool is_init;
 	pid_t self;
 	int cap_last;
+	/* The agent's bounding set, a bit per capability (all ones: not
+	 * known), and the signals whose disposition is not the default
+	 * (known once sig_known: learnt while the host finishes its start,
+	 * main.c): what an exec's child has to drop and reset (child.c). */
+	uint64_t cap_bset;
+	uint64_t sig_nondefault;
+	bool sig_known;
 	/* The procfs of the agent's own pid namespace, opened at start: /proc
 	 * itself shows the workloads' namespace once the reaper covers it. */
 	int proc_fd;
@@ -154,6 +161,9 @@ struct agent {
 	 * the host names the sandbox (IDENTITY: a pooled sandbox's host name)
 	 * or the first child starts, whichever is first. */
 	bool admin_held;
+	/* PR_SET_DUMPABLE 0 took (main.c): children may share its memory
+	 * until their execve (child_spawn) */
+	bool undumpable;
 	int pidns_fd;	      /* the agent's own pid namespace */
 	pid_t reaper;	      /* the workloads' namespace's init; 0: none */
 	int reaper_ready;     /* its report still to read (the first exec waits); -1 */
@@ -278,13 +288,22 @@ struct spawn {
 	int stdio[3];
 	bool ctty; /* stdin is a terminal: make it the controlling one */
 	int cap_last;
+	uint64_t cap_bset;  /* capabilities in the bounding set to drop */
+	uint64_t sig_reset; /* signals to set back to their default (bit sig - 1) */
 	int proc_fd;
 	bool file_op; /* MSB_PROTO_EXEC_FILE: files_serve(argv), not execve */
 	/* The file request `layer` in a vm guest: layer_serve(), which keeps
 	 * the upper directory and CAP_DAC_READ_SEARCH (layer.c). */
 	const struct vm_layer *layer;
+	/* The shell's argv when the file has no #! line: room for argv's
+	 * count plus 3 pointers, filled by the child. */
+	char **sh_argv;
 };
 _Noreturn void child_run(const struct spawn *sp);
+/* The child of an exec, running child_run(sp): its pid, or -1 with errno.
+ * shared_vm: the agent's memory is not dumpable, so the child may run in it
+ * until its execve (child.c says when and why). */
+pid_t child_spawn(const struct spawn *sp, bool shared_vm);
 
 /* ---- pidns.c ------------------------------------------------------------- */
 /* PID 1: make the workloads' pid namespace (nothing otherwise): its reaper

@@ -16,6 +16,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -71,13 +73,16 @@ static _Noreturn void die(const char *what, int err)
 	_exit(126);
 }
 
-static void reset_signals(void)
+/* Every signal the agent does not leave at its default (a system call each,
+ * about 20 us under gVisor's ptrace platform: only those). */
+static void reset_signals(uint64_t which)
 {
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = SIG_DFL;
 	for (int sig = 1; sig <= 64; sig++)
-		sigaction(sig, &sa, NULL); /* fails harmlessly for KILL, STOP, reserved */
+		if (which & (1ull << (sig - 1)))
+			sigaction(sig, &sa, NULL); /* fails harmlessly for KILL, STOP, reserved */
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
@@ -86,6 +91,15 @@ static void reset_signals(void)
 static void setup_stdio(const int stdio[3])
 {
 	int moved[3];
+	/* The agent's pipes and terminals are never 0-2 (its own stdio holds
+	 * those): then no dup2 below overwrites a source, and the copies are
+	 * needless (each a system call or two: 20 us apiece under gVisor). */
+	if (stdio[0] > 2 && stdio[1] > 2 && stdio[2] > 2) {
+		for (int i = 0; i < 3; i++)
+			if (dup2(stdio[i], i) < 0)
+				_exit(126); /* no stderr to tell yet */
+		return;
+	}
 	/* first above 2, so that no dup2 overwrites a source */
 	for (int i = 0; i < 3; i++) {
 		moved[i] = fcntl(stdio[i], F_DUPFD_CLOEXEC, 3);
@@ -140,7 +154,8 @@ static void prefer_for_oom(int proc_fd)
 	close(fd);
 }
 
-static void drop_capabilities(int cap_last)
+/* bset: the agent's bounding set; what is not in it needs no dropping. */
+static void drop_capabilities(int cap_last, uint64_t bset)
 {
 	bool bset_failed = false;
 	int last = cap_last >= 0 ? cap_last : 63;
@@ -148,6 +163,8 @@ static void drop_capabilities(int cap_last)
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
 		die("clear ambient capabilities", errno);
 	for (int cap = 0; cap <= last; cap++) {
+		if (!(bset & (1ull << cap)))
+			continue;
 		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
 			if (errno == EINVAL)
 				break; /* past the kernel's last capability */
@@ -165,7 +182,9 @@ static void drop_capabilities(int cap_last)
 		die("cannot empty the capability bounding set", EPERM);
 }
 
-static void exec_path(const char *path, char *const argv[], char *const envp[])
+/* sh_argv: room for argv and one more, made by the agent beforehand (the
+ * child allocates nothing: child_spawn). */
+static void exec_path(const char *path, char *const argv[], char *const envp[], char **sh_argv)
 {
 	execve(path, argv, envp);
 	if (errno == ENOEXEC) {
@@ -173,15 +192,12 @@ static void exec_path(const char *path, char *const argv[], char *const envp[])
 		size_t n = 0;
 		while (argv[n])
 			n++;
-		char **sh = calloc(n + 2, sizeof(*sh));
-		if (!sh)
-			return;
-		sh[0] = (char *)"sh";
-		sh[1] = (char *)path;
+		sh_argv[0] = (char *)"sh";
+		sh_argv[1] = (char *)path;
 		for (size_t i = 1; i < n; i++)
-			sh[i + 1] = argv[i];
-		execve("/bin/sh", sh, envp);
-		free(sh);
+			sh_argv[i + 1] = argv[i];
+		sh_argv[n < 1 ? 2 : n + 1] = NULL;
+		execve("/bin/sh", sh_argv, envp);
 		errno = ENOEXEC;
 	}
 }
@@ -190,7 +206,7 @@ static _Noreturn void do_exec(const struct spawn *sp)
 {
 	int err = ENOENT;
 	if (strchr(sp->file, '/')) {
-		exec_path(sp->file, sp->argv, sp->envp);
+		exec_path(sp->file, sp->argv, sp->envp, sp->sh_argv);
 		err = errno;
 	} else {
 		bool eacces = false;
@@ -210,7 +226,7 @@ static _Noreturn void do_exec(const struct spawn *sp)
 				}
 				buf[dlen] = '/';
 				memcpy(buf + dlen + 1, sp->file, flen + 1);
-				exec_path(buf, sp->argv, sp->envp);
+				exec_path(buf, sp->argv, sp->envp, sp->sh_argv);
 				int e = errno;
 				if (e == EACCES) {
 					eacces = true;
@@ -233,7 +249,7 @@ static _Noreturn void do_exec(const struct spawn *sp)
 
 _Noreturn void child_run(const struct spawn *sp)
 {
-	reset_signals();
+	reset_signals(sp->sig_reset);
 	if (setsid() < 0)
 		_exit(126);
 	setup_stdio(sp->stdio);
@@ -260,7 +276,7 @@ _Noreturn void child_run(const struct spawn *sp)
 	 * no_new_privs is set either way (docs/engine.md, "exec"). */
 	bool engine_exec = agent_engine_exec && !sp->file_op;
 	if (!engine_exec)
-		drop_capabilities(sp->cap_last);
+		drop_capabilities(sp->cap_last, sp->cap_bset);
 	/* everything of the agent's is O_CLOEXEC; this also catches fds the
 	 * agent inherited from whoever started it */
 	syscall(SYS_close_range, 3u, ~0u, 0u);
@@ -270,4 +286,85 @@ _Noreturn void child_run(const struct spawn *sp)
 	if (sp->file_op)
 		_exit(files_serve(sp->argv));
 	do_exec(sp);
+}
+
+/*
+ * The spawn. fork() gives the child a copy of the agent's address space and
+ * execve() then replaces it: two address spaces per exec where one would do.
+ * Under gVisor's ptrace platform each address space is a stub process of
+ * the host, and copying the agent's mappings into a new one costs; so a
+ * workload's child is made as posix_spawn makes its own, with
+ * clone(CLONE_VM | CLONE_VFORK) on a stack of its own: the child runs in the
+ * agent's memory, the agent waits until the child's execve (or _exit) lets
+ * it go on. The child keeps to what that allows: it writes its own stack
+ * and nothing of the agent's but errno and the seccomp filter's scratch
+ * (seccomp.c), allocates nothing, takes no lock (the agent has one thread),
+ * and every step of child_run is the task's own (signal dispositions,
+ * session, fds, working directory, rlimits, oom_score_adj, no_new_privs,
+ * capabilities, seccomp), as after fork.
+ *
+ * While the child shares it, the agent's memory is reachable through the
+ * child's /proc entries, which workloads may see; so this is only done when
+ * that memory is not dumpable (main.c), where /proc/PID/mem and ptrace want
+ * CAP_SYS_PTRACE, which no workload has. A file request's child serves for
+ * as long as the request runs, and the agent cannot wait that long: it is
+ * forked. So is every child of a sanitized agent, whose runtime keeps
+ * per-thread state the child would share.
+ */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define CHILD_SHARED_VM 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||                         \
+	__has_feature(memory_sanitizer)
+#define CHILD_SHARED_VM 0
+#endif
+#endif
+#ifndef CHILD_SHARED_VM
+#define CHILD_SHARED_VM 1
+#endif
+
+/* child_run's deepest path: do_exec's 4 KiB candidate, say()'s line, the
+ * seccomp filter's program; with room to spare, below one guard page. */
+#define CHILD_STACK_SIZE (128u * 1024u)
+
+static int child_entry(void *arg)
+{
+	child_run(arg);
+}
+
+pid_t child_spawn(const struct spawn *sp, bool shared_vm)
+{
+	static char *stack;
+
+	if (!CHILD_SHARED_VM || !shared_vm || sp->file_op || sp->layer) {
+		pid_t pid = fork();
+		if (pid == 0)
+			child_run(sp);
+		return pid;
+	}
+	if (!stack) {
+		void *p = mmap(NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+		if (p == MAP_FAILED)
+			return -1;
+		if (mprotect(p, 4096, PROT_NONE) < 0) {
+			int e = errno;
+			munmap(p, CHILD_STACK_SIZE);
+			errno = e;
+			return -1;
+		}
+		stack = p;
+	}
+	/* No handler of the agent's may run in the child before child_run
+	 * has reset them all: every signal blocked across the clone (the
+	 * child unblocks them once they are at their defaults). */
+	sigset_t all, old;
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
+	pid_t pid = clone(child_entry, stack + CHILD_STACK_SIZE, CLONE_VM | CLONE_VFORK | SIGCHLD,
+			  (void *)sp);
+	int e = errno;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	errno = e;
+	return pid;
 }

@@ -203,6 +203,26 @@ static const char *env_path(char **envp)
 
 /* ---- open ---------------------------------------------------------------- */
 
+/*
+ * May the exec's child share the agent's memory until its execve
+ * (child_spawn)? While it does, a process that stops it (SIGSTOP) stops the
+ * agent too, which waits for that execve; so only when no process that is
+ * not the agent's own exists to do so: the agent has no child at all, not
+ * even a zombie. Every workload is the agent's descendant (it is PID 1 or
+ * a subreaper, main.c), and an orphan comes back to it; so with no child,
+ * no workload is alive - and none can appear before the spawn, as only
+ * the agent makes processes. Where the workloads' reaper lives (the nested
+ * pid namespace) it is a child, and every spawn forks; so does an
+ * engine's exec, whose container holds workloads of other execs.
+ */
+static bool child_may_share_memory(const struct agent *a)
+{
+	siginfo_t si;
+	if (!a->undumpable || agent_engine_exec)
+		return false;
+	return waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD;
+}
+
 static void exec_on_eof_tty(struct exec_ch *e);
 
 #ifndef TIOCGPTPEER
@@ -302,7 +322,8 @@ static void exec_install(struct conn *c, struct exec_ch *e, uint32_t id, pid_t p
 void exec_open(struct agent *a, struct conn *c, uint32_t id, const msb_proto_exec_open *m)
 {
 	char *logical = NULL;
-	char **argv = NULL, **envp = NULL;
+	char **argv = NULL, **envp = NULL, **sh_argv = NULL;
+	size_t argc;
 	int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1};
 	int master = -1, slave = -1, master_in = -1;
 	int cwd_fd = -1, cwd_error = 0;
@@ -335,7 +356,11 @@ void exec_open(struct agent *a, struct conn *c, uint32_t id, const msb_proto_exe
 	e = calloc(1, sizeof(*e));
 	argv = build_argv(m);
 	envp = build_envp(m, logical, egress_env(a));
-	if (!e || !argv || !envp || (tty && !(e->in_buf = malloc(AGENT_STDIN_WINDOW + 1)))) {
+	for (argc = 0; argv && argv[argc]; argc++)
+		;
+	sh_argv = calloc(argc + 3, sizeof(*sh_argv));
+	if (!e || !argv || !envp || !sh_argv ||
+	    (tty && !(e->in_buf = malloc(AGENT_STDIN_WINDOW + 1)))) {
 		send_channel_error(c, id, MSB_PROTO_ERR_SPAWN, "out of memory");
 		goto out;
 	}
@@ -367,8 +392,11 @@ void exec_open(struct agent *a, struct conn *c, uint32_t id, const msb_proto_exe
 		.stdio = {pin[0], pout[1], perr[1]},
 		.ctty = tty,
 		.cap_last = a->cap_last,
+		.cap_bset = a->cap_bset,
+		.sig_reset = a->sig_known ? a->sig_nondefault : ~0ull,
 		.proc_fd = a->proc_fd,
 		.file_op = (m->flags & MSB_PROTO_EXEC_FILE) != 0,
+		.sh_argv = sh_argv,
 	};
 	if (tty)
 		sp.stdio[0] = sp.stdio[1] = sp.stdio[2] = slave;
@@ -376,13 +404,11 @@ void exec_open(struct agent *a, struct conn *c, uint32_t id, const msb_proto_exe
 	if (sp.file_op && argv[0] && strcmp(argv[0], "layer") == 0 && !argv[1] &&
 	    vm_layer.upper_fd >= 0)
 		sp.layer = &vm_layer;
-	pid_t pid = fork();
+	pid_t pid = child_spawn(&sp, child_may_share_memory(a));
 	if (pid < 0) {
 		send_channel_error(c, id, MSB_PROTO_ERR_SPAWN, "fork failed");
 		goto out;
 	}
-	if (pid == 0)
-		child_run(&sp);
 
 	close_fd(&pin[0]);
 	close_fd(&pout[1]);
@@ -398,6 +424,7 @@ out:
 	free(e);
 	strv_free(argv);
 	strv_free(envp);
+	free(sh_argv);
 	free(logical);
 	close_fd(&cwd_fd);
 	close_fd(&pin[0]);

@@ -94,6 +94,55 @@ static int read_cap_last(void)
 	return v >= 0 && v < 64 ? v : -1;
 }
 
+/* The bounding set from /proc/self/status (CapBnd), read before /proc/1 is
+ * covered (pidns.c); all ones when it cannot be read. */
+static uint64_t read_cap_bset(int proc_fd)
+{
+	char buf[4096];
+	int fd = proc_fd >= 0 ? openat(proc_fd, "self/status", O_RDONLY | O_CLOEXEC) : -1;
+	if (fd < 0)
+		return ~0ull;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return ~0ull;
+	buf[n] = 0;
+	const char *p = strstr(buf, "\nCapBnd:");
+	if (!p)
+		return ~0ull;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(p + 8, &end, 16);
+	return errno || end == p + 8 || (*end != '\n' && *end != 0) ? ~0ull : (uint64_t)v;
+}
+
+/* Which signals the agent does not leave at their default: those it set
+ * (setup_signals) and whatever it inherited ignored. 64 system calls, once,
+ * after the agent's HELLO has gone out (run()): under gVisor's ptrace
+ * platform they cost about a millisecond, spent while the host finishes its
+ * start rather than by each exec's child (child.c resets only these). An
+ * exec before that resets all 64. */
+static void learn_signals(struct agent *a)
+{
+	uint64_t set = 0;
+	for (int sig = 1; sig <= 64; sig++) {
+		struct sigaction old;
+		if (sigaction(sig, NULL, &old) < 0 || old.sa_handler != SIG_DFL)
+			set |= 1ull << (sig - 1);
+	}
+	a->sig_nondefault = set;
+	a->sig_known = true;
+}
+
+/* Has a host's HELLO been answered, the answer sent? */
+static bool greeted(struct agent *a)
+{
+	for (struct conn *c = a->conns; c; c = c->next)
+		if (c->hello_done && !c->dead && conn_queued(c) == 0)
+			return true;
+	return false;
+}
+
 static void noop_handler(int sig)
 {
 	(void)sig;
@@ -361,6 +410,12 @@ static int run(struct agent *a)
 		sweep(a);
 		if (a->terminating)
 			shutdown_agent(a);
+		/* Once, when our HELLO has gone out (flushed above): the host
+		 * then finishes its own start before its first request. */
+		if (!a->sig_known && greeted(a)) {
+			learn_signals(a);
+			continue;
+		}
 
 		if (build_pollset(a, &ps) < 0) {
 			/* out of memory: wait a little and retry rather than die as PID 1 */
@@ -503,9 +558,18 @@ int main(int argc, char **argv)
 	 * found by the kill hunt. */
 	if (!a->is_init)
 		prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+	/* Not dumpable: the agent's memory (/proc/PID/mem, ptrace) then wants
+	 * CAP_SYS_PTRACE, which no workload has - nor a child sharing that
+	 * memory until its execve (child_spawn). A workload's execve makes it
+	 * dumpable again. An engine's exec (--engine) keeps its dumpable
+	 * state and forks its children: it is one of the container's
+	 * processes, beside workloads that are not its own (exec.c). */
+	if (!engine)
+		a->undumpable = prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0;
 	a->cap_last = read_cap_last();
 	/* Our own pid namespace's procfs, before anything covers /proc. */
 	a->proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	a->cap_bset = read_cap_bset(a->proc_fd);
 	int rc = setup_signals(a);
 	if (rc < 0) {
 		agent_log("signals: %s", strerror(-rc));

@@ -465,6 +465,7 @@ static int drop_admin(struct agent *a)
 			 strerror(e));
 		return -e;
 	}
+	a->cap_bset &= ~((1ull << CAP_SYS_ADMIN_BIT) | (1ull << CAP_MKNOD_BIT));
 	return 0;
 }
 

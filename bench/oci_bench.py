@@ -3,7 +3,7 @@
 """The `oci` backend beside the bare runtime it drives, side by side in one run.
 
     bench/oci_bench.py [--build DIR] [-n N] [--runtimes runsc,crun] [--json OUT]
-                       [--baseline-shim PATH]
+                       [--baseline-shim PATH] [--baseline-agent PATH]
 
 Needs root, and the runtimes (scripts/install-deps). For each runtime R:
 
@@ -43,6 +43,9 @@ overlay root with a size-capped tmpfs layer, cgroup limits, the agent.
 --baseline-shim PATH adds `msb run (baseline shim)`: the same CLI with another
 msb-oci-shim (MSB_OCI_SHIM; say, one built from an older tree), in the same
 rounds - a before/after on the same minute of a noisy machine.
+--baseline-agent PATH does the same with another msb-agent (MSB_AGENT), and
+adds `msb exec (baseline agent)` into a warm sandbox of that agent's; with
+both, the baseline cases run both (`(baseline)`).
 
 N runs per case (default 20), the cases of one runtime in a shuffled order
 each round; medians and p90s (nearest rank), and each msb case's median over
@@ -222,9 +225,19 @@ def bench_runtime(rt, args, msb, tmp):
     def msb_run_cold():
         return timed([msb, "run", *common, "--", "true"])
 
-    def msb_run_baseline():  # no pool: the shims compared start the sandbox
-        env = dict(os.environ, MSB_OCI_SHIM=args.baseline_shim)
-        return timed([msb, "run", *common, "--", "true"], env=env)
+    base_env = dict(os.environ)
+    if args.baseline_shim:
+        base_env["MSB_OCI_SHIM"] = args.baseline_shim
+    if args.baseline_agent:
+        base_env["MSB_AGENT"] = args.baseline_agent
+    label = ("baseline" if args.baseline_shim and args.baseline_agent else
+             "baseline shim" if args.baseline_shim else "baseline agent")
+
+    def msb_run_baseline():  # no pool: the shims/agents compared start the sandbox
+        return timed([msb, "run", *common, "--", "true"], env=base_env)
+
+    def msb_exec_baseline():
+        return timed([msb, "exec", *common, "--thread", "warm-base", "--", "true"], env=base_env)
 
     def msb_acquire():
         counter[0] += 1
@@ -251,6 +264,9 @@ def bench_runtime(rt, args, msb, tmp):
     # The warm ones: a sandbox, and a detached container.
     subprocess.run([msb, "acquire", *common, "--thread", "warm"], check=True,
                    capture_output=True)
+    if args.baseline_agent:
+        subprocess.run([msb, "acquire", *common, "--thread", "warm-base"], check=True,
+                       capture_output=True, env=base_env)
     same_b = same_bundle(tmp, f"same-{rt}", msb, cfg, "warm")
     subprocess.run(base + ["run", "--detach", "--bundle", sleep_b, "warm"], check=True,
                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -259,8 +275,10 @@ def bench_runtime(rt, args, msb, tmp):
              f"{rt} run, same bundle": same_run,
              "msb acquire": msb_acquire,
              "msb exec": msb_exec, f"{rt} exec": bare_exec}
-    if args.baseline_shim:
-        cases["msb run (baseline shim)"] = msb_run_baseline
+    if args.baseline_shim or args.baseline_agent:
+        cases[f"msb run ({label})"] = msb_run_baseline
+    if args.baseline_agent:
+        cases[f"msb exec ({label})"] = msb_exec_baseline
     samples = {k: [] for k in cases}
     try:
         for fn in cases.values():  # warm-up, untimed
@@ -278,14 +296,20 @@ def bench_runtime(rt, args, msb, tmp):
         subprocess.run([msb, "dispose", "--config", cfg, "--thread", "warm"],
                        capture_output=True)
         subprocess.run([msb, "pool", "drain", "--config", pool_cfg], capture_output=True)
+        if args.baseline_agent:
+            subprocess.run([msb, "dispose", "--config", cfg, "--thread", "warm-base"],
+                           capture_output=True)
     out = {"runtime": rt, "n": args.n, "cases": {}}
     for k, v in samples.items():
         out["cases"][k] = {"p50_ms": round(pct(v, 0.5), 2), "p90_ms": round(pct(v, 0.9), 2)}
     c = out["cases"]
     ratios = {}
-    if args.baseline_shim:
-        ratios["cold run: baseline shim, no pool / bare run"] = round(
-            c["msb run (baseline shim)"]["p50_ms"] / c[f"{rt} run"]["p50_ms"], 2)
+    if args.baseline_shim or args.baseline_agent:
+        ratios[f"cold run: {label}, no pool / bare run"] = round(
+            c[f"msb run ({label})"]["p50_ms"] / c[f"{rt} run"]["p50_ms"], 2)
+    if args.baseline_agent:
+        ratios[f"warm exec: {label} / bare exec"] = round(
+            c[f"msb exec ({label})"]["p50_ms"] / c[f"{rt} exec"]["p50_ms"], 2)
     out["ratios"] = ratios
     out["ratios"] |= {
         "run: msb run / bare run": round(c["msb run"]["p50_ms"] / c[f"{rt} run"]["p50_ms"], 2),
@@ -306,6 +330,7 @@ def main():
     ap.add_argument("--runtimes", default="runsc,crun")
     ap.add_argument("--json")
     ap.add_argument("--baseline-shim")
+    ap.add_argument("--baseline-agent")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("oci_bench: needs root")

@@ -128,6 +128,49 @@ Test(agent, missing_program_is_127)
 	msb_exec_result_clear(&res);
 }
 
+/* 9.1: a file with no #! line is the shell's (as execvp does), found by path
+ * or in PATH, its arguments after it; the agent's child builds that argv in
+ * memory it does not own (agent/child.c) */
+Test(agent, a_file_without_interpreter_line_runs_in_the_shell)
+{
+	char dir[] = "/tmp/msb-agent-noexec-XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	char path[sizeof(dir) + 16], env_path[sizeof(dir) + 16];
+	snprintf(path, sizeof(path), "%s/plain", dir);
+	snprintf(env_path, sizeof(env_path), "PATH=%s:/usr/bin:/bin", dir);
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fputs("printf '%s|' \"$0\" \"$@\"\n", f);
+	cr_assert_eq(fclose(f), 0);
+	cr_assert_eq(chmod(path, 0755), 0);
+
+	const char *const by_path[] = {path, "a b", "", "c", NULL};
+	const char *const by_name[] = {"plain", "x", NULL};
+	const char *const env[] = {env_path, NULL};
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	msb_exec_result res;
+	msb_error *err = NULL;
+	char want[256];
+
+	req.argv = by_path;
+	cr_assert_eq(run_req(cl, &req, &res, &err), 0);
+	int n = snprintf(want, sizeof(want), "%s|a b||c|", path);
+	assert_bytes(res.stdout_bytes, res.stdout_len, want, (size_t)n);
+	cr_assert_eq(res.exit_code, 0);
+	msb_exec_result_clear(&res);
+
+	req.argv = by_name;
+	req.env = env;
+	cr_assert_eq(run_req(cl, &req, &res, &err), 0);
+	n = snprintf(want, sizeof(want), "%s|x|", path);
+	assert_bytes(res.stdout_bytes, res.stdout_len, want, (size_t)n);
+	cr_assert_eq(res.exit_code, 0);
+	msb_exec_result_clear(&res);
+
+	unlink(path);
+	rmdir(dir);
+}
+
 Test(agent, env_defaults_and_request_env)
 {
 	static const char *const argv[] = {"sh", "-c",
@@ -164,6 +207,36 @@ Test(agent, workload_is_confined)
 	if (res.exit_code != 99)
 		cr_assert_str_neq((const char *)res.stdout_bytes, "0\n");
 	msb_exec_result_clear(&res);
+}
+
+/* The child resets only the signals the agent does not leave at their
+ * default, learnt once (agent/main.c): one the agent inherited ignored
+ * must not reach the workload ignored. This suite's agent starts with
+ * SIGUSR1 and SIGHUP ignored. */
+static void setup_ignoring(void)
+{
+	struct sigaction ign = {.sa_handler = SIG_IGN}, old_usr1, old_hup;
+	cr_assert_eq(sigaction(SIGUSR1, &ign, &old_usr1), 0);
+	cr_assert_eq(sigaction(SIGHUP, &ign, &old_hup), 0);
+	setup();
+	sigaction(SIGUSR1, &old_usr1, NULL);
+	sigaction(SIGHUP, &old_hup, NULL);
+}
+
+TestSuite(agent_signals, .init = setup_ignoring, .fini = teardown, .timeout = 60);
+
+Test(agent_signals, a_signal_the_agent_inherited_ignored_is_the_workloads_default)
+{
+	static const char *const argv[] = {"grep", "^SigIgn:", "/proc/self/status", NULL};
+	msb_exec_request req = MSB_EXEC_REQUEST_INIT;
+	msb_exec_result res;
+	msb_error *err = NULL;
+	req.argv = argv;
+	for (int i = 0; i < 2; i++) { /* the first exec may come before the agent learnt */
+		cr_assert_eq(run_req(cl, &req, &res, &err), 0);
+		cr_assert_str_eq((const char *)res.stdout_bytes, "SigIgn:\t0000000000000000\n");
+		msb_exec_result_clear(&res);
+	}
 }
 
 /* ---- working directory (9.2) ---------------------------------------------- */

@@ -429,6 +429,42 @@ def test_a_sandbox_killed_from_outside_gives_typed_errors_and_purge_cleans(state
     assert wait_no_leaks(state) == []
 
 
+@pytest.mark.parametrize("rt", runtimes())
+def test_a_workload_that_stops_every_new_process_does_not_stall_the_agent(state, rt):
+    """An exec's child may share the agent's memory until its execve only while no workload
+    exists to stop it (agent/exec.c): stopped there, it would stop the agent with it, and no
+    bound would hold (9.4). Here a workload stops every other process while a second exec
+    starts; the agent must still end both at their bounds, and the sandbox lives on. A stalled
+    agent cannot: the host then discards the sandbox (9.5) and the marker is gone."""
+    cfg = _write(state, backend(state, rt))
+    common = ["--config", cfg, "--min-isolation", "container", "--scope", "app",
+              "--thread", "t1"]
+
+    def run(*argv, timeout="60"):
+        return subprocess.run([MSB, "exec", *common, "--no-stdin", "--timeout", timeout, "--",
+                               *argv], capture_output=True, timeout=120)
+
+    assert run("sh", "-c", "echo here > /tmp/marker").returncode == 0
+    b = subprocess.Popen([MSB, "exec", *common, "--no-stdin", "--timeout", "3", "--", "sh",
+                          "-c", "while :; do kill -STOP -1; done"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        time.sleep(1)  # not a bound: the stopping has begun (the CLI shows no output early)
+        c = run("echo", "c", timeout="1")
+        out_b, err_b = b.communicate(timeout=120)
+    finally:
+        if b.poll() is None:
+            b.kill()
+            b.wait()
+    # the stopped one was killed at its bound, or ran before it was stopped
+    assert c.returncode == 0 and c.stdout == b"c\n" or b"TimeoutError" in c.stderr, c
+    assert b"TimeoutError" in err_b, err_b
+    r = run("cat", "/tmp/marker")
+    assert (r.returncode, r.stdout) == (0, b"here\n"), r
+    assert subprocess.run([MSB, "dispose", "--config", cfg, "--scope", "app", "--thread", "t1"],
+                          capture_output=True, timeout=60).returncode == 0
+
+
 # ---- the relay ---------------------------------------------------------------------------------
 
 @pytest.mark.skipif(not have("crun"), reason="root and crun")
