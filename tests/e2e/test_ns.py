@@ -81,7 +81,7 @@ def test_sandbox_verbs_take_backend_json(msb, state, write_json):
             "true")
     assert p.returncode == 2 and b"unknown key `state_dir`" in p.stderr, p.stderr
     p = msb("ls", "--config", cfg)
-    assert p.returncode == 2 and b"is neither" in p.stderr, p.stderr
+    assert p.returncode == 2 and b"is none of them" in p.stderr, p.stderr
 
 
 def test_default_floor_refuses_and_says_how_to_opt_down(msb, state):
