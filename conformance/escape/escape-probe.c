@@ -236,6 +236,12 @@ int main(int argc, char **argv)
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
+	/* The reporter is the OOM killer's last choice among the probes: the
+	 * agent starts every workload at 1000 (agent/child.c), a workload may
+	 * lower itself to 0, and each filler goes back to 1000 in the child
+	 * that fills (probe_limits.c). A killed reporter loses every later
+	 * probe. */
+	oom_adj("0");
 	for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++)
 		if (!only || listed(only, probes[i].name))
 			report(&c, &probes[i]);

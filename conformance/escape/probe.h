@@ -79,6 +79,11 @@ struct probe {
 
 /* ---- probe_util.c ------------------------------------------------------------- */
 
+/* Set this process's OOM score adjustment ("1000": offer it first; "0": the
+ * reporter, which every workload may lower itself to). Best effort. */
+void oom_adj(const char *value);
+/* oom_adj("1000"): a filler's, in the child that fills. */
+void oom_first(void);
 void set(struct res *r, const char *outcome, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* The errno's name ("EPERM"), else strerror(). */

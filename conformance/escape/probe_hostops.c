@@ -30,22 +30,53 @@ void p_listing_bomb(const struct ctx *c, struct res *r)
 		set(r, "error", "open `%s`: %s", c->bomb, errname(errno));
 		return;
 	}
-	char name[BOMB_NAME + 1];
-	memset(name, 'b', BOMB_NAME);
-	name[BOMB_NAME] = '\0';
-	unsigned long n = 0;
-	int e = 0;
-	for (; n < BOMB_ENTRIES; n++) {
-		snprintf(name + BOMB_NAME - 8, 9, "%08lu", n);
-		int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-		if (fd < 0) {
-			e = errno;
-			break;
-		}
-		close(fd);
+	/* Planted by a child offered to the OOM killer: the inodes and names
+	 * are kernel memory charged to the sandbox's cgroup, which may be
+	 * what stops the bomb. It reports how far it got on a pipe. */
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		close(dfd);
+		set(r, "error", "pipe: %s", errname(errno));
+		return;
 	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		oom_first();
+		close(p[0]);
+		char name[BOMB_NAME + 1];
+		memset(name, 'b', BOMB_NAME);
+		name[BOMB_NAME] = '\0';
+		unsigned long got[2] = {0, 0};
+		for (; got[0] < BOMB_ENTRIES; got[0]++) {
+			snprintf(name + BOMB_NAME - 8, 9, "%08lu", got[0]);
+			int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+			if (fd < 0) {
+				got[1] = (unsigned long)errno;
+				break;
+			}
+			close(fd);
+			if (got[0] % 1024 == 0 && write(p[1], got, sizeof(got)) < 0)
+				_exit(3);
+		}
+		_exit(write(p[1], got, sizeof(got)) == (ssize_t)sizeof(got) ? 0 : 3);
+	}
+	close(p[1]);
 	close(dfd);
-	if (n < BOMB_ENTRIES)
+	unsigned long got[2] = {0, 0}, last[2];
+	while (pid > 0 && read(p[0], last, sizeof(last)) == (ssize_t)sizeof(last))
+		memcpy(got, last, sizeof(got));
+	close(p[0]);
+	int st = 0;
+	if (pid < 0 || waitpid(pid, &st, 0) < 0) {
+		set(r, "error", "fork: %s", errname(errno));
+		return;
+	}
+	unsigned long n = got[0];
+	int e = (int)got[1];
+	if (WIFSIGNALED(st))
+		set(r, "contained", "the planter was killed by signal %d after %lu entries",
+		    WTERMSIG(st), n);
+	else if (n < BOMB_ENTRIES)
 		set(r, "contained", "the storage stopped the bomb at %lu entries: %s", n,
 		    errname(e));
 	else

@@ -64,18 +64,14 @@ void p_rlimit_core(const struct ctx *c, struct res *r)
 /* ---- resource limits --------------------------------------------------------------------- */
 
 /* A filler offers itself to the OOM killer first: the memory it charges
- * (tmpfs pages above all) is no process's RSS, so the killer's choice
+ * (tmpfs pages, kernel objects) is no process's RSS, so the killer's choice
  * between it and the probe that reports would otherwise be a toss-up, and
- * a killed reporter loses every later probe. Raising one's own score needs
- * no privilege. */
-static void oom_first(void)
+ * a killed reporter loses every later probe. The agent starts every
+ * workload at 1000; the reporter lowers itself to 0 (main), which any
+ * workload may, and a filler goes back to 1000. */
+void oom_first(void)
 {
-	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		ssize_t w = write(fd, "1000", 4);
-		(void)w;
-		close(fd);
-	}
+	oom_adj("1000");
 }
 
 void p_memory(const struct ctx *c, struct res *r)
@@ -159,6 +155,12 @@ static void fill(struct res *r, const char *path, uint64_t limit)
 		set(r, "blocked", "create `%s`: %s", path, errname(errno));
 		return;
 	}
+	/* Unlinked at once: the file lives as long as the descriptor, so a
+	 * filler the OOM killer takes frees what it charged as it dies. A
+	 * named tmpfs file would stay charged until someone unlinked it, and
+	 * every charge meanwhile (the agent's, the reporter's) would find the
+	 * cgroup still full and pick another victim: the reporter. */
+	unlink(path);
 	static char block[1 << 16];
 	memset(block, 0x5a, sizeof(block));
 	uint64_t done = 0;
@@ -172,7 +174,6 @@ static void fill(struct res *r, const char *path, uint64_t limit)
 		done += (uint64_t)w;
 	}
 	close(fd);
-	unlink(path);
 	if (done < goal)
 		set(r, "contained", "`%s` stopped at %llu bytes: %s", path,
 		    (unsigned long long)done, errname(e));
@@ -183,7 +184,28 @@ static void fill(struct res *r, const char *path, uint64_t limit)
 
 void p_disk(const struct ctx *c, struct res *r)
 {
-	fill(r, "/var/tmp/msb-escape-fill", c->writable);
+	/* The writable layer is a tmpfs charged to the memory cgroup too: in a
+	 * child offered to the OOM killer, as /dev/shm's filler. */
+	pid_t pid = fork();
+	if (pid == 0) {
+		oom_first();
+		struct res child;
+		fill(&child, "/var/tmp/msb-escape-fill", c->writable);
+		_exit(strcmp(child.outcome, "contained") == 0 ? 0 : 4);
+	}
+	int st = 0;
+	if (pid < 0 || waitpid(pid, &st, 0) < 0) {
+		set(r, "error", "fork: %s", errname(errno));
+		return;
+	}
+	unlink("/var/tmp/msb-escape-fill");
+	if (WIFSIGNALED(st))
+		set(r, "contained", "the writable-layer filler was killed by signal %d",
+		    WTERMSIG(st));
+	else if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		set(r, "contained", "the writable layer refused writes before four times its size");
+	else
+		set(r, "escaped", "the writable layer took four times its size");
 }
 
 void p_shm(const struct ctx *c, struct res *r)

@@ -2,6 +2,16 @@
 /* What every probe of msb-escape-probe reports with. */
 #include "probe.h"
 
+void oom_adj(const char *value)
+{
+	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t w = write(fd, value, strlen(value));
+		(void)w;
+		close(fd);
+	}
+}
+
 void set(struct res *r, const char *outcome, const char *fmt, ...)
 {
 	va_list ap;

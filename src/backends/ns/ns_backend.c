@@ -218,6 +218,20 @@ int msb_ns__shim_spawn(const ns_backend *b, const char *dir, bool egress, bool p
 		argv[k++] = ecfg;
 	}
 	argv[k] = NULL;
+	return msb_ns__spawn_detached(b->shim_path, argv, ready, err);
+}
+
+/*
+ * Start the shim `path` with argv (which has `--daemon`: it forks at once and
+ * its first process exits, reaped here, so the shim is nobody's child in this
+ * process). posix_spawn: no copy of this process's memory, safe on any
+ * thread, and the child holds a copy of this process's descriptors only
+ * until its exec - a fork that lingered would keep a file another thread
+ * just wrote open for writing (a guest's exec of it: ETXTBSY). With `ready`,
+ * *ready is the read end of the pipe the shim reports on (fd 3 in it).
+ */
+int msb_ns__spawn_detached(const char *path, char *const argv[], int *ready, msb_error **err)
+{
 	int pipefd[2] = {-1, -1};
 	if (ready && pipe2(pipefd, O_CLOEXEC) < 0)
 		return msb__error_errno(err, errno, "cannot start the shim");
@@ -259,7 +273,7 @@ int msb_ns__shim_spawn(const ns_backend *b, const char *dir, bool egress, bool p
 						 POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
 			pid_t pid;
 			extern char **environ;
-			r = posix_spawn(&pid, b->shim_path, &fa, &at, argv, environ);
+			r = posix_spawn(&pid, path, &fa, &at, argv, environ);
 			if (r == 0)
 				while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 					;
@@ -272,7 +286,7 @@ int msb_ns__shim_spawn(const ns_backend *b, const char *dir, bool egress, bool p
 	if (r != 0) {
 		if (pipefd[0] >= 0)
 			close(pipefd[0]);
-		return msb__error_errno(err, r, "cannot start the shim `%s`", b->shim_path);
+		return msb__error_errno(err, r, "cannot start the shim `%s`", path);
 	}
 	if (ready) {
 		*ready = pipefd[0];

@@ -39,6 +39,7 @@ struct shim {
 	const char *agent_log_path;
 	bool remove_dir;
 	bool pool; /* --pool: a pooled sandbox (docs/pool.md) */
+	bool daemon; /* --daemon: fork at once; the first process exits */
 	/* --cgroup-key: what the cgroup leaf's digest is taken over instead of
 	 * the state directory (a pooled sandbox: <root>/oci/<name>, named as a
 	 * keyed one would be); dropped once a claim moved the directory. */

@@ -4,7 +4,7 @@
  *
  *   msb-oci-shim --state DIR --agent PATH --config FILE [--ready-fd N]
  *                [--name NAME] [--log FILE] [--agent-log FILE] [--remove-state-dir]
- *                [--pool --cgroup-key KEY]
+ *                [--pool --cgroup-key KEY] [--daemon]
  *
  * In its own mount namespace it builds the root (oci_rootfs.h), writes the
  * bundle (oci_spec.h), and runs the OCI runtime's `run` with msb-agent
@@ -255,6 +255,10 @@ static int parse_args(struct shim *s, int argc, char **argv)
 		}
 		if (strcmp(a, "--pool") == 0) {
 			s->pool = true;
+			continue;
+		}
+		if (strcmp(a, "--daemon") == 0) {
+			s->daemon = true;
 			continue;
 		}
 		if (!v)
@@ -765,13 +769,22 @@ int main(int argc, char **argv)
 		fputs("usage: msb-oci-shim --state DIR --agent PATH --config FILE [--ready-fd N]\n"
 		      "                    [--name NAME] [--log FILE] [--agent-log FILE] "
 		      "[--remove-state-dir]\n"
-		      "                    [--pool --cgroup-key KEY]\n",
+		      "                    [--pool --cgroup-key KEY] [--daemon]\n",
 		      stderr);
 		if (s.ready_fd >= 0)
 			report(&s, "error: msb-oci-shim: bad arguments\n");
 		return 2;
 	}
 	oci_stamp(&s.up, "main");
+	if (s.daemon) {
+		/* Whoever started us reaps this first process at once; the shim
+		 * goes on in a child nobody waits for (it is re-parented). */
+		pid_t pid = fork();
+		if (pid < 0)
+			die(&s, "fork: %s", strerror(errno));
+		if (pid > 0)
+			_exit(0);
+	}
 	signal(SIGPIPE, SIG_IGN);
 	int sfd = s.sig_fd = msb_ns__shim_signalfd();
 	if (sfd < 0)
