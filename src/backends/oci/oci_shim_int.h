@@ -38,7 +38,7 @@ struct shim {
 	const char *log_path;
 	const char *agent_log_path;
 	bool remove_dir;
-	bool pool; /* --pool: a pooled sandbox (docs/pool.md) */
+	bool pool;   /* --pool: a pooled sandbox (docs/pool.md) */
 	bool daemon; /* --daemon: fork at once; the first process exits */
 	/* --cgroup-key: what the cgroup leaf's digest is taken over instead of
 	 * the state directory (a pooled sandbox: <root>/oci/<name>, named as a
