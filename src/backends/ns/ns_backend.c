@@ -179,6 +179,8 @@ int msb_ns__random_hex(char *out, size_t nbytes)
  * without, nobody waits (a refill of the pool: the shim holds the
  * directory's lock itself until it is ready, `--pool`).
  */
+static int spawn_detached(const char *path, char *const argv[], int *ready, msb_error **err);
+
 int msb_ns__shim_spawn(const ns_backend *b, const char *dir, bool egress, bool pool, int *ready,
 		       msb_error **err)
 {
@@ -187,7 +189,9 @@ int msb_ns__shim_spawn(const ns_backend *b, const char *dir, bool egress, bool p
 	if (!cfg || !ecfg)
 		return msb__error_nomem(err);
 	/* A pooled sandbox's cgroup is named as a keyed one of this state root
-	 * would be (<root>/ns/<name>): what leak checks look for. */
+	 * would be (<root>/ns/<name>, <root>/oci/<name>): what leak checks look
+	 * for. msb-oci-shim takes the same arguments (but --egress: it finds
+	 * egress.json in its directory). */
 	_cleanup_free_ char *cgkey = NULL;
 	if (pool) {
 		const char *base = strrchr(dir, '/');
@@ -218,7 +222,7 @@ int msb_ns__shim_spawn(const ns_backend *b, const char *dir, bool egress, bool p
 		argv[k++] = ecfg;
 	}
 	argv[k] = NULL;
-	return msb_ns__spawn_detached(b->shim_path, argv, ready, err);
+	return spawn_detached(b->shim_path, argv, ready, err);
 }
 
 /*
@@ -230,7 +234,7 @@ int msb_ns__shim_spawn(const ns_backend *b, const char *dir, bool egress, bool p
  * just wrote open for writing (a guest's exec of it: ETXTBSY). With `ready`,
  * *ready is the read end of the pipe the shim reports on (fd 3 in it).
  */
-int msb_ns__spawn_detached(const char *path, char *const argv[], int *ready, msb_error **err)
+static int spawn_detached(const char *path, char *const argv[], int *ready, msb_error **err)
 {
 	int pipefd[2] = {-1, -1};
 	if (ready && pipe2(pipefd, O_CLOEXEC) < 0)

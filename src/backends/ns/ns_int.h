@@ -110,9 +110,6 @@ int msb_ns__random_hex(char *out, size_t nbytes);
 int msb_ns__shim_spawn(const ns_backend *b, const char *dir, bool egress, bool pool, int *ready,
 		       msb_error **err);
 int msb_ns__shim_await(const ns_backend *b, int fd, double timeout, msb_error **err);
-/* posix_spawn of a shim that daemonizes itself (`--daemon` in argv),
- * reaped; with `ready`, the pipe of its report (fd 3 in it). ns_backend.c. */
-int msb_ns__spawn_detached(const char *path, char *const argv[], int *ready, msb_error **err);
 
 /* ---- the warm pool (ns_pool.c, docs/pool.md) ---- */
 

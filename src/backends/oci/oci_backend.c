@@ -276,7 +276,7 @@ static int create_sandbox(oci_backend *b, const msb_key *key, const char *kind,
 	if (!dir)
 		return msb__error_nomem(err);
 	int ready = -1;
-	r = msb_oci__shim_spawn(&b->ns, dir, false, false, &ready, err);
+	r = msb_ns__shim_spawn(&b->ns, dir, false, false, &ready, err);
 	if (r == 0)
 		r = msb_ns__shim_await(&b->ns, ready, b->ns.start_timeout, err);
 	if (r < 0) {

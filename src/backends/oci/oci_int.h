@@ -39,12 +39,8 @@ int msb_oci__sandbox_new(const oci_backend *b, const char *name, const msb_ns_la
 int msb_oci__sandbox_identity(msb_sandbox *sb, const char *hostname, double timeout,
 			      msb_error **err);
 
-/* The warm pool's oci side (oci_pool.c): msb-oci-shim started detached
- * (with `ready`, *ready is the pipe of its report, which msb_ns__shim_await
- * reads). */
+/* The warm pool's oci side (oci_pool.c). */
 extern const ns_pool_ops msb_oci__pool_ops;
-int msb_oci__shim_spawn(const ns_backend *b, const char *dir, bool egress, bool pool, int *ready,
-			msb_error **err);
 
 /* The fingerprint under gVisor (oci_fingerprint.c): the host's walk of the
  * writable layer, /dev/shm and the storage base, with the guest's special

@@ -29,47 +29,6 @@ static const char *runtime_binary(const ns_backend *nb)
 	return ((const oci_backend *)nb)->runtime_path;
 }
 
-/*
- * Start msb-oci-shim on `dir`, detached (msb_ns__spawn_detached: --daemon,
- * posix_spawn). With `ready`, *ready gets the pipe the shim reports on:
- * "ok\n" once the agent answered, or "error: REASON\n" (msb_ns__shim_await);
- * without, nobody waits (a refill: with `pool` the shim holds the directory's
- * lock until it is ready). A pooled sandbox's cgroup is named as a keyed one
- * of this state root would be (<root>/oci/<name>): what leak checks look for.
- */
-int msb_oci__shim_spawn(const ns_backend *b, const char *dir, bool egress, bool pool, int *ready,
-			msb_error **err)
-{
-	(void)egress; /* egress.json beside shim.json says it (the shim reads it) */
-	_cleanup_free_ char *cfg = msb__asprintf("%s/shim.json", dir);
-	const char *base = strrchr(dir, '/');
-	_cleanup_free_ char *cgkey =
-		pool ? msb__asprintf("%s/%s", b->state_dir, base ? base + 1 : dir) : NULL;
-	if (!cfg || (pool && !cgkey))
-		return msb__error_nomem(err);
-	char *argv[16];
-	size_t k = 0;
-	argv[k++] = b->shim_path;
-	argv[k++] = (char *)"--daemon";
-	argv[k++] = (char *)"--state";
-	argv[k++] = (char *)dir;
-	argv[k++] = (char *)"--agent";
-	argv[k++] = b->agent_path;
-	argv[k++] = (char *)"--config";
-	argv[k++] = cfg;
-	if (ready) {
-		argv[k++] = (char *)"--ready-fd";
-		argv[k++] = (char *)"3";
-	}
-	if (pool) {
-		argv[k++] = (char *)"--pool";
-		argv[k++] = (char *)"--cgroup-key";
-		argv[k++] = cgkey;
-	}
-	argv[k] = NULL;
-	return msb_ns__spawn_detached(b->shim_path, argv, ready, err);
-}
-
 static int purge(const char *dir, int timeout_ms, msb_error **err)
 {
 	return msb_oci__state_purge(dir, false, timeout_ms, err);
@@ -98,7 +57,9 @@ const ns_pool_ops msb_oci__pool_ops = {
 	.dir_mode = 0711,
 	.config_extra = config_extra,
 	.extra_binary = runtime_binary,
-	.spawn = msb_oci__shim_spawn,
+	/* msb-shim's start serves msb-oci-shim too (--daemon, --pool, --cgroup-key);
+	 * an oci shim finds egress.json in its directory itself */
+	.spawn = msb_ns__shim_spawn,
 	.await = msb_ns__shim_await,
 	.purge = purge,
 	.claimed = claimed,

@@ -404,19 +404,8 @@ static void check_state_dir(struct shim *s)
 	char why[900];
 	if (msb_ns__shim_open_state(s->state_dir, &s->dfd, why, sizeof(why)) < 0)
 		die(s, "%s", why);
-	if (s->pool) {
-		/* Held until the sandbox is ready: a claim passes over a pooled
-		 * sandbox it cannot lock, and a drain waits for it. The library
-		 * made the directory and its pool.json; a drain that came first
-		 * removed them, and nothing may start there then. */
-		while (flock(s->dfd, LOCK_EX) < 0)
-			if (errno != EINTR)
-				die(s, "lock `%s`: %s", s->state_dir, strerror(errno));
-		struct stat st;
-		if (fstat(s->dfd, &st) < 0 || st.st_nlink == 0 ||
-		    faccessat(s->dfd, MSB_NS_POOL_FILE, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
-			die(s, "pooled sandbox `%s` was drained before it started", s->state_dir);
-	}
+	if (s->pool && msb_ns__shim_pool_lock(s->dfd, s->state_dir, why, sizeof(why)) < 0)
+		die(s, "%s", why);
 	if (fchmod(s->dfd, 0711) < 0)
 		die(s, "state dir `%s`: %s", s->state_dir, strerror(errno));
 	check_traversable(s);

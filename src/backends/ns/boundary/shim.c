@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -119,6 +120,22 @@ int msb_ns__shim_open_state(const char *state_dir, int *dfd, char *why, size_t s
 		snprintf(why, size,
 			 "state dir `%s` must belong to uid %u and not be group/other writable",
 			 state_dir, (unsigned)geteuid());
+		return -1;
+	}
+	return 0;
+}
+
+int msb_ns__shim_pool_lock(int dfd, const char *state_dir, char *why, size_t size)
+{
+	while (flock(dfd, LOCK_EX) < 0)
+		if (errno != EINTR) {
+			snprintf(why, size, "lock `%s`: %s", state_dir, strerror(errno));
+			return -1;
+		}
+	struct stat st;
+	if (fstat(dfd, &st) < 0 || st.st_nlink == 0 ||
+	    faccessat(dfd, MSB_NS_POOL_FILE, F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
+		snprintf(why, size, "pooled sandbox `%s` was drained before it started", state_dir);
 		return -1;
 	}
 	return 0;

@@ -34,6 +34,12 @@ int msb_ns__shim_detach(const char *log_path, char *why, size_t size);
  * ours and not group/other writable. 0, or -1 with why (*dfd may be open). */
 int msb_ns__shim_open_state(const char *state_dir, int *dfd, char *why, size_t size);
 
+/* A pooled sandbox's shim (--pool, docs/pool.md): lock its directory dfd
+ * until the sandbox is ready (a claim passes over a pooled sandbox it cannot
+ * lock, a drain waits for it), and refuse to start there when a drain came
+ * first (the directory or its pool.json is gone). 0, or -1 with why. */
+int msb_ns__shim_pool_lock(int dfd, const char *state_dir, char *why, size_t size);
+
 /* The shim recorded in dfd/shim.pid: 1 when it still runs (*pid), 0 when it
  * is gone (its leftovers are to be purged), -1 when there is no record. */
 int msb_ns__shim_previous(int dfd, pid_t *pid);
