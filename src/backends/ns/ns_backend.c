@@ -146,6 +146,25 @@ void msb_ns__backend_clear(ns_backend *b)
 	memset(b, 0, sizeof(*b));
 }
 
+int msb_ns__key_labels(msb_ns_labels *l, char instance[33], const msb_key *key, const char *kind,
+		       const char *work_dir, const char *image, const char *what, msb_error **err)
+{
+	if (msb_ns__random_hex(instance, 16) < 0)
+		return msb__error_errno(err, errno, "%s: no randomness for an instance id", what);
+	*l = (msb_ns_labels){
+		.scope = (char *)key->scope,
+		.thread_id = (char *)key->thread_id,
+		.agent_dir = (char *)key->agent_dir,
+		.kind = (char *)kind,
+		.call_id = (char *)key->call_id,
+		.instance_id = instance,
+		.work_dir = (char *)work_dir,
+		.image = (char *)image,
+		.created_ns = msb__realtime_ns(),
+	};
+	return 0;
+}
+
 int msb_ns__random_hex(char *out, size_t nbytes)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -428,21 +447,11 @@ static int create_sandbox(ns_backend *b, const msb_key *key, const char *kind, c
 			  const char *egress, const char *cfg, const char *name, int statefd,
 			  int dfd, msb_sandbox **out, msb_error **err)
 {
-	int r;
 	char instance[33];
-	if (msb_ns__random_hex(instance, 16) < 0)
-		return msb__error_errno(err, errno, "ns: no randomness for an instance id");
-	msb_ns_labels nl = {
-		.scope = (char *)key->scope,
-		.thread_id = (char *)key->thread_id,
-		.agent_dir = (char *)key->agent_dir,
-		.kind = (char *)kind,
-		.call_id = (char *)key->call_id,
-		.instance_id = instance,
-		.work_dir = (char *)work_dir,
-		.created_ns = msb__realtime_ns(),
-		.image = b->image,
-	};
+	msb_ns_labels nl;
+	int r = msb_ns__key_labels(&nl, instance, key, kind, work_dir, b->image, "ns", err);
+	if (r < 0)
+		return r;
 	/* Labels first, so a purge finds the sandbox even if setup fails (4.20). */
 	r = msb_ns__labels_write(dfd, &nl, err);
 	if (r < 0)

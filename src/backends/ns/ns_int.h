@@ -103,6 +103,17 @@ void msb_ns__egress_drain(int dfd, const msb_key *key, const msb_egress_reporter
 /* 2 * nbytes hex digits of the kernel's randomness into out (nbytes <= 32). */
 int msb_ns__random_hex(char *out, size_t nbytes);
 
+/* The labels of a sandbox made (or claimed) now for `key`: a new instance id
+ * in `instance`, which *l points into, as into key, kind, work_dir and image
+ * (`what` names the backend in the error). ns_backend.c. */
+int msb_ns__key_labels(msb_ns_labels *l, char instance[33], const msb_key *key, const char *kind,
+		       const char *work_dir, const char *image, const char *what, msb_error **err);
+
+/* pool_size (at most MSB_NS_POOL_MAX) and egress (an object, as compact
+ * JSON in *egress, malloc'd) of an ns or oci backend JSON. ns_json.c. */
+int msb_ns__json_pool_egress(json_t *obj, const char *w, unsigned *pool_size, char **egress,
+			     msb_error **err);
+
 /* Start msb-shim on the state directory `dir` (ns_backend.c): with `ready`,
  * *ready receives the pipe msb_ns__shim_await reads its report from; `pool`
  * passes --pool (a pooled sandbox: the shim locks the directory until it is

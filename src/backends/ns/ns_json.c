@@ -6,6 +6,7 @@
 #include <msb/ns.h>
 
 #include "backends/ns/boundary/boundary.h"
+#include "backends/ns/ns_int.h"
 #include "backends/types.h"
 #include "util/json.h"
 
@@ -30,24 +31,34 @@ static int ns_from_json(const msb_backend_json *in, msb_backend **out, msb_error
 	    (r = msb__json_get_u64(obj, "writable_bytes", w, &o.writable_bytes, NULL, err)) < 0 ||
 	    (r = msb__json_get_double(obj, "start_timeout", w, &o.start_timeout, NULL, err)) < 0)
 		return r;
-	/* The warm pool (docs/pool.md); msb_ns_backend_new checks the range. */
-	uint64_t pool_size = 0;
-	if ((r = msb__json_get_u64(obj, "pool_size", w, &pool_size, NULL, err)) < 0)
+	_cleanup_free_ char *egress_text = NULL;
+	if ((r = msb_ns__json_pool_egress(obj, w, &o.pool_size, &egress_text, err)) < 0)
 		return r;
-	if (pool_size > MSB_NS_POOL_MAX)
-		return msb_error_set(err, MSB_E_VALUE, "%s: `pool_size` %llu is over the most, %u",
-				     w, (unsigned long long)pool_size, MSB_NS_POOL_MAX);
-	o.pool_size = (unsigned)pool_size;
-	/* "egress": the proxy's settings (docs/egress.md), checked strictly by
-	 * the backend itself. */
-	json_t *egress = json_object_get(obj, "egress");
-	if (egress && !json_is_object(egress))
-		return msb_error_set(err, MSB_E_TYPE, "%s: `egress` must be an object", w);
-	_cleanup_free_ char *egress_text = egress ? json_dumps(egress, JSON_COMPACT) : NULL;
-	if (egress && !egress_text)
-		return msb__error_nomem(err);
 	o.egress_config = egress_text;
 	return msb_ns_backend_new(&o, out, err);
+}
+
+int msb_ns__json_pool_egress(json_t *obj, const char *w, unsigned *pool_size, char **egress,
+			     msb_error **err)
+{
+	*egress = NULL;
+	/* The warm pool (docs/pool.md); the backend checks the range again. */
+	uint64_t n = 0;
+	int r = msb__json_get_u64(obj, "pool_size", w, &n, NULL, err);
+	if (r < 0)
+		return r;
+	if (n > MSB_NS_POOL_MAX)
+		return msb_error_set(err, MSB_E_VALUE, "%s: `pool_size` %llu is over the most, %u",
+				     w, (unsigned long long)n, MSB_NS_POOL_MAX);
+	*pool_size = (unsigned)n;
+	/* "egress": the proxy's settings (docs/egress.md), checked strictly by
+	 * the backend itself. */
+	json_t *e = json_object_get(obj, "egress");
+	if (e && !json_is_object(e))
+		return msb_error_set(err, MSB_E_TYPE, "%s: `egress` must be an object", w);
+	if (e && !(*egress = json_dumps(e, JSON_COMPACT)))
+		return msb__error_nomem(err);
+	return 0;
 }
 
 static int ns_doctor(msb_backend_probe *out, msb_error **err)

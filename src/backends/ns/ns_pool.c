@@ -370,21 +370,11 @@ static int take(ns_backend *b, const ns_template *t, const msb_key *key, const c
 {
 	_cleanup_close_ int shim_fd = shim_pidfd;
 	char instance[33];
-	if (msb_ns__random_hex(instance, 16) < 0)
-		return msb__error_errno(err, errno, "%s: no randomness for an instance id",
-					b->pool_ops->what);
-	msb_ns_labels nl = {
-		.scope = (char *)key->scope,
-		.thread_id = (char *)key->thread_id,
-		.agent_dir = (char *)key->agent_dir,
-		.kind = (char *)kind,
-		.call_id = (char *)key->call_id,
-		.instance_id = instance,
-		.work_dir = (char *)work_dir,
-		.image = b->image,
-		.created_ns = msb__realtime_ns(),
-	};
-	int r = msb_ns__labels_write(sfd, &nl, err);
+	msb_ns_labels nl;
+	int r = msb_ns__key_labels(&nl, instance, key, kind, work_dir, b->image, b->pool_ops->what,
+				   err);
+	if (r == 0)
+		r = msb_ns__labels_write(sfd, &nl, err);
 	if (r < 0)
 		return r;
 	/* What the sandbox is made of, under its name: what it would have been

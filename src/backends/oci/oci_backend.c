@@ -249,21 +249,11 @@ static int create_sandbox(oci_backend *b, const msb_key *key, const char *kind,
 			  msb_error **err)
 {
 	char instance[33];
-	if (msb_ns__random_hex(instance, 16) < 0)
-		return msb__error_errno(err, errno, "oci: no randomness for an instance id");
-	msb_ns_labels nl = {
-		.scope = (char *)key->scope,
-		.thread_id = (char *)key->thread_id,
-		.agent_dir = (char *)key->agent_dir,
-		.kind = (char *)kind,
-		.call_id = (char *)key->call_id,
-		.instance_id = instance,
-		.work_dir = (char *)work_dir,
-		.image = b->ns.image,
-		.created_ns = msb__realtime_ns(),
-	};
+	msb_ns_labels nl;
+	int r = msb_ns__key_labels(&nl, instance, key, kind, work_dir, b->ns.image, "oci", err);
 	/* Labels first, so a purge finds the sandbox even if setup fails (4.20). */
-	int r = msb_ns__labels_write(dfd, &nl, err);
+	if (r == 0)
+		r = msb_ns__labels_write(dfd, &nl, err);
 	if (r < 0)
 		return r;
 	r = msb__write_file_atomic_at(dfd, "shim.json", cfg, strlen(cfg), 0600);

@@ -35,21 +35,10 @@ static int oci_from_json(const msb_backend_json *in, msb_backend **out, msb_erro
 	    (r = msb__json_get_u64(obj, "writable_bytes", w, &o.writable_bytes, NULL, err)) < 0 ||
 	    (r = msb__json_get_double(obj, "start_timeout", w, &o.start_timeout, NULL, err)) < 0)
 		return r;
-	uint64_t pool = 0;
-	if ((r = msb__json_get_u64(obj, "pool_size", w, &pool, NULL, err)) < 0)
+	/* pool_size and egress as the ns type reads them */
+	_cleanup_free_ char *egress_text = NULL;
+	if ((r = msb_ns__json_pool_egress(obj, w, &o.pool_size, &egress_text, err)) < 0)
 		return r;
-	if (pool > MSB_NS_POOL_MAX)
-		return msb_error_set(err, MSB_E_VALUE, "%s: pool_size %llu is over the most, %u", w,
-				     (unsigned long long)pool, MSB_NS_POOL_MAX);
-	o.pool_size = (unsigned)pool;
-	/* "egress": the proxy's settings (docs/egress.md), checked strictly by
-	 * the backend. */
-	json_t *egress = json_object_get(obj, "egress");
-	if (egress && !json_is_object(egress))
-		return msb_error_set(err, MSB_E_TYPE, "%s: `egress` must be an object", w);
-	_cleanup_free_ char *egress_text = egress ? json_dumps(egress, JSON_COMPACT) : NULL;
-	if (egress && !egress_text)
-		return msb__error_nomem(err);
 	o.egress_config = egress_text;
 	r = msb_oci_backend_new(&o, out, err);
 	return r < 0 ? msb_error_wrap(err, "%s", w) : 0;

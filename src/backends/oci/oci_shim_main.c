@@ -765,15 +765,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	oci_stamp(&s.up, "main");
-	if (s.daemon) {
-		/* Whoever started us reaps this first process at once; the shim
-		 * goes on in a child nobody waits for (it is re-parented). */
-		pid_t pid = fork();
-		if (pid < 0)
-			die(&s, "fork: %s", strerror(errno));
-		if (pid > 0)
-			_exit(0);
-	}
+	int dr = s.daemon ? msb_ns__shim_daemon() : 0;
+	if (dr < 0)
+		die(&s, "fork: %s", strerror(-dr));
 	signal(SIGPIPE, SIG_IGN);
 	int sfd = s.sig_fd = msb_ns__shim_signalfd();
 	if (sfd < 0)

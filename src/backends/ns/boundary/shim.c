@@ -107,6 +107,16 @@ int msb_ns__shim_detach(const char *log_path, char *why, size_t size)
 	return 0;
 }
 
+int msb_ns__shim_daemon(void)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid > 0)
+		_exit(0);
+	return 0;
+}
+
 int msb_ns__shim_open_state(const char *state_dir, int *dfd, char *why, size_t size)
 {
 	/* guest-names: ok - the state dir: host-private */

@@ -25,6 +25,11 @@ void msb_ns__shim_report(int *ready_fd, const char *line);
  * when the value is not one. */
 int msb_ns__shim_ready_fd(const char *value);
 
+/* --daemon: fork at once; the first process exits (whoever started it
+ * reaps it at once) and the shim goes on in the child, re-parented, that
+ * nobody waits for. 0 in the child, or -errno (no fork). */
+int msb_ns__shim_daemon(void);
+
 /* A process group of its own (not a session: see shim.c), cwd "/", stdin
  * from /dev/null, stdout and stderr to log_path (appended, created 0600,
  * never through a link) or /dev/null. 0, or -1 with what failed in why. */
